@@ -1,0 +1,68 @@
+//! The `probe` command line: parse (clap), validate into typed options, run, print.
+
+mod output;
+mod probe_args;
+mod probe_cmd;
+mod target_args;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Parser;
+
+pub use output::Output;
+pub use probe_args::{MAX_PROBE_RATE, MAX_PROBE_THREADS, ProbeArgs, parse_rate};
+pub use target_args::TargetArgs;
+
+use crate::error::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_status};
+
+/// Measures how long a Redis or Valkey server keeps its other clients waiting while it handles
+/// very large values.
+///
+/// Probe threads send PING (or GET) at a fixed rate on their own connections while a writer
+/// stores large values; every write is reported with how long the others were held up.
+/// Without --url the tool starts its own redis-server on a free loopback port (persistence off)
+/// and stops it afterwards.
+#[derive(Debug, Parser)]
+#[command(name = "probe", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    target: TargetArgs,
+
+    #[command(flatten)]
+    probe: ProbeArgs,
+}
+
+/// Runs the command line and returns the process exit status. Errors are printed here, as one
+/// line each, never as a panic.
+pub fn main_entry() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = err.print();
+            return code;
+        }
+    };
+    let interrupt = Arc::new(AtomicBool::new(false));
+    install_signal_handler(Arc::clone(&interrupt));
+    let mut output = Output::new(Arc::clone(&interrupt));
+    let result = probe_cmd::run(&cli.target, &cli.probe, &interrupt, &mut output);
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            output.error(&format!("{err:#}"));
+            exit_status(&err)
+        }
+    }
+}
+
+/// Ctrl-C and SIGTERM ask the run to stop and keep what it measured; a second signal exits at
+/// once.
+fn install_signal_handler(interrupt: Arc<AtomicBool>) {
+    let _ = ctrlc::set_handler(move || {
+        if interrupt.swap(true, Ordering::SeqCst) {
+            std::process::exit(EXIT_INTERRUPTED);
+        }
+    });
+}

@@ -1,0 +1,241 @@
+//! The main job's flags (`probe --writer-sizes 64M,128M ...`) and their validation into
+//! [`RunOptions`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::error::UsageError;
+use crate::record::ProbeCmd;
+use crate::run::RunOptions;
+use crate::units::{parse_duration, parse_size_list};
+use crate::writer::WriterPlan;
+
+/// Most probes per second one probe thread is allowed to attempt: at about 30 µs per loopback
+/// round trip a thread cannot sustain much more, and past it the schedule only falls behind.
+pub const MAX_PROBE_RATE: f64 = 20_000.0;
+/// Most probe threads (each an OS thread with its own connection).
+pub const MAX_PROBE_THREADS: u16 = 64;
+
+/// Probing, writing and export options of the main job.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// Dedicated probe threads, each with its own connection.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub probe_threads: u32,
+
+    /// Probes per second per thread, on a fixed schedule; the threads are staggered so that
+    /// together they sample every 1/(N·R) s.
+    #[arg(long, value_name = "R", default_value = "1000", allow_negative_numbers = true)]
+    pub probe_rate: String,
+
+    /// The probe command: PING, or GET of a small key the tool prepares.
+    #[arg(long, value_enum, default_value_t = ProbeCmd::Ping)]
+    pub probe_cmd: ProbeCmd,
+
+    /// Value sizes to write, comma-separated, binary units K, M, G (64M = 64 MiB; a plain
+    /// number is bytes). Without it the tool only observes (needs --duration).
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    pub writer_sizes: Option<String>,
+
+    /// Writes per size.
+    #[arg(long, value_name = "N", default_value = "1", allow_negative_numbers = true)]
+    pub repeat: String,
+
+    /// Quiet probing before and after each write, so the baseline shows.
+    #[arg(long, value_name = "DURATION", default_value = "500ms")]
+    pub gap: String,
+
+    /// Write each size twice to the same key: the second SET also frees the first value on the
+    /// server's main thread.
+    #[arg(long)]
+    pub overwrite: bool,
+
+    /// Keep every written key until the end (as the seed did; server memory grows with the sum)
+    /// instead of deleting each after its gap. Deletions are measured either way.
+    #[arg(long)]
+    pub keep: bool,
+
+    /// Observe mode (no --writer-sizes): probe for this long and report every stall. With a
+    /// writer: a cap on the run.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+
+    /// A probe waiting longer than this is delayed; a silence longer than this is a stall.
+    #[arg(long, value_name = "DURATION", default_value = "1ms")]
+    pub stall_threshold: String,
+
+    /// Seed of the random value bytes, so runs repeat.
+    #[arg(long, value_name = "N", default_value_t = 0x5eed)]
+    pub seed: u64,
+
+    /// Write probes.csv, writes.csv, stalls.csv, summary.csv and run.json here, as the run goes.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Replace a run already in --out.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl ProbeArgs {
+    /// Checks every value and builds the run's options. Nothing is sent anywhere before this
+    /// succeeds.
+    pub fn to_options(&self) -> Result<RunOptions, UsageError> {
+        let probe_threads = self.probe_threads;
+        if probe_threads == 0 || probe_threads > u32::from(MAX_PROBE_THREADS) {
+            return Err(UsageError::invalid(
+                "--probe-threads",
+                probe_threads,
+                format!("expected 1 to {MAX_PROBE_THREADS}"),
+            ));
+        }
+        let probe_rate = parse_rate("--probe-rate", &self.probe_rate)?;
+        let stall_threshold = parse_duration("--stall-threshold", &self.stall_threshold)?;
+        if stall_threshold < Duration::from_micros(10) {
+            return Err(UsageError::invalid(
+                "--stall-threshold",
+                &self.stall_threshold,
+                "must be at least 10us: below that, every loopback round trip would count",
+            ));
+        }
+        let duration = match &self.duration {
+            Some(text) => {
+                let d = parse_duration("--duration", text)?;
+                if d.is_zero() {
+                    return Err(UsageError::invalid("--duration", text, "must be longer than 0"));
+                }
+                Some(d)
+            }
+            None => None,
+        };
+        let writer = match &self.writer_sizes {
+            Some(list) => {
+                let sizes = parse_size_list("--writer-sizes", list)?;
+                let repeat: u32 = self
+                    .repeat
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|&n| (1..=10_000).contains(&n))
+                    .ok_or_else(|| {
+                        UsageError::invalid("--repeat", &self.repeat, "expected a whole number from 1 to 10000")
+                    })?;
+                let gap = parse_duration("--gap", &self.gap)?;
+                Some(WriterPlan {
+                    sizes,
+                    repeat,
+                    gap,
+                    overwrite: self.overwrite,
+                    keep: self.keep,
+                    key_prefix: String::new(),
+                    seed: self.seed,
+                })
+            }
+            None => {
+                if duration.is_none() {
+                    return Err(UsageError::Conflict(
+                        "nothing to do: give --writer-sizes (e.g. --writer-sizes 64M,128M) to measure large writes, or --duration (e.g. --duration 30s) to observe the server".into(),
+                    ));
+                }
+                for (flag, set) in [("--overwrite", self.overwrite), ("--keep", self.keep)] {
+                    if set {
+                        return Err(UsageError::Conflict(format!(
+                            "{flag} applies to writes: it needs --writer-sizes"
+                        )));
+                    }
+                }
+                None
+            }
+        };
+        Ok(RunOptions {
+            probe_threads: probe_threads as u16,
+            probe_rate,
+            probe_cmd: self.probe_cmd,
+            writer,
+            duration,
+            stall_threshold_us: stall_threshold.as_micros() as u64,
+            seed: self.seed,
+            out: self.out.clone(),
+        })
+    }
+}
+
+/// Parses a per-thread rate: positive, finite, at most [`MAX_PROBE_RATE`].
+pub fn parse_rate(flag: &'static str, text: &str) -> Result<f64, UsageError> {
+    let rate: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| UsageError::invalid(flag, text, "expected a number of probes per second, such as 1000"))?;
+    if !rate.is_finite() || rate <= 0.0 {
+        return Err(UsageError::invalid(flag, text, "must be more than 0"));
+    }
+    if rate > MAX_PROBE_RATE {
+        return Err(UsageError::invalid(
+            flag,
+            text,
+            format!(
+                "the tool sustains at most {MAX_PROBE_RATE} probes/s per thread (about one loopback round trip each); add --probe-threads instead"
+            ),
+        ));
+    }
+    Ok(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ProbeArgs,
+    }
+
+    fn options(argv: &[&str]) -> Result<RunOptions, UsageError> {
+        let mut full = vec!["probe"];
+        full.extend_from_slice(argv);
+        Wrapper::try_parse_from(full).expect("clap parse").args.to_options()
+    }
+
+    #[test]
+    fn defaults_match_the_issue() {
+        let o = options(&["--writer-sizes", "64M,128M"]).unwrap();
+        assert_eq!(o.probe_threads, 2);
+        assert_eq!(o.probe_rate, 1000.0);
+        assert_eq!(o.stall_threshold_us, 1000);
+        let w = o.writer.unwrap();
+        assert_eq!(w.sizes, vec![64 << 20, 128 << 20]);
+        assert_eq!(w.repeat, 1);
+        assert_eq!(w.gap, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        for (argv, flag) in [
+            (vec!["--writer-sizes", "64X"], "--writer-sizes"),
+            (vec!["--writer-sizes", "-1M"], "--writer-sizes"),
+            (vec!["--writer-sizes", ""], "--writer-sizes"),
+            (vec!["--writer-sizes", "1M", "--probe-rate", "0"], "--probe-rate"),
+            (vec!["--writer-sizes", "1M", "--probe-rate", "-5"], "--probe-rate"),
+            (vec!["--writer-sizes", "1M", "--probe-rate", "1000000000"], "--probe-rate"),
+            (vec!["--writer-sizes", "1M", "--probe-threads", "0"], "--probe-threads"),
+            (vec!["--writer-sizes", "1M", "--repeat", "0"], "--repeat"),
+            (vec!["--writer-sizes", "1M", "--gap", "soon"], "--gap"),
+            (vec!["--duration", "0s"], "--duration"),
+        ] {
+            let err = options(&argv).unwrap_err().to_string();
+            assert!(err.contains(flag), "{argv:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn nothing_to_do_is_an_error() {
+        assert!(options(&[]).is_err());
+        assert!(options(&["--duration", "1s", "--keep"]).is_err());
+        assert!(options(&["--duration", "1s"]).unwrap().writer.is_none());
+    }
+}

@@ -1,0 +1,76 @@
+//! Flags that say which server to measure, shared by every subcommand.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::error::UsageError;
+use crate::target::{ConnInfo, TargetSpec};
+use crate::units::parse_duration;
+
+/// `--url`, or the embedded server's `--server-bin` / `--server-arg`; timeouts.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// Measure an existing server: redis://[user:password@]host:port[/db]. The password may
+    /// instead come from REDISCLI_AUTH, as with redis-cli. Without --url the tool starts its
+    /// own redis-server on a free loopback port and stops it afterwards.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+
+    /// The server binary to start when no --url is given [default: redis-server from PATH].
+    #[arg(long, value_name = "PATH")]
+    pub server_bin: Option<PathBuf>,
+
+    /// An extra setting for the started server, "NAME VALUE" (repeatable), e.g.
+    /// --server-arg "maxmemory 2gb".
+    #[arg(long, value_name = "NAME VALUE")]
+    pub server_arg: Vec<String>,
+
+    /// Limit on establishing each connection.
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub connect_timeout: String,
+
+    /// Limit on waiting for any one reply before the server is declared unresponsive.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub timeout: String,
+}
+
+impl TargetArgs {
+    /// Validates the flags into a [`TargetSpec`]. `env_password` is `REDISCLI_AUTH`.
+    pub fn to_spec(&self, env_password: Option<String>) -> Result<TargetSpec, UsageError> {
+        let connect_timeout = parse_duration("--connect-timeout", &self.connect_timeout)?;
+        let command_timeout = parse_duration("--timeout", &self.timeout)?;
+        for (flag, value, duration) in [
+            ("--connect-timeout", &self.connect_timeout, connect_timeout),
+            ("--timeout", &self.timeout, command_timeout),
+        ] {
+            if duration.is_zero() {
+                return Err(UsageError::invalid(flag, value, "must be longer than 0"));
+            }
+        }
+        match &self.url {
+            Some(url) => {
+                if self.server_bin.is_some() || !self.server_arg.is_empty() {
+                    return Err(UsageError::Conflict(
+                        "--server-bin and --server-arg apply to a server the tool starts: they cannot be used with --url".into(),
+                    ));
+                }
+                let mut conn = ConnInfo::from_url(url, env_password)?;
+                conn.connect_timeout = connect_timeout;
+                conn.command_timeout = command_timeout;
+                Ok(TargetSpec::External(conn))
+            }
+            None => {
+                for setting in &self.server_arg {
+                    crate::target::server_arg_tokens(setting)?;
+                }
+                Ok(TargetSpec::Embedded {
+                    binary: self.server_bin.clone(),
+                    extra_args: self.server_arg.clone(),
+                    connect_timeout,
+                    command_timeout,
+                })
+            }
+        }
+    }
+}

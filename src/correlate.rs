@@ -1,0 +1,498 @@
+//! The correlator: pure functions from a recorded timeline (probes and writes, all on the run's
+//! clock) to findings: the baseline, the stall episodes, and per write how long other clients
+//! were kept waiting. No sockets, no threads, no clock: everything here is testable on synthetic
+//! timelines.
+//!
+//! # Stall episodes
+//! A probe whose intended send time `t` is followed by no reply from the server (to any probe)
+//! until `e`, with `e - t` above the threshold, proves the server was silent over `[t, e]`
+//! while a client was waiting. Such intervals from all probes are merged into episodes: start =
+//! the intended send of the first delayed probe, end = the reply that broke the silence. The
+//! true stall began at most one aggregate probe interval before the start, so the duration is
+//! accurate to about one interval (0.5 ms at 2 threads × 1000/s).
+//!
+//! An episode in which no probe was actually on the wire longer than the threshold was not the
+//! server: every delayed probe left late, so the probe threads themselves were held up (the
+//! client host was busy). Those are reported apart as client hiccups, never as server stalls.
+
+use serde::Serialize;
+
+use crate::record::{ProbeRecord, WriteOp, WriteRecord};
+
+/// Settings of the analysis.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CorrelateConfig {
+    /// A probe waiting longer than this (from its intended send) is delayed; a silence longer
+    /// than this is a stall.
+    pub stall_threshold_us: u64,
+}
+
+/// Probe latency outside every write window: what the server gives when left alone.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Baseline {
+    /// Probes with a reply outside write windows.
+    pub probes: u64,
+    /// Median latency, µs.
+    pub p50_us: u64,
+    /// 99th percentile latency, µs.
+    pub p99_us: u64,
+    /// Worst latency, µs.
+    pub max_us: u64,
+    /// Probes of the whole run that got an error or no reply.
+    pub probe_errors: u64,
+    /// The tool's own timing: median of (actual − intended send), µs, over the probes whose
+    /// thread was idle at their intended time (a probe queued behind a stalled one is late by
+    /// design and is left out).
+    pub send_lag_p50_us: u64,
+    /// 99th percentile of the same: the probes' timing jitter.
+    pub send_lag_p99_us: u64,
+    /// Worst (actual − intended send), µs.
+    pub send_lag_max_us: u64,
+}
+
+/// A stall episode: the server answered no probe while one was waiting past the threshold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stall {
+    /// Intended send of the first delayed probe, µs since the run's start.
+    pub start_us: u64,
+    /// The reply that ended the silence, µs since the run's start.
+    pub end_us: u64,
+    /// `end_us - start_us` in ms.
+    pub duration_ms: f64,
+    /// Probes intended inside the episode whose latency passed the threshold.
+    pub probes_delayed: u64,
+    /// The write whose window overlaps the episode most; empty when it overlaps none.
+    pub write_seq: Option<u32>,
+}
+
+/// Per write: what other clients saw while it ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WriteSummary {
+    /// Write number, from 1.
+    pub seq: u32,
+    /// `set`, `overwrite` or `delete`.
+    pub op: WriteOp,
+    /// Value size, bytes.
+    pub size_bytes: u64,
+    /// The writer's own elapsed time (what the seed measured), ms.
+    pub set_ms: f64,
+    /// Worst latency among probes overlapping the write, minus the baseline median, ms. Empty
+    /// when no probe overlapped the write.
+    pub hol_delay_ms: Option<f64>,
+    /// Time inside the write's window covered by stall episodes, ms.
+    pub stall_ms: f64,
+    /// Probes overlapping the write whose latency passed the threshold.
+    pub probes_delayed: u64,
+    /// Part of `stall_ms` while the value was still being sent (start → last byte sent).
+    pub stall_during_send_ms: f64,
+    /// Part of `stall_ms` after the last byte (last byte → reply).
+    pub stall_after_send_ms: f64,
+    /// Host memory in use right after the write, percent.
+    pub host_mem_pct: f64,
+    /// Host swap in use right after the write, percent.
+    pub host_swap_pct: f64,
+    /// Probes overlapping the write (with a reply).
+    pub probes_in_window: u64,
+    /// Worst latency among them, ms (empty without probes).
+    pub worst_latency_ms: Option<f64>,
+    /// Whether the write itself succeeded.
+    pub ok: bool,
+}
+
+/// Everything the correlator finds in one timeline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Analysis {
+    /// Latency outside write windows, and the tool's own send jitter.
+    pub baseline: Baseline,
+    /// Server stall episodes, in time order.
+    pub stalls: Vec<Stall>,
+    /// Silences in which every delayed probe left late: the client host, not the server.
+    pub client_hiccups: Vec<Stall>,
+    /// One row per write, in write order (`summary` in run.json, as summary.csv).
+    #[serde(rename = "summary")]
+    pub writes: Vec<WriteSummary>,
+}
+
+/// Runs the whole analysis.
+pub fn correlate(
+    probes: &[ProbeRecord],
+    writes: &[WriteRecord],
+    config: CorrelateConfig,
+) -> Analysis {
+    let windows: Vec<(u64, u64)> = writes.iter().map(|w| (w.start_us, w.reply_us)).collect();
+    let baseline = baseline(probes, &windows);
+    let (mut stalls, client_hiccups) = stall_episodes(probes, config.stall_threshold_us);
+    for stall in &mut stalls {
+        stall.write_seq = writes
+            .iter()
+            .map(|w| (w.seq, overlap(stall.start_us, stall.end_us, w.start_us, w.reply_us)))
+            .filter(|&(_, o)| o > 0)
+            .max_by_key(|&(seq, o)| (o, std::cmp::Reverse(seq)))
+            .map(|(seq, _)| seq);
+    }
+    let writes = writes
+        .iter()
+        .map(|w| summarize_write(w, probes, &stalls, &baseline, config.stall_threshold_us))
+        .collect();
+    Analysis {
+        baseline,
+        stalls,
+        client_hiccups,
+        writes,
+    }
+}
+
+/// Nearest-rank percentile of an ascending slice (0 when empty).
+pub fn percentile(sorted: &[u64], pct: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((pct / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn overlaps_any(start: u64, end: u64, windows: &[(u64, u64)]) -> bool {
+    windows.iter().any(|&(ws, we)| start <= we && end >= ws)
+}
+
+/// Length of the intersection of `[a0, a1]` and `[b0, b1]`, µs.
+pub fn overlap(a0: u64, a1: u64, b0: u64, b1: u64) -> u64 {
+    a1.min(b1).saturating_sub(a0.max(b0))
+}
+
+fn baseline(probes: &[ProbeRecord], windows: &[(u64, u64)]) -> Baseline {
+    let mut latencies: Vec<u64> = probes
+        .iter()
+        .filter_map(|p| Some((p.intended_us, p.reply_us?, p.latency_us?)))
+        .filter(|&(start, end, _)| !overlaps_any(start, end, windows))
+        .map(|(_, _, latency)| latency)
+        .collect();
+    latencies.sort_unstable();
+    let mut lags = on_time_send_lags(probes);
+    lags.sort_unstable();
+    Baseline {
+        probes: latencies.len() as u64,
+        p50_us: percentile(&latencies, 50.0),
+        p99_us: percentile(&latencies, 99.0),
+        max_us: latencies.last().copied().unwrap_or(0),
+        probe_errors: probes.iter().filter(|p| !p.ok).count() as u64,
+        send_lag_p50_us: percentile(&lags, 50.0),
+        send_lag_p99_us: percentile(&lags, 99.0),
+        send_lag_max_us: lags.last().copied().unwrap_or(0),
+    }
+}
+
+/// Send lag (actual − intended) of the probes whose thread was idle at their intended time: the
+/// tool's own timing jitter. A probe queued behind a stalled reply leaves late by design (its
+/// latency still counts from the intended time), so it says nothing about the tool's timing.
+pub fn on_time_send_lags(probes: &[ProbeRecord]) -> Vec<u64> {
+    let mut by_thread: Vec<&ProbeRecord> = probes.iter().collect();
+    by_thread.sort_unstable_by_key(|p| (p.thread, p.seq));
+    by_thread
+        .windows(2)
+        .filter(|pair| {
+            pair[0].thread == pair[1].thread
+                && pair[0].reply_us.is_some_and(|r| r <= pair[1].intended_us)
+        })
+        .map(|pair| pair[1].send_lag_us())
+        .collect()
+}
+
+/// Finds silences: returns (server stalls, client hiccups), each in time order.
+pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>, Vec<Stall>) {
+    let mut replies: Vec<u64> = probes.iter().filter_map(|p| p.reply_us).collect();
+    replies.sort_unstable();
+    // Each delayed probe gives a silence [intended, first reply at or after intended].
+    let mut silences: Vec<(u64, u64)> = probes
+        .iter()
+        .filter_map(|p| {
+            let idx = replies.partition_point(|&r| r < p.intended_us);
+            let end = *replies.get(idx)?;
+            (end - p.intended_us > threshold_us).then_some((p.intended_us, end))
+        })
+        .collect();
+    silences.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (start, end) in silences {
+        match merged.last_mut() {
+            Some(last) if start < last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    let mut by_intended: Vec<&ProbeRecord> = probes.iter().collect();
+    by_intended.sort_unstable_by_key(|p| p.intended_us);
+    let mut stalls = Vec::new();
+    let mut hiccups = Vec::new();
+    for (start, end) in merged {
+        let lo = by_intended.partition_point(|p| p.intended_us < start);
+        let hi = by_intended.partition_point(|p| p.intended_us < end);
+        let inside = &by_intended[lo..hi];
+        let probes_delayed = inside
+            .iter()
+            .filter(|p| p.latency_us.is_none_or(|l| l > threshold_us))
+            .count() as u64;
+        // Was any probe really waiting on the server, sent and unanswered past the threshold?
+        let on_wire = inside.iter().any(|p| {
+            p.sent_us < end
+                && end - p.sent_us > threshold_us
+                && p.reply_us.is_none_or(|r| r >= end)
+        });
+        let stall = Stall {
+            start_us: start,
+            end_us: end,
+            duration_ms: (end - start) as f64 / 1e3,
+            probes_delayed,
+            write_seq: None,
+        };
+        if on_wire {
+            stalls.push(stall);
+        } else {
+            hiccups.push(stall);
+        }
+    }
+    (stalls, hiccups)
+}
+
+fn summarize_write(
+    write: &WriteRecord,
+    probes: &[ProbeRecord],
+    stalls: &[Stall],
+    baseline: &Baseline,
+    threshold_us: u64,
+) -> WriteSummary {
+    let (ws, we) = (write.start_us, write.reply_us);
+    let mut probes_in_window = 0;
+    let mut probes_delayed = 0;
+    let mut worst: Option<u64> = None;
+    for probe in probes {
+        let (Some(reply), Some(latency)) = (probe.reply_us, probe.latency_us) else {
+            continue;
+        };
+        if probe.intended_us <= we && reply >= ws {
+            probes_in_window += 1;
+            if latency > threshold_us {
+                probes_delayed += 1;
+            }
+            worst = Some(worst.map_or(latency, |w| w.max(latency)));
+        }
+    }
+    let covered = |from: u64, to: u64| -> f64 {
+        stalls
+            .iter()
+            .map(|s| overlap(s.start_us, s.end_us, from, to))
+            .sum::<u64>() as f64
+            / 1e3
+    };
+    let sent = write.sent_us.clamp(ws, we);
+    WriteSummary {
+        seq: write.seq,
+        op: write.op,
+        size_bytes: write.size_bytes,
+        set_ms: write.set_ms,
+        hol_delay_ms: worst.map(|w| w.saturating_sub(baseline.p50_us) as f64 / 1e3),
+        stall_ms: covered(ws, we),
+        probes_delayed,
+        stall_during_send_ms: covered(ws, sent),
+        stall_after_send_ms: covered(sent, we),
+        host_mem_pct: write.host_mem_pct,
+        host_swap_pct: write.host_swap_pct,
+        probes_in_window,
+        worst_latency_ms: worst.map(|w| w as f64 / 1e3),
+        ok: write.ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::ProbeCmd;
+
+    const THRESHOLD: CorrelateConfig = CorrelateConfig {
+        stall_threshold_us: 1000,
+    };
+
+    /// A probe that left on time and was answered after `wait_us`.
+    fn probe(thread: u16, intended_us: u64, sent_us: u64, reply_us: u64) -> ProbeRecord {
+        ProbeRecord {
+            thread,
+            seq: 0,
+            cmd: ProbeCmd::Ping,
+            intended_us,
+            sent_us,
+            reply_us: Some(reply_us),
+            latency_us: Some(reply_us - intended_us),
+            ok: true,
+            error: None,
+        }
+    }
+
+    /// Two threads at 1000/s each (every 500 µs together), 30 µs round trips, from `from` to
+    /// `to`, with the server frozen over `[freeze_start, freeze_end)`: probes sent during the
+    /// freeze are answered at its end, and each thread then catches up back to back, as the
+    /// real probe threads do.
+    fn timeline(from: u64, to: u64, freezes: &[(u64, u64)]) -> Vec<ProbeRecord> {
+        let mut out = Vec::new();
+        for thread in 0..2u16 {
+            let mut free_at = 0u64; // when this thread can send again
+            let mut t = from + u64::from(thread) * 500;
+            while t < to {
+                let sent = t.max(free_at);
+                let mut reply = sent + 30;
+                for &(fs, fe) in freezes {
+                    if reply > fs && sent < fe {
+                        reply = fe + 30;
+                    }
+                }
+                out.push(probe(thread, t, sent, reply));
+                free_at = reply;
+                t += 1000;
+            }
+        }
+        out
+    }
+
+    fn write(seq: u32, op: WriteOp, start: u64, sent: u64, reply: u64) -> WriteRecord {
+        WriteRecord {
+            seq,
+            op,
+            key: format!("k{seq}"),
+            size_bytes: 64 << 20,
+            start_us: start,
+            sent_us: sent,
+            reply_us: reply,
+            set_ms: (reply - start) as f64 / 1e3,
+            ok: true,
+            error: None,
+            host_mem_pct: 10.0,
+            host_swap_pct: 0.0,
+            server_rss_bytes: None,
+        }
+    }
+
+    #[test]
+    fn a_quiet_timeline_has_no_stalls_and_a_tight_baseline() {
+        let probes = timeline(0, 1_000_000, &[]);
+        let analysis = correlate(&probes, &[], THRESHOLD);
+        assert!(analysis.stalls.is_empty());
+        assert!(analysis.client_hiccups.is_empty());
+        assert_eq!(analysis.baseline.probes, probes.len() as u64);
+        assert_eq!(analysis.baseline.p50_us, 30);
+        assert_eq!(analysis.baseline.max_us, 30);
+    }
+
+    #[test]
+    fn a_100ms_freeze_measures_100ms_within_one_interval() {
+        let probes = timeline(0, 1_000_000, &[(300_200, 400_200)]);
+        let analysis = correlate(&probes, &[], THRESHOLD);
+        assert_eq!(analysis.stalls.len(), 1, "{:?}", analysis.stalls);
+        let stall = &analysis.stalls[0];
+        // First probe intended after the freeze began is at 300_500; the silence ends with the
+        // first reply after the freeze, 400_230.
+        assert_eq!(stall.start_us, 300_500);
+        assert_eq!(stall.end_us, 400_230);
+        assert!((stall.duration_ms - 100.0).abs() <= 0.5, "{}", stall.duration_ms);
+        // 200 probes fell inside the freeze; all were delayed (a few caught up just after).
+        assert!((195..=202).contains(&stall.probes_delayed), "{}", stall.probes_delayed);
+        assert_eq!(stall.write_seq, None);
+    }
+
+    #[test]
+    fn two_stalls_in_one_write_are_both_counted() {
+        let probes = timeline(0, 1_000_000, &[(400_000, 410_000), (500_000, 520_000)]);
+        let writes = [write(1, WriteOp::Set, 350_000, 480_000, 600_000)];
+        let analysis = correlate(&probes, &writes, THRESHOLD);
+        assert_eq!(analysis.stalls.len(), 2);
+        assert!(analysis.stalls.iter().all(|s| s.write_seq == Some(1)));
+        let summary = &analysis.writes[0];
+        let total: f64 = analysis.stalls.iter().map(|s| s.duration_ms).sum();
+        assert!((summary.stall_ms - total).abs() < 1e-9);
+        assert!((summary.stall_ms - 30.0).abs() <= 1.0, "{}", summary.stall_ms);
+        // The first stall fell while the value was being sent, the second after its last byte.
+        assert!((summary.stall_during_send_ms - 10.0).abs() <= 0.5);
+        assert!((summary.stall_after_send_ms - 20.0).abs() <= 0.5);
+        // The worst probe waited about 20 ms; baseline median is 30 µs.
+        let hol = summary.hol_delay_ms.unwrap();
+        assert!((19.0..=20.1).contains(&hol), "{hol}");
+        assert!(summary.probes_delayed >= 55, "{}", summary.probes_delayed);
+    }
+
+    #[test]
+    fn a_stall_that_begins_before_a_write_counts_only_its_overlap() {
+        let probes = timeline(0, 1_000_000, &[(200_000, 300_000)]);
+        let writes = [write(1, WriteOp::Overwrite, 250_000, 250_100, 260_000)];
+        let analysis = correlate(&probes, &writes, THRESHOLD);
+        assert_eq!(analysis.stalls.len(), 1);
+        let summary = &analysis.writes[0];
+        assert!((summary.stall_ms - 10.0).abs() < 1e-9, "{}", summary.stall_ms);
+        assert_eq!(analysis.stalls[0].write_seq, Some(1));
+    }
+
+    #[test]
+    fn a_window_with_no_probes_reports_no_delay() {
+        let probes = timeline(0, 100_000, &[]);
+        let writes = [write(1, WriteOp::Set, 500_000, 500_010, 500_020)];
+        let analysis = correlate(&probes, &writes, THRESHOLD);
+        let summary = &analysis.writes[0];
+        assert_eq!(summary.hol_delay_ms, None);
+        assert_eq!(summary.probes_in_window, 0);
+        assert_eq!(summary.probes_delayed, 0);
+        assert_eq!(summary.stall_ms, 0.0);
+    }
+
+    #[test]
+    fn errored_probes_are_counted_but_do_not_invent_stalls() {
+        let mut probes = timeline(0, 100_000, &[]);
+        // A connection reset: no reply at all.
+        probes[10].reply_us = None;
+        probes[10].latency_us = None;
+        probes[10].ok = false;
+        probes[10].error = Some("connection reset".into());
+        // A server error reply: it is still a reply.
+        probes[20].ok = false;
+        probes[20].error = Some("LOADING".into());
+        let analysis = correlate(&probes, &[], THRESHOLD);
+        assert!(analysis.stalls.is_empty());
+        assert_eq!(analysis.baseline.probe_errors, 2);
+        assert_eq!(analysis.baseline.probes, probes.len() as u64 - 1);
+    }
+
+    #[test]
+    fn probes_that_left_late_on_a_busy_client_are_hiccups_not_stalls() {
+        // Both threads descheduled for 5 ms: every probe of that span leaves late, each is
+        // answered in 30 µs. The server was never silent while a probe waited on it.
+        let mut probes = Vec::new();
+        for thread in 0..2u16 {
+            let mut t = u64::from(thread) * 500;
+            while t < 100_000 {
+                let sent = if (50_000..55_000).contains(&t) { 55_000 + t % 1000 } else { t };
+                probes.push(probe(thread, t, sent, sent + 30));
+                t += 1000;
+            }
+        }
+        let analysis = correlate(&probes, &[], THRESHOLD);
+        assert!(analysis.stalls.is_empty(), "{:?}", analysis.stalls);
+        assert_eq!(analysis.client_hiccups.len(), 1);
+        assert!(analysis.baseline.send_lag_max_us >= 4_000);
+    }
+
+    #[test]
+    fn baseline_excludes_write_windows() {
+        let probes = timeline(0, 1_000_000, &[(400_000, 450_000)]);
+        let writes = [write(1, WriteOp::Delete, 399_000, 399_010, 450_100)];
+        let analysis = correlate(&probes, &writes, THRESHOLD);
+        // Only the few probes queued behind the backlog just after the window are slower.
+        assert_eq!(analysis.baseline.p99_us, 30);
+        assert!(analysis.baseline.max_us < 2_000, "{}", analysis.baseline.max_us);
+        assert!(analysis.writes[0].hol_delay_ms.unwrap() > 49.0);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let data: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&data, 50.0), 50);
+        assert_eq!(percentile(&data, 99.0), 99);
+        assert_eq!(percentile(&data, 100.0), 100);
+        assert_eq!(percentile(&[], 50.0), 0);
+        assert_eq!(percentile(&[7], 99.9), 7);
+    }
+}

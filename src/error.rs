@@ -1,0 +1,62 @@
+//! Typed errors for what a user can get wrong, and the exit statuses the binary documents.
+
+use thiserror::Error;
+
+/// A mistake in the command line or its values. Always reported before anything is sent to a
+/// server, as one line, with exit status [`EXIT_USAGE`].
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum UsageError {
+    /// A flag's value does not parse or is out of range.
+    #[error("invalid value '{value}' for {flag}: {reason}")]
+    InvalidValue {
+        /// The flag as the user typed it, e.g. `--writer-sizes`.
+        flag: &'static str,
+        /// The offending value, verbatim.
+        value: String,
+        /// What was expected instead.
+        reason: String,
+    },
+    /// Two flags that cannot be used together, or a flag missing what it needs.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl UsageError {
+    /// Shorthand for [`UsageError::InvalidValue`].
+    pub fn invalid(flag: &'static str, value: impl ToString, reason: impl Into<String>) -> Self {
+        UsageError::InvalidValue {
+            flag,
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The run was stopped by Ctrl-C or SIGTERM; what was measured so far has been written.
+#[derive(Debug, Error)]
+#[error("interrupted by {signal}; results measured so far were kept")]
+pub struct Interrupted {
+    /// `SIGINT` or `SIGTERM` (the handler cannot tell which, so it says "signal").
+    pub signal: String,
+}
+
+/// Exit status of a successful run.
+pub const EXIT_OK: i32 = 0;
+/// Exit status for a failed run: the server refused, vanished or erred; or (for `compare` and
+/// `calibrate`) a negative verdict.
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit status for bad input: a flag, a value, a file or directory the tool was given.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Maps an error chain to the documented exit status.
+pub fn exit_status(err: &anyhow::Error) -> i32 {
+    if err.chain().any(|cause| cause.is::<UsageError>()) {
+        EXIT_USAGE
+    } else if err.chain().any(|cause| cause.is::<Interrupted>()) {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_FAILURE
+    }
+}

@@ -1,0 +1,87 @@
+//! Exports of a run to an `--out` directory, written as the run goes so that a crash, a dead
+//! server or Ctrl-C keeps every result measured so far in valid files:
+//!
+//! - the raw timelines (`probes.csv`, `writes.csv`) are appended in whole rows only
+//!   ([`RowAppender`]): a file cut short still parses;
+//! - the derived files (`stalls.csv`, `summary.csv`, `run.json`) are rewritten after each write
+//!   and at the end, each to a temporary file renamed into place ([`write_atomic`]).
+
+mod csv_rows;
+mod run_json;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+pub use csv_rows::{RowAppender, csv_bytes};
+pub use run_json::{HostInfo, RunJson, RunStatus, ToolInfo};
+
+use crate::error::UsageError;
+
+/// The files of one run directory.
+pub const PROBES_CSV: &str = "probes.csv";
+/// Every write event.
+pub const WRITES_CSV: &str = "writes.csv";
+/// Every stall episode.
+pub const STALLS_CSV: &str = "stalls.csv";
+/// One row per write: what the others saw.
+pub const SUMMARY_CSV: &str = "summary.csv";
+/// Metadata, options, and the findings.
+pub const RUN_JSON: &str = "run.json";
+
+/// Makes sure `dir` can take a new run, before anything is measured or sent: creates it if
+/// needed, refuses one that already holds a run unless `force`, and checks it can be written.
+pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<()> {
+    let shown = dir.display().to_string();
+    if dir.exists() && !dir.is_dir() {
+        return Err(UsageError::invalid("--out", shown, "exists and is not a directory").into());
+    }
+    fs::create_dir_all(dir).map_err(|err| {
+        UsageError::invalid("--out", &shown, format!("cannot create the directory ({err})"))
+    })?;
+    if dir.join(RUN_JSON).exists() && !force {
+        return Err(UsageError::invalid(
+            "--out",
+            shown,
+            "already holds a run (run.json): choose another directory or pass --force to replace it",
+        )
+        .into());
+    }
+    let probe_path = dir.join(".holprobe-write-test");
+    File::create(&probe_path)
+        .and_then(|mut f| f.write_all(b"ok"))
+        .map_err(|err| {
+            UsageError::invalid("--out", &shown, format!("cannot write there ({err})"))
+        })?;
+    let _ = fs::remove_file(probe_path);
+    Ok(())
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory, renamed into place:
+/// readers see the old file or the new one, never half of one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = tmp_path(path);
+    let mut file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_data())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", path.display()))
+}
+
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Opens `path` for appending rows, truncating what a previous run left.
+pub(crate) fn open_fresh(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))
+}

@@ -1,0 +1,76 @@
+//! Host memory and swap, sampled the way the seed benchmark printed them (psutil's
+//! `virtual_memory().percent` and `swap_memory().percent`), so a write that pushed the host into
+//! swap is never mistaken for Redis's own cost.
+
+use serde::Serialize;
+
+/// One reading of the host's memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HostMemory {
+    /// Total physical memory, bytes.
+    pub total_bytes: u64,
+    /// Memory available to new allocations without swapping, bytes.
+    pub available_bytes: u64,
+    /// `(total - available) / total`, percent.
+    pub mem_pct: f64,
+    /// Total swap, bytes.
+    pub swap_total_bytes: u64,
+    /// Swap in use, bytes.
+    pub swap_used_bytes: u64,
+    /// `swap used / swap total`, percent (0 without swap).
+    pub swap_pct: f64,
+}
+
+/// Reads host memory; keeps its sysinfo handle between readings.
+pub struct HostMemorySampler {
+    system: Option<sysinfo::System>,
+}
+
+impl Default for HostMemorySampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HostMemorySampler {
+    /// A sampler; readings are zero on platforms sysinfo does not support.
+    pub fn new() -> Self {
+        HostMemorySampler {
+            system: sysinfo::System::new().ok(),
+        }
+    }
+
+    /// Reads memory and swap now.
+    pub fn sample(&mut self) -> HostMemory {
+        let Some(system) = self.system.as_mut() else {
+            return HostMemory::default();
+        };
+        system.refresh_memory();
+        let total = system.total_memory();
+        let available = system.available_memory();
+        let swap_total = system.total_swap();
+        let swap_used = system.used_swap();
+        HostMemory {
+            total_bytes: total,
+            available_bytes: available,
+            mem_pct: percent(total.saturating_sub(available), total),
+            swap_total_bytes: swap_total,
+            swap_used_bytes: swap_used,
+            swap_pct: percent(swap_used, swap_total),
+        }
+    }
+}
+
+/// Percent with two decimals (the seed printed one).
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        (10_000.0 * part as f64 / whole as f64).round() / 100.0
+    }
+}
+
+/// Number of logical CPUs, for run.json.
+pub fn logical_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

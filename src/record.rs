@@ -1,0 +1,109 @@
+//! What the measurement threads record: one row per probe and per write, all times in
+//! microseconds since the run's start ([`crate::clock::RunClock`]). These structs are also the
+//! rows of `probes.csv` and `writes.csv`, so the files cannot drift from what was measured.
+
+use serde::{Deserialize, Serialize};
+
+/// The command a probe sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeCmd {
+    /// `PING`: touches no data.
+    Ping,
+    /// `GET` of a small key the tool prepares: goes through the keyspace.
+    Get,
+}
+
+impl ProbeCmd {
+    /// Lower-case name as in the exports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeCmd::Ping => "ping",
+            ProbeCmd::Get => "get",
+        }
+    }
+}
+
+/// One probe: a small command sent on a fixed schedule by a dedicated thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRecord {
+    /// Probe thread index, from 0.
+    pub thread: u16,
+    /// Sequence number within the thread, from 0.
+    pub seq: u64,
+    /// `ping` or `get`.
+    pub cmd: ProbeCmd,
+    /// When the schedule said the probe should go.
+    pub intended_us: u64,
+    /// When its first byte went to the kernel.
+    pub sent_us: u64,
+    /// When its reply was read; empty when none came (connection error or timeout).
+    pub reply_us: Option<u64>,
+    /// `reply_us - intended_us`: open-loop latency, counted from the intended send time.
+    pub latency_us: Option<u64>,
+    /// True when the expected reply came back.
+    pub ok: bool,
+    /// What went wrong, when `ok` is false: the server's error reply or the I/O error.
+    pub error: Option<String>,
+}
+
+impl ProbeRecord {
+    /// How late the probe left compared with its schedule (the tool's own jitter).
+    pub fn send_lag_us(&self) -> u64 {
+        self.sent_us.saturating_sub(self.intended_us)
+    }
+}
+
+/// What a write event did to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteOp {
+    /// `SET` of a fresh key.
+    Set,
+    /// `SET` over an existing large value: the old value is freed on the server's main thread.
+    Overwrite,
+    /// `DEL` of a large value: freed on the main thread too.
+    Delete,
+}
+
+impl WriteOp {
+    /// Lower-case name as in the exports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteOp::Set => "set",
+            WriteOp::Overwrite => "overwrite",
+            WriteOp::Delete => "delete",
+        }
+    }
+}
+
+/// One write event by the writer thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WriteRecord {
+    /// Write number in the run, from 1.
+    pub seq: u32,
+    /// `set`, `overwrite` or `delete`.
+    pub op: WriteOp,
+    /// Size of the value written (or deleted), in bytes.
+    pub size_bytes: u64,
+    /// When the writer began sending the command.
+    pub start_us: u64,
+    /// When the last byte of the command went to the kernel.
+    pub sent_us: u64,
+    /// When the reply was read (or the write failed).
+    pub reply_us: u64,
+    /// `reply_us - start_us` in milliseconds: what the seed called "spend".
+    pub set_ms: f64,
+    /// True when the server answered OK (or the delete's integer).
+    pub ok: bool,
+    /// The server's error reply or the I/O error, when `ok` is false.
+    pub error: Option<String>,
+    /// Host memory in use right after the write, percent (as psutil's virtual_memory().percent).
+    pub host_mem_pct: f64,
+    /// Host swap in use right after the write, percent.
+    pub host_swap_pct: f64,
+    /// The server's `used_memory_rss` right after the write (INFO memory), when it answered.
+    pub server_rss_bytes: Option<u64>,
+    /// The key written (under the run's prefix).
+    pub key: String,
+}

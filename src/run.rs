@@ -1,0 +1,566 @@
+//! One probe run, end to end: prepare the key space, start the probe threads and the writer on
+//! the run's clock, collect their events from one channel, write the exports as the run goes,
+//! correlate, clean up. The binary and the examples both drive runs through [`run`].
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{RecvTimeoutError, bounded};
+use serde::Serialize;
+
+use crate::clock::RunClock;
+use crate::correlate::{Analysis, CorrelateConfig, Stall, WriteSummary, correlate};
+use crate::export::{
+    HostInfo, PROBES_CSV, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
+    ToolInfo, WRITES_CSV, csv_bytes, write_atomic,
+};
+use crate::probe::{ProbeConfig, ProbeShared, spawn_probes};
+use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
+use crate::target::Target;
+use crate::units::option_duration_ms;
+use crate::writer::{WriterPlan, random_value, spawn_writer};
+
+/// What the measurement threads send to the collector, all on one clock.
+#[derive(Debug)]
+pub enum Event {
+    /// One probe, answered or failed.
+    Probe(ProbeRecord),
+    /// One write event.
+    Write(WriteRecord),
+    /// A probe thread lost its connection and could not reconnect.
+    ProbeFailed {
+        /// Which thread.
+        thread: u16,
+        /// Why.
+        error: String,
+    },
+    /// The writer ran its plan and its last quiet gap.
+    WriterDone,
+    /// The writer lost its connection and could not reconnect.
+    WriterFailed(String),
+}
+
+/// Validated options of a probe run (also stored in run.json).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOptions {
+    /// Probe threads, each with its own connection.
+    pub probe_threads: u16,
+    /// Probes per second per thread.
+    pub probe_rate: f64,
+    /// `ping` or `get`.
+    pub probe_cmd: ProbeCmd,
+    /// The writer's plan; `None` in observe mode.
+    pub writer: Option<WriterPlan>,
+    /// Observe mode's length (or a cap on a writer run).
+    #[serde(with = "option_duration_ms", rename = "duration_ms")]
+    pub duration: Option<Duration>,
+    /// Latency past which a probe counts as delayed, µs.
+    pub stall_threshold_us: u64,
+    /// Seed of the value bytes.
+    pub seed: u64,
+    /// Where the exports go.
+    pub out: Option<PathBuf>,
+}
+
+/// What a finished (or stopped) run found.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run's id (its keys were under `holprobe:<run_id>:`).
+    pub run_id: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Why it stopped early, if it did.
+    pub status_reason: Option<String>,
+    /// The findings.
+    pub analysis: Analysis,
+    /// Every write event.
+    pub writes: Vec<WriteRecord>,
+    /// Every probe.
+    pub probes: Vec<ProbeRecord>,
+    /// Probe records dropped because the collector fell behind (expected 0).
+    pub probes_dropped: u64,
+    /// Warnings raised during the run (also in run.json).
+    pub warnings: Vec<String>,
+    /// Wall-clock time of the run's clock zero, µs since the Unix epoch.
+    pub started_unix_us: u64,
+}
+
+/// Something the caller may show while the run goes.
+#[derive(Debug)]
+pub enum Notice<'a> {
+    /// The run's clock started; probes begin shortly.
+    Started {
+        /// Run id.
+        run_id: &'a str,
+        /// Steps the writer will take (0 in observe mode).
+        steps_total: usize,
+    },
+    /// A write's figures are final (all probes around it are in).
+    Write {
+        /// The write as recorded.
+        record: &'a WriteRecord,
+        /// What the others saw.
+        summary: &'a WriteSummary,
+    },
+    /// A stall episode ended (observe mode reports them as they come).
+    Stall(&'a Stall),
+    /// About every 100 ms.
+    Tick {
+        /// Since the run's start.
+        elapsed: Duration,
+        /// Probes recorded so far.
+        probes: usize,
+        /// Writes done so far.
+        writes: usize,
+    },
+}
+
+/// Prefix of every key the tool creates.
+pub const KEY_NAMESPACE: &str = "holprobe";
+
+/// A new run id: 8 hex digits, random.
+pub fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+/// Runs probes (and the writer, when planned) against `target` until the plan is done, the
+/// duration is over, `interrupt` is set, or the server goes away. Every exit path stops the
+/// threads, removes the run's keys while the server is reachable and writes the final exports.
+pub fn run(
+    options: &RunOptions,
+    target: &Target,
+    interrupt: &AtomicBool,
+    notify: &mut dyn FnMut(Notice<'_>),
+) -> Result<RunReport> {
+    let run_id = new_run_id();
+    let key_prefix = format!("{KEY_NAMESPACE}:{run_id}:");
+    let mut warnings = Vec::new();
+    let mut control = target.conn.redis_connection()?;
+
+    let writer_plan = options.writer.clone().map(|mut plan| {
+        plan.key_prefix = key_prefix.clone();
+        plan.seed = options.seed;
+        plan
+    });
+    let probe_config = ProbeConfig {
+        threads: options.probe_threads,
+        rate_per_thread: options.probe_rate,
+        cmd: options.probe_cmd,
+        get_key: format!("{key_prefix}probe"),
+    };
+    if options.probe_cmd == ProbeCmd::Get {
+        redis::cmd("SET")
+            .arg(&probe_config.get_key)
+            .arg("holprobe probe value")
+            .query::<()>(&mut control)
+            .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
+    }
+    // The value is generated before the clock starts, so it disturbs nothing measured.
+    let value = Arc::new(match &writer_plan {
+        Some(plan) => random_value(plan.max_size(), options.seed),
+        None => Vec::new(),
+    });
+
+    let mut out = match &options.out {
+        Some(dir) => Some(OutFiles::create(dir)?),
+        None => None,
+    };
+    let host = HostInfo::read();
+    let clock = RunClock::start();
+    let (tx, rx) = bounded::<Event>(1 << 18);
+    let shared = Arc::new(ProbeShared::default());
+    let writer_stop = Arc::new(AtomicBool::new(false));
+    let schedule_start_us = 20_000;
+    let mut probe_handles = match spawn_probes(
+        &probe_config,
+        &target.conn,
+        clock,
+        schedule_start_us,
+        tx.clone(),
+        Arc::clone(&shared),
+    ) {
+        Ok(handles) => handles,
+        Err(err) => {
+            cleanup_keys(&mut control, &[probe_config.get_key.clone()]);
+            return Err(err);
+        }
+    };
+    let steps_total = writer_plan.as_ref().map_or(0, |p| p.steps().len());
+    let mut writer_handle = None;
+    if let Some(plan) = writer_plan.clone() {
+        match spawn_writer(plan, Arc::clone(&value), &target.conn, clock, tx.clone(), Arc::clone(&writer_stop)) {
+            Ok(handle) => writer_handle = Some(handle),
+            Err(err) => {
+                shared.stop.store(true, Ordering::Relaxed);
+                for handle in probe_handles.drain(..) {
+                    let _ = handle.join();
+                }
+                cleanup_keys(&mut control, &[probe_config.get_key.clone()]);
+                return Err(err);
+            }
+        }
+    }
+    drop(tx);
+    notify(Notice::Started {
+        run_id: &run_id,
+        steps_total,
+    });
+
+    let correlate_config = CorrelateConfig {
+        stall_threshold_us: options.stall_threshold_us,
+    };
+    let mut state = Collector {
+        probes: Vec::new(),
+        writes: Vec::new(),
+        last_intended: vec![None; options.probe_threads as usize],
+        live_threads: vec![true; options.probe_threads as usize],
+        writes_notified: 0,
+        stalls_notified: 0,
+        live_keys: BTreeSet::new(),
+        analysis: Analysis::default(),
+    };
+    let deadline_us = options
+        .duration
+        .map(|d| schedule_start_us + d.as_micros() as u64);
+    let mut status = RunStatus::Complete;
+    let mut status_reason = None;
+    let mut last_tick = Instant::now();
+    let mut last_checkpoint = Instant::now();
+    let meta = Meta {
+        run_id: &run_id,
+        key_prefix: &key_prefix,
+        clock,
+        target,
+        host: &host,
+        options,
+    };
+
+    loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(event) => {
+                if let Some((end_status, reason)) = state.take(event, &mut out)? {
+                    status = end_status;
+                    status_reason = reason;
+                    break;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if interrupt.load(Ordering::Relaxed) {
+            status = RunStatus::Interrupted;
+            status_reason = Some("interrupted by a signal (Ctrl-C or SIGTERM)".into());
+            break;
+        }
+        if let Some(deadline) = deadline_us
+            && clock.now_us() >= deadline
+        {
+            if writer_plan.is_some() {
+                status = RunStatus::Interrupted;
+                status_reason = Some("--duration ended before the writer's plan".into());
+            }
+            break;
+        }
+        if last_tick.elapsed() >= Duration::from_millis(100) {
+            last_tick = Instant::now();
+            notify(Notice::Tick {
+                elapsed: Duration::from_micros(clock.now_us()),
+                probes: state.probes.len(),
+                writes: state.writes.len(),
+            });
+        }
+        let pending_writes = state.writes.len() > state.writes_notified
+            && state.watermark().is_some_and(|mark| {
+                state.writes[state.writes_notified].reply_us < mark
+            });
+        let periodic = writer_plan.is_none() && last_checkpoint.elapsed() >= Duration::from_secs(1);
+        if pending_writes || periodic {
+            last_checkpoint = Instant::now();
+            state.analyze(correlate_config);
+            state.notify_final(notify);
+            if let Some(out) = out.as_mut() {
+                out.checkpoint(&meta, &state, RunStatus::Running, None, &shared, &warnings)?;
+            }
+        }
+    }
+
+    // Stop everything, keep every record that is still in flight.
+    shared.stop.store(true, Ordering::Relaxed);
+    writer_stop.store(true, Ordering::Relaxed);
+    for handle in probe_handles {
+        let _ = handle.join();
+    }
+    if let Some(handle) = writer_handle {
+        let _ = handle.join();
+    }
+    while let Ok(event) = rx.try_recv() {
+        if let Some((end_status, reason)) = state.take(event, &mut out)?
+            && status == RunStatus::Complete
+        {
+            status = end_status;
+            status_reason = reason;
+        }
+    }
+
+    let mut leftover: Vec<String> = state.live_keys.iter().cloned().collect();
+    if options.probe_cmd == ProbeCmd::Get {
+        leftover.push(probe_config.get_key.clone());
+    }
+    if !leftover.is_empty() {
+        match target.conn.redis_connection() {
+            Ok(mut fresh) => {
+                if let Err(err) = cleanup_keys_checked(&mut fresh, &leftover) {
+                    warnings.push(format!(
+                        "could not remove {} key(s) under {key_prefix}: {err}",
+                        leftover.len()
+                    ));
+                }
+            }
+            Err(err) => warnings.push(format!(
+                "could not remove {} key(s) under {key_prefix}: {err:#}",
+                leftover.len()
+            )),
+        }
+    }
+
+    state.writes_notified = state.writes_notified.min(state.writes.len());
+    state.analyze(correlate_config);
+    state.notify_all(notify);
+    let dropped = shared.dropped.load(Ordering::Relaxed);
+    if dropped > 0 {
+        warnings.push(format!(
+            "{dropped} probe records were dropped because the collector fell behind: the figures miss them"
+        ));
+    }
+    if let Some(out) = out.as_mut() {
+        out.checkpoint(&meta, &state, status, status_reason.clone(), &shared, &warnings)?;
+    }
+    Ok(RunReport {
+        run_id,
+        status,
+        status_reason,
+        analysis: state.analysis,
+        writes: state.writes,
+        probes: state.probes,
+        probes_dropped: dropped,
+        warnings,
+        started_unix_us: clock.unix_start_us(),
+    })
+}
+
+fn cleanup_keys(control: &mut redis::Connection, keys: &[String]) {
+    let _ = cleanup_keys_checked(control, keys);
+}
+
+fn cleanup_keys_checked(control: &mut redis::Connection, keys: &[String]) -> redis::RedisResult<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    redis::cmd("DEL").arg(keys).query::<i64>(control).map(|_| ())
+}
+
+struct Meta<'a> {
+    run_id: &'a str,
+    key_prefix: &'a str,
+    clock: RunClock,
+    target: &'a Target,
+    host: &'a HostInfo,
+    options: &'a RunOptions,
+}
+
+struct Collector {
+    probes: Vec<ProbeRecord>,
+    writes: Vec<WriteRecord>,
+    last_intended: Vec<Option<u64>>,
+    live_threads: Vec<bool>,
+    writes_notified: usize,
+    stalls_notified: usize,
+    live_keys: BTreeSet<String>,
+    analysis: Analysis,
+}
+
+impl Collector {
+    /// Files one event. Returns the run's end status when the event ends the run.
+    fn take(
+        &mut self,
+        event: Event,
+        out: &mut Option<OutFiles>,
+    ) -> Result<Option<(RunStatus, Option<String>)>> {
+        match event {
+            Event::Probe(probe) => {
+                if let Some(out) = out.as_mut() {
+                    out.probes.push(&probe)?;
+                }
+                if let Some(slot) = self.last_intended.get_mut(probe.thread as usize) {
+                    *slot = Some(probe.intended_us);
+                }
+                self.probes.push(probe);
+            }
+            Event::Write(write) => {
+                if let Some(out) = out.as_mut() {
+                    out.writes.push(&write)?;
+                    out.writes.flush()?;
+                }
+                match write.op {
+                    WriteOp::Set | WriteOp::Overwrite => {
+                        self.live_keys.insert(write.key.clone());
+                    }
+                    WriteOp::Delete if write.ok => {
+                        self.live_keys.remove(&write.key);
+                    }
+                    WriteOp::Delete => {}
+                }
+                self.writes.push(write);
+            }
+            Event::ProbeFailed { thread, error } => {
+                if let Some(live) = self.live_threads.get_mut(thread as usize) {
+                    *live = false;
+                }
+                return Ok(Some((
+                    RunStatus::Failed,
+                    Some(format!("probe thread {thread} lost the server: {error}")),
+                )));
+            }
+            Event::WriterDone => return Ok(Some((RunStatus::Complete, None))),
+            Event::WriterFailed(error) => {
+                return Ok(Some((
+                    RunStatus::Failed,
+                    Some(format!("the writer lost the server: {error}")),
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The intended time every live probe thread has reported past: anything before it is in.
+    fn watermark(&self) -> Option<u64> {
+        self.last_intended
+            .iter()
+            .zip(&self.live_threads)
+            .filter(|&(_, &live)| live)
+            .map(|(last, _)| *last)
+            .min()
+            .flatten()
+    }
+
+    fn analyze(&mut self, config: CorrelateConfig) {
+        self.analysis = correlate(&self.probes, &self.writes, config);
+    }
+
+    fn notify_final(&mut self, notify: &mut dyn FnMut(Notice<'_>)) {
+        let Some(mark) = self.watermark() else {
+            return;
+        };
+        while self.writes_notified < self.writes.len()
+            && self.writes[self.writes_notified].reply_us < mark
+        {
+            let i = self.writes_notified;
+            notify(Notice::Write {
+                record: &self.writes[i],
+                summary: &self.analysis.writes[i],
+            });
+            self.writes_notified += 1;
+        }
+        while let Some(stall) = self.analysis.stalls.get(self.stalls_notified) {
+            if stall.end_us >= mark {
+                break;
+            }
+            notify(Notice::Stall(stall));
+            self.stalls_notified += 1;
+        }
+    }
+
+    fn notify_all(&mut self, notify: &mut dyn FnMut(Notice<'_>)) {
+        for i in self.writes_notified..self.writes.len() {
+            notify(Notice::Write {
+                record: &self.writes[i],
+                summary: &self.analysis.writes[i],
+            });
+        }
+        self.writes_notified = self.writes.len();
+        for stall in self.analysis.stalls.iter().skip(self.stalls_notified) {
+            notify(Notice::Stall(stall));
+        }
+        self.stalls_notified = self.analysis.stalls.len();
+    }
+}
+
+/// Column names of the CSV exports; a unit test checks them against the structs.
+pub mod columns {
+    /// probes.csv
+    pub const PROBES: &[&str] = &[
+        "thread", "seq", "cmd", "intended_us", "sent_us", "reply_us", "latency_us", "ok", "error",
+    ];
+    /// writes.csv
+    pub const WRITES: &[&str] = &[
+        "seq", "op", "size_bytes", "start_us", "sent_us", "reply_us", "set_ms", "ok", "error",
+        "host_mem_pct", "host_swap_pct", "server_rss_bytes", "key",
+    ];
+    /// stalls.csv
+    pub const STALLS: &[&str] = &["start_us", "end_us", "duration_ms", "probes_delayed", "write_seq"];
+    /// summary.csv
+    pub const SUMMARY: &[&str] = &[
+        "seq", "op", "size_bytes", "set_ms", "hol_delay_ms", "stall_ms", "probes_delayed",
+        "stall_during_send_ms", "stall_after_send_ms", "host_mem_pct", "host_swap_pct",
+        "probes_in_window", "worst_latency_ms", "ok",
+    ];
+}
+
+struct OutFiles {
+    dir: PathBuf,
+    probes: RowAppender,
+    writes: RowAppender,
+}
+
+impl OutFiles {
+    fn create(dir: &std::path::Path) -> Result<OutFiles> {
+        Ok(OutFiles {
+            dir: dir.to_path_buf(),
+            probes: RowAppender::create(&dir.join(PROBES_CSV), columns::PROBES)?,
+            writes: RowAppender::create(&dir.join(WRITES_CSV), columns::WRITES)?,
+        })
+    }
+
+    fn checkpoint(
+        &mut self,
+        meta: &Meta<'_>,
+        state: &Collector,
+        status: RunStatus,
+        status_reason: Option<String>,
+        shared: &ProbeShared,
+        warnings: &[String],
+    ) -> Result<()> {
+        self.probes.flush()?;
+        self.writes.flush()?;
+        write_atomic(
+            &self.dir.join(STALLS_CSV),
+            &csv_bytes(&state.analysis.stalls, columns::STALLS)?,
+        )?;
+        write_atomic(
+            &self.dir.join(SUMMARY_CSV),
+            &csv_bytes(&state.analysis.writes, columns::SUMMARY)?,
+        )?;
+        let run_json = RunJson {
+            tool: ToolInfo::default(),
+            status,
+            status_reason,
+            run_id: meta.run_id,
+            key_prefix: meta.key_prefix,
+            started_unix_us: meta.clock.unix_start_us(),
+            elapsed_us: meta.clock.now_us(),
+            server: &meta.target.server,
+            host: meta.host,
+            options: meta.options,
+            probes_dropped: shared.dropped.load(Ordering::Relaxed),
+            probes_recorded: state.probes.len() as u64,
+            analysis: &state.analysis,
+            warnings,
+        };
+        let json = serde_json::to_vec_pretty(&run_json).context("encoding run.json")?;
+        write_atomic(&self.dir.join(RUN_JSON), &json)
+    }
+}

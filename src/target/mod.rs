@@ -1,0 +1,403 @@
+//! Where the measurements go: an existing server named by `--url`, or a `redis-server` the tool
+//! starts itself ([`EmbeddedServer`]).
+//!
+//! [`ConnInfo`] is the one description of a server every connection is made from: the control
+//! connection (redis-rs), the probes and the writer (the hand-written [`crate::resp::RawConn`]).
+//! Its `Display` never shows the password.
+
+mod spawn;
+
+use std::fmt;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use redis::IntoConnectionInfo;
+use serde::Serialize;
+
+pub use spawn::{EmbeddedServer, ServerBinary, ServerFlavor, free_port, server_arg_tokens};
+
+use crate::error::UsageError;
+
+/// Everything needed to open a connection to the server under test.
+#[derive(Clone)]
+pub struct ConnInfo {
+    /// Host name or address as given.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Database number selected after connecting.
+    pub db: i64,
+    /// ACL user name, if any.
+    pub username: Option<String>,
+    /// Password (from the URL or `REDISCLI_AUTH`). Never printed.
+    pub password: Option<String>,
+    /// Limit on establishing a TCP connection.
+    pub connect_timeout: Duration,
+    /// Limit on waiting for any one reply (probes, control commands). The writer's large
+    /// transfers scale this with the value size.
+    pub command_timeout: Duration,
+}
+
+impl fmt::Debug for ConnInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ConnInfo({self})")
+    }
+}
+
+impl fmt::Display for ConnInfo {
+    /// `redis://[user@]host:port/db`: the password is never shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "redis://")?;
+        if let Some(user) = &self.username {
+            write!(f, "{user}@")?;
+        }
+        write!(f, "{}:{}", self.host, self.port)?;
+        if self.db != 0 {
+            write!(f, "/{}", self.db)?;
+        }
+        Ok(())
+    }
+}
+
+/// Default limit on establishing a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default limit on waiting for one reply.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl ConnInfo {
+    /// A loopback server started by the tool.
+    pub fn loopback(port: u16) -> Self {
+        ConnInfo {
+            host: "127.0.0.1".into(),
+            port,
+            db: 0,
+            username: None,
+            password: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+        }
+    }
+
+    /// Parses `redis://[user:password@]host:port[/db]`. When the URL carries no password, the
+    /// `REDISCLI_AUTH` value (passed in by the caller, as redis-cli reads it) is used.
+    pub fn from_url(url: &str, env_password: Option<String>) -> Result<Self, UsageError> {
+        let bad = |reason: &str| UsageError::invalid("--url", redact_url(url), reason);
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err(bad("expected redis://[user:password@]host:port[/db]"));
+        }
+        if url.starts_with("rediss://") {
+            return Err(bad("TLS (rediss://) is not supported yet"));
+        }
+        // redis-rs accepts out-of-range ports silently in some versions: check the port first.
+        if let Some(port_text) = port_part(url) {
+            match port_text.parse::<u32>() {
+                Ok(port) if (1..=65535).contains(&port) => {}
+                _ => return Err(bad("the port must be a number from 1 to 65535")),
+            }
+        }
+        let info = url
+            .into_connection_info()
+            .map_err(|err| bad(&format!("not a valid Redis URL ({})", err.detail().unwrap_or("parse error"))))?;
+        let (host, port) = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+            _ => return Err(bad("only redis://host:port URLs are supported")),
+        };
+        if host.is_empty() {
+            return Err(bad("the URL names no host"));
+        }
+        let settings = info.redis_settings();
+        let password = settings
+            .password()
+            .map(str::to_string)
+            .or(env_password.filter(|p| !p.is_empty()));
+        Ok(ConnInfo {
+            host,
+            port,
+            db: settings.db(),
+            username: settings.username().map(str::to_string),
+            password,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+        })
+    }
+
+    /// The first socket address the host resolves to.
+    pub fn socket_addr(&self) -> Result<SocketAddr> {
+        (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve host '{}' of {self}", self.host))?
+            .next()
+            .with_context(|| format!("host '{}' of {self} resolves to no address", self.host))
+    }
+
+    /// A TCP connection with Nagle off and the configured timeouts.
+    pub fn tcp_connect(&self) -> Result<TcpStream> {
+        let addr = self.socket_addr()?;
+        let stream = TcpStream::connect_timeout(&addr, self.connect_timeout)
+            .with_context(|| format!("cannot connect to {self}"))?;
+        stream.set_nodelay(true).context("setting TCP_NODELAY")?;
+        stream
+            .set_read_timeout(Some(self.command_timeout))
+            .context("setting the read timeout")?;
+        Ok(stream)
+    }
+
+    /// A redis-rs connection for control commands (INFO, CONFIG, SCAN, cleanup).
+    pub fn redis_connection(&self) -> Result<redis::Connection> {
+        let mut redis_settings = redis::RedisConnectionInfo::default().set_db(self.db);
+        if let Some(user) = &self.username {
+            redis_settings = redis_settings.set_username(user);
+        }
+        if let Some(password) = &self.password {
+            redis_settings = redis_settings.set_password(password);
+        }
+        let info = redis::ConnectionAddr::Tcp(self.host.clone(), self.port)
+            .into_connection_info()
+            .with_context(|| format!("connection settings for {self}"))?
+            .set_redis_settings(redis_settings);
+        let client = redis::Client::open(info).with_context(|| format!("client for {self}"))?;
+        let conn = client
+            .get_connection_with_timeout(self.connect_timeout)
+            .with_context(|| format!("cannot connect to {self}"))?;
+        conn.set_read_timeout(Some(self.command_timeout))
+            .context("setting the read timeout")?;
+        Ok(conn)
+    }
+}
+
+/// The port text of a `redis://` URL, if it names one.
+fn port_part(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    if host_port.starts_with('[') {
+        return host_port.split_once("]:").map(|(_, port)| port);
+    }
+    host_port.rsplit_once(':').map(|(_, port)| port)
+}
+
+/// The URL with any password replaced by `***`, for messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            if userinfo.contains(':') {
+                format!("{user}:***@{host}")
+            } else {
+                format!("***@{host}")
+            }
+        }
+        None => authority.to_string(),
+    };
+    match path {
+        Some(path) => format!("{scheme}://{authority}/{path}"),
+        None => format!("{scheme}://{authority}"),
+    }
+}
+
+/// How to reach the server: given by the user, or started by the tool.
+#[derive(Debug, Clone)]
+pub enum TargetSpec {
+    /// `--url`: someone's existing server.
+    External(ConnInfo),
+    /// No `--url`: start `binary` on a free loopback port with `extra_args` (`--server-arg`).
+    Embedded {
+        /// `--server-bin`, or `redis-server` from PATH when `None`.
+        binary: Option<PathBuf>,
+        /// Each `NAME VALUE...` setting from `--server-arg`.
+        extra_args: Vec<String>,
+        /// Limit on establishing a connection.
+        connect_timeout: Duration,
+        /// Limit on waiting for one reply.
+        command_timeout: Duration,
+    },
+}
+
+/// A server ready to measure: how to connect, and the process to stop when the tool started it.
+pub struct Target {
+    /// Connection settings for every connection of the run.
+    pub conn: ConnInfo,
+    /// The server process when the tool spawned it; dropped (and stopped) with the target.
+    pub embedded: Option<EmbeddedServer>,
+    /// What the server reports of itself.
+    pub server: ServerFacts,
+}
+
+/// Facts about the server, read once at the start of a run and stored in run.json.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct ServerFacts {
+    /// `redis` or `valkey`, from INFO server.
+    pub flavor: String,
+    /// Version string from INFO server (`redis_version`, or `valkey_version` where present).
+    pub version: String,
+    /// Address in `host:port` form (never a password).
+    pub address: String,
+    /// True when the tool started the server itself.
+    pub embedded: bool,
+    /// Path of the binary the tool started (embedded only).
+    pub binary: Option<String>,
+    /// `maxmemory` in bytes (0 = no limit), or `None` where CONFIG is not available.
+    pub maxmemory_bytes: Option<u64>,
+    /// `proto-max-bulk-len` in bytes, the largest value the server accepts, where CONFIG says.
+    pub proto_max_bulk_len_bytes: Option<u64>,
+    /// `save` setting, where CONFIG says.
+    pub save: Option<String>,
+    /// `appendonly` setting, where CONFIG says.
+    pub appendonly: Option<String>,
+    /// True when the server runs on this host (loopback address).
+    pub local: bool,
+}
+
+impl Target {
+    /// Connects to an external server or starts the embedded one, then reads its facts.
+    pub fn open(spec: &TargetSpec) -> Result<Target> {
+        match spec {
+            TargetSpec::External(conn) => {
+                let mut control = conn.redis_connection()?;
+                let server = read_server_facts(&mut control, conn)?;
+                Ok(Target {
+                    conn: conn.clone(),
+                    embedded: None,
+                    server,
+                })
+            }
+            TargetSpec::Embedded {
+                binary,
+                extra_args,
+                connect_timeout,
+                command_timeout,
+            } => {
+                let embedded = EmbeddedServer::start(binary.as_deref(), extra_args)?;
+                let mut conn = embedded.conn_info();
+                conn.connect_timeout = *connect_timeout;
+                conn.command_timeout = *command_timeout;
+                let mut control = conn.redis_connection()?;
+                let mut server = read_server_facts(&mut control, &conn)?;
+                server.embedded = true;
+                server.binary = Some(embedded.binary().path.display().to_string());
+                Ok(Target {
+                    conn,
+                    embedded: Some(embedded),
+                    server,
+                })
+            }
+        }
+    }
+
+    /// Persistence warnings for an external server (snapshots and AOF distort the numbers).
+    pub fn persistence_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.server.embedded {
+            return warnings;
+        }
+        if let Some(save) = self.server.save.as_deref().filter(|s| !s.trim().is_empty()) {
+            warnings.push(format!(
+                "the server has RDB snapshots on (save \"{save}\"): a snapshot during the run forks and copies pages, which distorts the numbers; the seed procedure disabled persistence"
+            ));
+        }
+        if self.server.appendonly.as_deref() == Some("yes") {
+            warnings.push(
+                "the server has appendonly yes: each large value is also appended to the AOF, which distorts the numbers; the seed procedure disabled persistence".into(),
+            );
+        }
+        warnings
+    }
+
+    /// Stops the embedded server now (it is also stopped on drop).
+    pub fn shutdown(&mut self) {
+        if let Some(mut server) = self.embedded.take() {
+            server.stop();
+        }
+    }
+}
+
+/// Reads version, flavor and the settings that matter to the measurement. CONFIG may be
+/// disabled or renamed on a managed server: those fields are then `None`.
+pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Result<ServerFacts> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(control)
+        .with_context(|| format!("INFO server on {conn}"))?;
+    let field = |name: &str| info_field(&info, name).map(str::to_string);
+    let (flavor, version) = match field("valkey_version") {
+        Some(v) => ("valkey".to_string(), v),
+        None => match field("server_name").as_deref() {
+            Some("valkey") => ("valkey".to_string(), field("redis_version").unwrap_or_default()),
+            _ => ("redis".to_string(), field("redis_version").unwrap_or_default()),
+        },
+    };
+    if version.is_empty() {
+        bail!("{conn} did not report a version in INFO server: is it a Redis server?");
+    }
+    let config_get = |control: &mut redis::Connection, name: &str| -> Option<String> {
+        let pairs: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(control).ok()?;
+        pairs.get(1).cloned()
+    };
+    let local = conn
+        .socket_addr()
+        .map(|addr| addr.ip().is_loopback())
+        .unwrap_or(false);
+    Ok(ServerFacts {
+        flavor,
+        version,
+        address: format!("{}:{}", conn.host, conn.port),
+        embedded: false,
+        binary: None,
+        maxmemory_bytes: config_get(control, "maxmemory").and_then(|v| v.parse().ok()),
+        proto_max_bulk_len_bytes: config_get(control, "proto-max-bulk-len").and_then(|v| v.parse().ok()),
+        save: config_get(control, "save"),
+        appendonly: config_get(control, "appendonly"),
+        local,
+    })
+}
+
+/// One `name:value` field of an INFO reply.
+pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key == name).then(|| value.trim())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_parts_and_redaction() {
+        let info = ConnInfo::from_url("redis://alice:s3cret@localhost:6380/2", None).unwrap();
+        assert_eq!(info.host, "localhost");
+        assert_eq!(info.port, 6380);
+        assert_eq!(info.db, 2);
+        assert_eq!(info.username.as_deref(), Some("alice"));
+        assert_eq!(info.password.as_deref(), Some("s3cret"));
+        let shown = format!("{info} {info:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert_eq!(redact_url("redis://alice:s3cret@h:1/0"), "redis://alice:***@h:1/0");
+        assert_eq!(redact_url("redis://:s3cret@h:1"), "redis://:***@h:1");
+    }
+
+    #[test]
+    fn env_password_used_only_without_url_password() {
+        let info = ConnInfo::from_url("redis://h:1", Some("fromenv".into())).unwrap();
+        assert_eq!(info.password.as_deref(), Some("fromenv"));
+        let info = ConnInfo::from_url("redis://:inurl@h:1", Some("fromenv".into())).unwrap();
+        assert_eq!(info.password.as_deref(), Some("inurl"));
+    }
+
+    #[test]
+    fn bad_urls_name_the_flag_and_hide_the_password() {
+        for bad in ["http://h:1", "redis://h:0", "redis://h:70000", "redis://h:port", "h:6379"] {
+            let err = ConnInfo::from_url(bad, None).unwrap_err().to_string();
+            assert!(err.contains("--url"), "{err}");
+        }
+        let err = ConnInfo::from_url("redis://u:pw123@h:99999", None).unwrap_err().to_string();
+        assert!(!err.contains("pw123"), "{err}");
+    }
+}

@@ -1,0 +1,344 @@
+//! The embedded server: a `redis-server` (or `valkey-server`) the tool starts on a free loopback
+//! port, in a temporary directory, with persistence off, and always stops.
+
+use std::fs;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Serialize;
+
+use super::ConnInfo;
+use crate::error::UsageError;
+
+/// Redis or Valkey: they differ in a few settings the tool passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerFlavor {
+    /// Redis (any version).
+    Redis,
+    /// Valkey (a fork of Redis 7.2).
+    Valkey,
+}
+
+/// A server binary and what `--version` says of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerBinary {
+    /// Path as resolved (from PATH when the user gave a bare name).
+    pub path: PathBuf,
+    /// Redis or Valkey.
+    pub flavor: ServerFlavor,
+    /// `major.minor.patch` as printed by `--version`.
+    pub version: String,
+}
+
+impl ServerBinary {
+    /// Resolves `binary` (or `redis-server` from PATH) and asks it for its version.
+    pub fn resolve(binary: Option<&Path>) -> Result<ServerBinary> {
+        let path = match binary {
+            Some(path) if path.components().count() > 1 => {
+                if !path.is_file() {
+                    return Err(UsageError::invalid(
+                        "--server-bin",
+                        path.display(),
+                        "no such file",
+                    )
+                    .into());
+                }
+                path.to_path_buf()
+            }
+            Some(name) => find_in_path(name).ok_or_else(|| {
+                UsageError::invalid("--server-bin", name.display(), "not found in PATH")
+            })?,
+            None => find_in_path(Path::new("redis-server")).ok_or_else(|| {
+                anyhow!(
+                    "redis-server is not installed (not found in PATH): install it (apt-get install redis-server), pass --server-bin PATH, or measure an existing server with --url"
+                )
+            })?,
+        };
+        let output = Command::new(&path)
+            .arg("--version")
+            .output()
+            .with_context(|| format!("cannot run {} --version", path.display()))?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        let (flavor, version) = parse_version_line(&text).ok_or_else(|| {
+            anyhow!(
+                "{} --version printed no Redis or Valkey version: {}",
+                path.display(),
+                text.trim()
+            )
+        })?;
+        Ok(ServerBinary {
+            path,
+            flavor,
+            version,
+        })
+    }
+
+    /// The major version number.
+    pub fn major(&self) -> u32 {
+        self.version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// `enable-debug-command` exists from Redis 7.0 (and in every Valkey); before that DEBUG is
+    /// always on and the setting is an error at startup.
+    pub fn has_enable_debug_command(&self) -> bool {
+        self.flavor == ServerFlavor::Valkey || self.major() >= 7
+    }
+}
+
+/// Parses `Redis server v=7.0.15 sha=...` or `Valkey server v=9.1.2 ...`.
+pub fn parse_version_line(text: &str) -> Option<(ServerFlavor, String)> {
+    let flavor = if text.starts_with("Valkey") {
+        ServerFlavor::Valkey
+    } else if text.starts_with("Redis") {
+        ServerFlavor::Redis
+    } else {
+        return None;
+    };
+    let version = text
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))?;
+    Some((flavor, version.to_string()))
+}
+
+fn find_in_path(name: &Path) -> Option<PathBuf> {
+    let path_var = std::env::var_os("PATH")?;
+    std::env::split_paths(&path_var)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Splits one `--server-arg` (`NAME VALUE...`) into the `--NAME VALUE...` arguments
+/// redis-server takes; a `""` token stands for an empty value (`save ""`).
+pub fn server_arg_tokens(setting: &str) -> Result<Vec<String>, UsageError> {
+    let mut words = setting.split_whitespace();
+    let name = words
+        .next()
+        .ok_or_else(|| UsageError::invalid("--server-arg", setting, "expected \"NAME VALUE\""))?;
+    let name = name.trim_start_matches("--");
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(UsageError::invalid(
+            "--server-arg",
+            setting,
+            "expected \"NAME VALUE\" with a setting name such as maxmemory",
+        ));
+    }
+    let mut tokens = vec![format!("--{name}")];
+    for word in words {
+        tokens.push(if word == "\"\"" || word == "''" {
+            String::new()
+        } else {
+            word.to_string()
+        });
+    }
+    Ok(tokens)
+}
+
+/// A running server the tool started. Stopped by [`EmbeddedServer::stop`] or on drop.
+pub struct EmbeddedServer {
+    child: Option<Child>,
+    binary: ServerBinary,
+    port: u16,
+    workdir: Option<tempfile::TempDir>,
+}
+
+impl EmbeddedServer {
+    /// Starts `binary` (or `redis-server` from PATH) on a free loopback port, persistence off,
+    /// DEBUG enabled for local connections, plus the `--server-arg` settings, and waits until it
+    /// answers PING.
+    pub fn start(binary: Option<&Path>, extra_args: &[String]) -> Result<EmbeddedServer> {
+        let binary = ServerBinary::resolve(binary)?;
+        let mut extra = Vec::new();
+        for setting in extra_args {
+            extra.extend(server_arg_tokens(setting)?);
+        }
+        // A port found free can be taken before the server binds it: try a few.
+        let mut last_error = None;
+        for _attempt in 0..3 {
+            match Self::start_once(&binary, &extra) {
+                Ok(server) => return Ok(server),
+                Err(err) => last_error = Some(err),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| anyhow!("could not start the server")))
+    }
+
+    fn start_once(binary: &ServerBinary, extra: &[String]) -> Result<EmbeddedServer> {
+        let port = free_port()?;
+        let workdir = tempfile::Builder::new()
+            .prefix("holprobe-server-")
+            .tempdir()
+            .context("creating the server's temporary directory")?;
+        let log = workdir.path().join("server.log");
+        let mut cmd = Command::new(&binary.path);
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--daemonize", "no"])
+            .arg("--dir")
+            .arg(workdir.path())
+            .arg("--logfile")
+            .arg(&log);
+        if binary.has_enable_debug_command() {
+            cmd.args(["--enable-debug-command", "local"]);
+        }
+        cmd.args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // Its own process group: Ctrl-C in the terminal reaches the tool, which then stops the
+        // server itself after saving what was measured.
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.path.display()))?;
+        let mut server = EmbeddedServer {
+            child: Some(child),
+            binary: binary.clone(),
+            port,
+            workdir: Some(workdir),
+        };
+        server.wait_ready(&log)?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self, log: &Path) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let conn = self.conn_info();
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait().context("waiting for the server")?
+            {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = child.stderr.take() {
+                    let _ = pipe.read_to_string(&mut stderr);
+                }
+                let log_text = fs::read_to_string(log).unwrap_or_default();
+                let tail: Vec<&str> = log_text.lines().chain(stderr.lines()).collect();
+                let tail = tail[tail.len().saturating_sub(6)..].join("\n  ");
+                self.child = None;
+                bail!(
+                    "{} exited at startup ({status}):\n  {tail}",
+                    self.binary.path.display()
+                );
+            }
+            if let Ok(mut control) = conn.redis_connection()
+                && redis::cmd("PING").query::<String>(&mut control).is_ok()
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                self.stop();
+                bail!(
+                    "{} did not answer PING on port {} within 10 s",
+                    self.binary.path.display(),
+                    self.port
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// How to connect to it.
+    pub fn conn_info(&self) -> ConnInfo {
+        ConnInfo::loopback(self.port)
+    }
+
+    /// The binary it runs.
+    pub fn binary(&self) -> &ServerBinary {
+        &self.binary
+    }
+
+    /// Its TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops the server (SIGTERM, then SIGKILL after 5 s) and removes its directory.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            terminate(&mut child);
+        }
+        if let Some(dir) = self.workdir.take() {
+            let _ = dir.close();
+        }
+    }
+}
+
+impl Drop for EmbeddedServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn terminate(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    #[cfg(unix)]
+    // SAFETY: kill(2) with a pid we own and a valid signal number.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free loopback port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_lines() {
+        assert_eq!(
+            parse_version_line("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0"),
+            Some((ServerFlavor::Redis, "7.0.15".into()))
+        );
+        assert_eq!(
+            parse_version_line("Valkey server v=9.1.2 sha=0 malloc=libc bits=64"),
+            Some((ServerFlavor::Valkey, "9.1.2".into()))
+        );
+        assert_eq!(parse_version_line("hello"), None);
+    }
+
+    #[test]
+    fn server_args_split() {
+        assert_eq!(server_arg_tokens("maxmemory 1gb").unwrap(), vec!["--maxmemory", "1gb"]);
+        assert_eq!(server_arg_tokens("save \"\"").unwrap(), vec!["--save", ""]);
+        assert_eq!(server_arg_tokens("save 60 1").unwrap(), vec!["--save", "60", "1"]);
+        assert!(server_arg_tokens("").is_err());
+        assert!(server_arg_tokens("bad;name 1").is_err());
+    }
+}

@@ -1,0 +1,185 @@
+//! Parsers and formatters for the units a user types: sizes (`64M`), durations (`500ms`), rates.
+//!
+//! Every parser returns a [`UsageError`] that names the flag and the value, so the CLI can print
+//! one line and exit 2 without ever touching the server.
+
+use std::time::Duration;
+
+use crate::error::UsageError;
+
+const KIB: u64 = 1024;
+
+/// Parses one size: a plain number is bytes; `K`, `M`, `G` (optionally followed by `B` or `iB`,
+/// any case) are binary units, so `64M` is 64 MiB as in the seed benchmark. Fractions such as
+/// `1.5M` are accepted and rounded down to whole bytes. Zero is refused: a zero-byte write
+/// measures nothing.
+pub fn parse_size(flag: &'static str, text: &str) -> Result<u64, UsageError> {
+    let bad = |reason: &str| UsageError::InvalidValue {
+        flag,
+        value: text.to_string(),
+        reason: reason.to_string(),
+    };
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(bad("expected a size such as 64M"));
+    }
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    if number.is_empty() {
+        return Err(bad("expected a number with an optional unit K, M or G"));
+    }
+    if number.matches('.').count() > 1 || number.starts_with('.') || number.ends_with('.') {
+        return Err(bad("expected a number with an optional unit K, M or G"));
+    }
+    let multiplier = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => KIB,
+        "M" | "MB" | "MIB" => KIB * KIB,
+        "G" | "GB" | "GIB" => KIB * KIB * KIB,
+        _ => return Err(bad("expected a number with an optional unit K, M or G")),
+    };
+    let bytes = if number.contains('.') {
+        let value: f64 = number
+            .parse()
+            .map_err(|_| bad("expected a number with an optional unit K, M or G"))?;
+        let bytes = value * multiplier as f64;
+        if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+            return Err(bad("too large"));
+        }
+        bytes as u64
+    } else {
+        let value: u64 = number.parse().map_err(|_| bad("too large"))?;
+        value.checked_mul(multiplier).ok_or_else(|| bad("too large"))?
+    };
+    if bytes == 0 {
+        return Err(bad("a size must be at least 1 byte"));
+    }
+    Ok(bytes)
+}
+
+/// Parses a comma-separated list of sizes (`1M,64M,512M`), refusing an empty list.
+pub fn parse_size_list(flag: &'static str, text: &str) -> Result<Vec<u64>, UsageError> {
+    if text.trim().is_empty() {
+        return Err(UsageError::InvalidValue {
+            flag,
+            value: text.to_string(),
+            reason: "expected a comma-separated list of sizes such as 1M,64M".into(),
+        });
+    }
+    text.split(',').map(|part| parse_size(flag, part)).collect()
+}
+
+/// Parses a duration such as `500ms`, `2s`, `1m30s`, `250us`. A bare number is refused because
+/// its unit would be a guess.
+pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, UsageError> {
+    let trimmed = text.trim();
+    humantime::parse_duration(trimmed).map_err(|err| UsageError::InvalidValue {
+        flag,
+        value: text.to_string(),
+        reason: format!("expected a duration such as 500ms, 2s or 1m ({err})"),
+    })
+}
+
+/// Formats a byte count the way the seed printed it: `64M`, `1G`, `512K`, or bytes when the count
+/// is not a whole number of the unit.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(KIB * KIB * KIB, "G"), (KIB * KIB, "M"), (KIB, "K")];
+    for (unit, suffix) in UNITS {
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    for (unit, suffix) in UNITS {
+        if bytes >= unit {
+            return format!("{:.1}{suffix}", bytes as f64 / unit as f64);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// Bytes as mebibytes, for memory figures in messages.
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (KIB * KIB) as f64
+}
+
+/// Serializes a `Duration` as fractional milliseconds (run.json options).
+pub mod duration_ms {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    /// Serializer for `#[serde(with = "crate::units::duration_ms")]`.
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(duration.as_secs_f64() * 1e3)
+    }
+}
+
+/// Serializes an `Option<Duration>` as fractional milliseconds or null.
+pub mod option_duration_ms {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    /// Serializer for `#[serde(with = "crate::units::option_duration_ms")]`.
+    pub fn serialize<S: Serializer>(
+        duration: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match duration {
+            Some(d) => serializer.serialize_some(&(d.as_secs_f64() * 1e3)),
+            None => serializer.serialize_none(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_use_binary_units() {
+        assert_eq!(parse_size("--s", "64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size("--s", "1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("--s", "4KiB").unwrap(), 4096);
+        assert_eq!(parse_size("--s", "100").unwrap(), 100);
+        assert_eq!(parse_size("--s", "1.5M").unwrap(), 3 << 19);
+        assert_eq!(parse_size("--s", " 2M ").unwrap(), 2 << 20);
+    }
+
+    #[test]
+    fn bad_sizes_name_flag_and_value() {
+        for bad in ["64X", "-1M", "0", "1.5.2M", "", "M", ".5M", "99999999999999999999G"] {
+            let err = parse_size("--writer-sizes", bad).unwrap_err().to_string();
+            assert!(err.contains("--writer-sizes"), "{err}");
+            assert!(err.contains(&format!("'{bad}'")), "{err}");
+        }
+        assert!(parse_size_list("--writer-sizes", "").is_err());
+        assert!(parse_size_list("--writer-sizes", "1M,,2M").is_err());
+        assert_eq!(
+            parse_size_list("--writer-sizes", "1M,64M").unwrap(),
+            vec![1 << 20, 64 << 20]
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("--gap", "500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(parse_duration("--gap", "2s").unwrap(), Duration::from_secs(2));
+        assert!(parse_duration("--gap", "5").is_err());
+        assert!(parse_duration("--gap", "-1s").is_err());
+    }
+
+    #[test]
+    fn sizes_format_round_trip() {
+        for text in ["1M", "64M", "512M", "1G", "4K"] {
+            assert_eq!(format_size(parse_size("--s", text).unwrap()), text);
+        }
+        assert_eq!(format_size(1500), "1.5K");
+        assert_eq!(format_size(7), "7B");
+    }
+}

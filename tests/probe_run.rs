@@ -1,0 +1,191 @@
+//! The main job end to end, against real redis-server processes.
+
+mod common;
+
+use std::thread;
+use std::time::Duration;
+
+use common::{TestServer, csv_header, probe_cmd, read_csv, read_json};
+use predicates::prelude::*;
+
+#[test]
+fn embedded_server_run_writes_every_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let assert = probe_cmd()
+        .args(["--writer-sizes", "1M,4M", "--gap", "150ms", "--probe-rate", "2000"])
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(stderr.contains("started redis"), "{stderr}");
+    assert!(stdout.contains("length:   1M"), "{stdout}");
+    assert!(stdout.contains("others blocked:"), "{stdout}");
+    assert!(stdout.contains("baseline:"), "{stdout}");
+
+    // Column contract.
+    assert_eq!(
+        csv_header(&out.join("probes.csv"))[..9],
+        ["thread", "seq", "cmd", "intended_us", "sent_us", "reply_us", "latency_us", "ok", "error"]
+    );
+    assert_eq!(
+        csv_header(&out.join("writes.csv"))[..12],
+        [
+            "seq", "op", "size_bytes", "start_us", "sent_us", "reply_us", "set_ms", "ok", "error",
+            "host_mem_pct", "host_swap_pct", "server_rss_bytes"
+        ]
+    );
+    assert_eq!(
+        csv_header(&out.join("stalls.csv"))[..5],
+        ["start_us", "end_us", "duration_ms", "probes_delayed", "write_seq"]
+    );
+    assert_eq!(
+        csv_header(&out.join("summary.csv"))[..11],
+        [
+            "seq", "op", "size_bytes", "set_ms", "hol_delay_ms", "stall_ms", "probes_delayed",
+            "stall_during_send_ms", "stall_after_send_ms", "host_mem_pct", "host_swap_pct"
+        ]
+    );
+
+    let writes = read_csv(&out.join("writes.csv"));
+    let ops: Vec<&str> = writes.iter().map(|w| w["op"].as_str()).collect();
+    assert_eq!(ops, ["set", "delete", "set", "delete"]);
+    assert_eq!(writes[2]["size_bytes"], (4u64 << 20).to_string());
+    for w in &writes {
+        assert_eq!(w["ok"], "true");
+        let start: u64 = w["start_us"].parse().unwrap();
+        let sent: u64 = w["sent_us"].parse().unwrap();
+        let reply: u64 = w["reply_us"].parse().unwrap();
+        assert!(start <= sent && sent <= reply, "{w:?}");
+        assert!(w["server_rss_bytes"].parse::<u64>().unwrap() > 0);
+    }
+    let summary = read_csv(&out.join("summary.csv"));
+    assert_eq!(summary.len(), 4);
+    let probes = read_csv(&out.join("probes.csv"));
+    // Two threads at 2000/s for at least 5 gaps of 150 ms.
+    assert!(probes.len() > 2000, "{} probes", probes.len());
+    let lat_ok = probes
+        .iter()
+        .filter(|p| p["ok"] == "true")
+        .all(|p| p["latency_us"].parse::<u64>().unwrap() == p["reply_us"].parse::<u64>().unwrap() - p["intended_us"].parse::<u64>().unwrap());
+    assert!(lat_ok, "latency_us must be reply_us - intended_us");
+
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "complete");
+    assert_eq!(run["server"]["embedded"], true);
+    assert!(run["server"]["version"].as_str().unwrap().contains('.'));
+    assert!(run["started_unix_us"].as_u64().unwrap() > 1_600_000_000_000_000);
+    assert_eq!(run["options"]["probe_threads"], 2);
+    assert_eq!(run["summary"].as_array().unwrap().len(), 4);
+    assert!(run["baseline"]["p50_us"].as_u64().unwrap() > 0);
+    assert!(run["host"]["cpus"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn external_server_keeps_its_own_keys_and_loses_the_tools() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    redis::cmd("SET").arg("user:1").arg("precious").query::<()>(&mut conn).unwrap();
+    let assert = probe_cmd()
+        .args(["--url", &server.url(), "--writer-sizes", "2M", "--repeat", "2", "--gap", "100ms"])
+        .args(["--overwrite", "--probe-cmd", "get"])
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(stderr.contains("deleting a large key stalls"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("overwrite")).count(), 2, "{stdout}");
+    let value: String = redis::cmd("GET").arg("user:1").query(&mut conn).unwrap();
+    assert_eq!(value, "precious");
+    assert!(server.keys("holprobe:*").is_empty(), "tool keys left: {:?}", server.keys("*"));
+    assert_eq!(server.keys("*"), ["user:1"]);
+}
+
+#[test]
+fn keep_holds_every_value_then_measures_each_deletion() {
+    let server = TestServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    probe_cmd()
+        .args(["--url", &server.url(), "--writer-sizes", "1M,2M", "--keep", "--gap", "50ms"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let ops: Vec<String> = read_csv(&dir.path().join("writes.csv"))
+        .into_iter()
+        .map(|w| w["op"].clone())
+        .collect();
+    assert_eq!(ops, ["set", "set", "delete", "delete"]);
+    assert!(server.keys("holprobe:*").is_empty());
+}
+
+#[test]
+fn observe_mode_measures_an_injected_debug_sleep() {
+    let server = TestServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let port = server.port();
+    let sleeper = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(1200));
+        let mut conn = holprobe::target::ConnInfo::loopback(port).redis_connection().unwrap();
+        redis::cmd("DEBUG").arg("SLEEP").arg("0.2").query::<()>(&mut conn).unwrap();
+    });
+    let assert = probe_cmd()
+        .args(["--url", &server.url(), "--duration", "2500ms"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    sleeper.join().unwrap();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    let stalls = read_csv(&dir.path().join("stalls.csv"));
+    let long: Vec<f64> = stalls
+        .iter()
+        .map(|s| s["duration_ms"].parse::<f64>().unwrap())
+        .filter(|&ms| ms > 50.0)
+        .collect();
+    // One stall of 200 ms; a loaded 2-core machine may add a few ms of its own.
+    assert_eq!(long.len(), 1, "stalls: {stalls:?}\n{stdout}");
+    assert!((195.0..=215.0).contains(&long[0]), "measured {} ms", long[0]);
+    assert!(stdout.contains("stall at"), "{stdout}");
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "complete");
+    assert!(run["options"]["writer"].is_null());
+}
+
+#[test]
+fn bad_sizes_and_rates_are_refused_before_anything_starts() {
+    for (args, needle) in [
+        (vec!["--writer-sizes", "64X"], "invalid value '64X' for --writer-sizes"),
+        (vec!["--writer-sizes", "-1M"], "--writer-sizes"),
+        (vec!["--writer-sizes", "0"], "--writer-sizes"),
+        (vec!["--writer-sizes", "1.5.2M"], "--writer-sizes"),
+        (vec!["--writer-sizes", ""], "--writer-sizes"),
+        (vec!["--writer-sizes", "1M", "--probe-rate", "0"], "invalid value '0' for --probe-rate"),
+        (vec!["--writer-sizes", "1M", "--probe-rate", "-3"], "--probe-rate"),
+        (vec!["--writer-sizes", "1M", "--probe-rate", "1000000000"], "sustains at most"),
+        (vec!["--writer-sizes", "1M", "--gap", "later"], "--gap"),
+        (vec!["--writer-sizes", "1M", "--url", "http://x:1"], "--url"),
+    ] {
+        // A server binary that does not exist proves nothing was started.
+        probe_cmd()
+            .args(&args)
+            .args(["--server-bin", "/nonexistent/redis-server"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(needle))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+}
+
+#[test]
+fn a_size_over_the_servers_bulk_limit_is_refused_with_the_way_to_raise_it() {
+    let server = TestServer::start(&["proto-max-bulk-len 1mb"]);
+    probe_cmd()
+        .args(["--url", &server.url(), "--writer-sizes", "2M"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("proto-max-bulk-len"));
+    assert!(server.keys("*").is_empty());
+}
