@@ -125,7 +125,12 @@ pub fn correlate(
     for stall in &mut stalls {
         stall.write_seq = writes
             .iter()
-            .map(|w| (w.seq, overlap(stall.start_us, stall.end_us, w.start_us, w.reply_us)))
+            .map(|w| {
+                (
+                    w.seq,
+                    overlap(stall.start_us, stall.end_us, w.start_us, w.reply_us),
+                )
+            })
             .filter(|&(_, o)| o > 0)
             .max_by_key(|&(seq, o)| (o, std::cmp::Reverse(seq)))
             .map(|(seq, _)| seq);
@@ -233,9 +238,7 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
             .count() as u64;
         // Was any probe really waiting on the server, sent and unanswered past the threshold?
         let on_wire = inside.iter().any(|p| {
-            p.sent_us < end
-                && end - p.sent_us > threshold_us
-                && p.reply_us.is_none_or(|r| r >= end)
+            p.sent_us < end && end - p.sent_us > threshold_us && p.reply_us.is_none_or(|r| r >= end)
         });
         let stall = Stall {
             start_us: start,
@@ -390,9 +393,17 @@ mod tests {
         // first reply after the freeze, 400_230.
         assert_eq!(stall.start_us, 300_500);
         assert_eq!(stall.end_us, 400_230);
-        assert!((stall.duration_ms - 100.0).abs() <= 0.5, "{}", stall.duration_ms);
+        assert!(
+            (stall.duration_ms - 100.0).abs() <= 0.5,
+            "{}",
+            stall.duration_ms
+        );
         // 200 probes fell inside the freeze; all were delayed (a few caught up just after).
-        assert!((195..=202).contains(&stall.probes_delayed), "{}", stall.probes_delayed);
+        assert!(
+            (195..=202).contains(&stall.probes_delayed),
+            "{}",
+            stall.probes_delayed
+        );
         assert_eq!(stall.write_seq, None);
     }
 
@@ -406,7 +417,11 @@ mod tests {
         let summary = &analysis.writes[0];
         let total: f64 = analysis.stalls.iter().map(|s| s.duration_ms).sum();
         assert!((summary.stall_ms - total).abs() < 1e-9);
-        assert!((summary.stall_ms - 30.0).abs() <= 1.0, "{}", summary.stall_ms);
+        assert!(
+            (summary.stall_ms - 30.0).abs() <= 1.0,
+            "{}",
+            summary.stall_ms
+        );
         // The first stall fell while the value was being sent, the second after its last byte.
         assert!((summary.stall_during_send_ms - 10.0).abs() <= 0.5);
         assert!((summary.stall_after_send_ms - 20.0).abs() <= 0.5);
@@ -423,7 +438,11 @@ mod tests {
         let analysis = correlate(&probes, &writes, THRESHOLD);
         assert_eq!(analysis.stalls.len(), 1);
         let summary = &analysis.writes[0];
-        assert!((summary.stall_ms - 10.0).abs() < 1e-9, "{}", summary.stall_ms);
+        assert!(
+            (summary.stall_ms - 10.0).abs() < 1e-9,
+            "{}",
+            summary.stall_ms
+        );
         assert_eq!(analysis.stalls[0].write_seq, Some(1));
     }
 
@@ -464,7 +483,11 @@ mod tests {
         for thread in 0..2u16 {
             let mut t = u64::from(thread) * 500;
             while t < 100_000 {
-                let sent = if (50_000..55_000).contains(&t) { 55_000 + t % 1000 } else { t };
+                let sent = if (50_000..55_000).contains(&t) {
+                    55_000 + t % 1000
+                } else {
+                    t
+                };
                 probes.push(probe(thread, t, sent, sent + 30));
                 t += 1000;
             }
@@ -482,7 +505,11 @@ mod tests {
         let analysis = correlate(&probes, &writes, THRESHOLD);
         // Only the few probes queued behind the backlog just after the window are slower.
         assert_eq!(analysis.baseline.p99_us, 30);
-        assert!(analysis.baseline.max_us < 2_000, "{}", analysis.baseline.max_us);
+        assert!(
+            analysis.baseline.max_us < 2_000,
+            "{}",
+            analysis.baseline.max_us
+        );
         assert!(analysis.writes[0].hol_delay_ms.unwrap() > 49.0);
     }
 

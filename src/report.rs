@@ -54,7 +54,10 @@ pub fn baseline_line(baseline: &Baseline) -> String {
 
 /// One stall, e.g. `stall at 1.234s: 96.1ms, 194 probes delayed, during write 2 (set 64M)`.
 pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
-    let during = match stall.write_seq.and_then(|seq| writes.iter().find(|w| w.seq == seq)) {
+    let during = match stall
+        .write_seq
+        .and_then(|seq| writes.iter().find(|w| w.seq == seq))
+    {
         Some(w) => format!(
             ", during write {} ({} {})",
             w.seq,
@@ -105,7 +108,7 @@ pub fn closing_lines(analysis: &Analysis, threshold_us: u64, list_stalls: bool) 
 }
 
 fn format_threshold(us: u64) -> String {
-    if us % 1000 == 0 {
+    if us.is_multiple_of(1000) {
         format!("{}ms", us / 1000)
     } else {
         format!("{us}us")

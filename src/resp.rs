@@ -132,7 +132,9 @@ impl RawConn {
     /// Reads one complete reply.
     pub fn read_reply(&mut self) -> io::Result<Reply> {
         let line = self.read_line()?;
-        let (kind, rest) = line.split_first().ok_or_else(|| protocol_error("empty reply line"))?;
+        let (kind, rest) = line
+            .split_first()
+            .ok_or_else(|| protocol_error("empty reply line"))?;
         let text = String::from_utf8_lossy(rest).into_owned();
         match kind {
             b'+' => Ok(Reply::Status(text)),
@@ -142,7 +144,9 @@ impl RawConn {
                 .map(Reply::Integer)
                 .map_err(|_| protocol_error("bad integer reply")),
             b'$' => {
-                let len: i64 = text.parse().map_err(|_| protocol_error("bad bulk length"))?;
+                let len: i64 = text
+                    .parse()
+                    .map_err(|_| protocol_error("bad bulk length"))?;
                 if len < 0 {
                     return Ok(Reply::Bulk(None));
                 }
@@ -152,7 +156,9 @@ impl RawConn {
                 Ok(Reply::Bulk(Some(data)))
             }
             b'*' => {
-                let len: i64 = text.parse().map_err(|_| protocol_error("bad array length"))?;
+                let len: i64 = text
+                    .parse()
+                    .map_err(|_| protocol_error("bad array length"))?;
                 if len < 0 {
                     return Ok(Reply::Array(None));
                 }
@@ -219,7 +225,10 @@ impl RawConn {
 }
 
 fn protocol_error(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("RESP protocol error: {what}"))
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("RESP protocol error: {what}"),
+    )
 }
 
 #[cfg(test)]

@@ -185,21 +185,28 @@ pub fn run(
     ) {
         Ok(handles) => handles,
         Err(err) => {
-            cleanup_keys(&mut control, &[probe_config.get_key.clone()]);
+            cleanup_keys(&mut control, std::slice::from_ref(&probe_config.get_key));
             return Err(err);
         }
     };
     let steps_total = writer_plan.as_ref().map_or(0, |p| p.steps().len());
     let mut writer_handle = None;
     if let Some(plan) = writer_plan.clone() {
-        match spawn_writer(plan, Arc::clone(&value), &target.conn, clock, tx.clone(), Arc::clone(&writer_stop)) {
+        match spawn_writer(
+            plan,
+            Arc::clone(&value),
+            &target.conn,
+            clock,
+            tx.clone(),
+            Arc::clone(&writer_stop),
+        ) {
             Ok(handle) => writer_handle = Some(handle),
             Err(err) => {
                 shared.stop.store(true, Ordering::Relaxed);
                 for handle in probe_handles.drain(..) {
                     let _ = handle.join();
                 }
-                cleanup_keys(&mut control, &[probe_config.get_key.clone()]);
+                cleanup_keys(&mut control, std::slice::from_ref(&probe_config.get_key));
                 return Err(err);
             }
         }
@@ -274,9 +281,9 @@ pub fn run(
             });
         }
         let pending_writes = state.writes.len() > state.writes_notified
-            && state.watermark().is_some_and(|mark| {
-                state.writes[state.writes_notified].reply_us < mark
-            });
+            && state
+                .watermark()
+                .is_some_and(|mark| state.writes[state.writes_notified].reply_us < mark);
         let periodic = writer_plan.is_none() && last_checkpoint.elapsed() >= Duration::from_secs(1);
         if pending_writes || periodic {
             last_checkpoint = Instant::now();
@@ -337,7 +344,14 @@ pub fn run(
         ));
     }
     if let Some(out) = out.as_mut() {
-        out.checkpoint(&meta, &state, status, status_reason.clone(), &shared, &warnings)?;
+        out.checkpoint(
+            &meta,
+            &state,
+            status,
+            status_reason.clone(),
+            &shared,
+            &warnings,
+        )?;
     }
     Ok(RunReport {
         run_id,
@@ -356,11 +370,17 @@ fn cleanup_keys(control: &mut redis::Connection, keys: &[String]) {
     let _ = cleanup_keys_checked(control, keys);
 }
 
-fn cleanup_keys_checked(control: &mut redis::Connection, keys: &[String]) -> redis::RedisResult<()> {
+fn cleanup_keys_checked(
+    control: &mut redis::Connection,
+    keys: &[String],
+) -> redis::RedisResult<()> {
     if keys.is_empty() {
         return Ok(());
     }
-    redis::cmd("DEL").arg(keys).query::<i64>(control).map(|_| ())
+    redis::cmd("DEL")
+        .arg(keys)
+        .query::<i64>(control)
+        .map(|_| ())
 }
 
 struct Meta<'a> {
@@ -493,20 +513,56 @@ impl Collector {
 pub mod columns {
     /// probes.csv
     pub const PROBES: &[&str] = &[
-        "thread", "seq", "cmd", "intended_us", "sent_us", "reply_us", "latency_us", "ok", "error",
+        "thread",
+        "seq",
+        "cmd",
+        "intended_us",
+        "sent_us",
+        "reply_us",
+        "latency_us",
+        "ok",
+        "error",
     ];
     /// writes.csv
     pub const WRITES: &[&str] = &[
-        "seq", "op", "size_bytes", "start_us", "sent_us", "reply_us", "set_ms", "ok", "error",
-        "host_mem_pct", "host_swap_pct", "server_rss_bytes", "key",
+        "seq",
+        "op",
+        "size_bytes",
+        "start_us",
+        "sent_us",
+        "reply_us",
+        "set_ms",
+        "ok",
+        "error",
+        "host_mem_pct",
+        "host_swap_pct",
+        "server_rss_bytes",
+        "key",
     ];
     /// stalls.csv
-    pub const STALLS: &[&str] = &["start_us", "end_us", "duration_ms", "probes_delayed", "write_seq"];
+    pub const STALLS: &[&str] = &[
+        "start_us",
+        "end_us",
+        "duration_ms",
+        "probes_delayed",
+        "write_seq",
+    ];
     /// summary.csv
     pub const SUMMARY: &[&str] = &[
-        "seq", "op", "size_bytes", "set_ms", "hol_delay_ms", "stall_ms", "probes_delayed",
-        "stall_during_send_ms", "stall_after_send_ms", "host_mem_pct", "host_swap_pct",
-        "probes_in_window", "worst_latency_ms", "ok",
+        "seq",
+        "op",
+        "size_bytes",
+        "set_ms",
+        "hol_delay_ms",
+        "stall_ms",
+        "probes_delayed",
+        "stall_during_send_ms",
+        "stall_after_send_ms",
+        "host_mem_pct",
+        "host_swap_pct",
+        "probes_in_window",
+        "worst_latency_ms",
+        "ok",
     ];
 }
 

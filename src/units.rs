@@ -51,7 +51,9 @@ pub fn parse_size(flag: &'static str, text: &str) -> Result<u64, UsageError> {
         bytes as u64
     } else {
         let value: u64 = number.parse().map_err(|_| bad("too large"))?;
-        value.checked_mul(multiplier).ok_or_else(|| bad("too large"))?
+        value
+            .checked_mul(multiplier)
+            .ok_or_else(|| bad("too large"))?
     };
     if bytes == 0 {
         return Err(bad("a size must be at least 1 byte"));
@@ -87,7 +89,7 @@ pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, UsageE
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(KIB * KIB * KIB, "G"), (KIB * KIB, "M"), (KIB, "K")];
     for (unit, suffix) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }
@@ -150,7 +152,16 @@ mod tests {
 
     #[test]
     fn bad_sizes_name_flag_and_value() {
-        for bad in ["64X", "-1M", "0", "1.5.2M", "", "M", ".5M", "99999999999999999999G"] {
+        for bad in [
+            "64X",
+            "-1M",
+            "0",
+            "1.5.2M",
+            "",
+            "M",
+            ".5M",
+            "99999999999999999999G",
+        ] {
             let err = parse_size("--writer-sizes", bad).unwrap_err().to_string();
             assert!(err.contains("--writer-sizes"), "{err}");
             assert!(err.contains(&format!("'{bad}'")), "{err}");
@@ -169,7 +180,10 @@ mod tests {
             parse_duration("--gap", "500ms").unwrap(),
             Duration::from_millis(500)
         );
-        assert_eq!(parse_duration("--gap", "2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(
+            parse_duration("--gap", "2s").unwrap(),
+            Duration::from_secs(2)
+        );
         assert!(parse_duration("--gap", "5").is_err());
         assert!(parse_duration("--gap", "-1s").is_err());
     }

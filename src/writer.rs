@@ -70,7 +70,12 @@ impl WriterPlan {
         let mut kept = Vec::new();
         for (index, &size) in self.sizes.iter().enumerate() {
             for rep in 1..=self.repeat {
-                let key = format!("{}w{}:{}:{rep}", self.key_prefix, index + 1, format_size(size));
+                let key = format!(
+                    "{}w{}:{}:{rep}",
+                    self.key_prefix,
+                    index + 1,
+                    format_size(size)
+                );
                 steps.push(WriteStep {
                     op: WriteOp::Set,
                     key: key.clone(),
@@ -276,7 +281,12 @@ mod tests {
     #[test]
     fn default_plan_deletes_each_key_after_its_write() {
         let p = plan(false, false);
-        assert_eq!(ops(&p), ["set", "delete", "set", "delete", "set", "delete", "set", "delete"]);
+        assert_eq!(
+            ops(&p),
+            [
+                "set", "delete", "set", "delete", "set", "delete", "set", "delete"
+            ]
+        );
         let steps = p.steps();
         assert_eq!(steps[0].key, steps[1].key);
         assert_ne!(steps[0].key, steps[2].key);
@@ -286,12 +296,14 @@ mod tests {
 
     #[test]
     fn overwrite_and_keep() {
-        assert_eq!(
-            ops(&plan(true, false))[..3],
-            ["set", "overwrite", "delete"]
-        );
+        assert_eq!(ops(&plan(true, false))[..3], ["set", "overwrite", "delete"]);
         let keep = plan(false, true);
-        assert_eq!(ops(&keep), ["set", "set", "set", "set", "delete", "delete", "delete", "delete"]);
+        assert_eq!(
+            ops(&keep),
+            [
+                "set", "set", "set", "set", "delete", "delete", "delete", "delete"
+            ]
+        );
         assert_eq!(keep.max_size(), 4 << 20);
     }
 

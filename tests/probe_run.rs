@@ -13,7 +13,14 @@ fn embedded_server_run_writes_every_export() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let assert = probe_cmd()
-        .args(["--writer-sizes", "1M,4M", "--gap", "150ms", "--probe-rate", "2000"])
+        .args([
+            "--writer-sizes",
+            "1M,4M",
+            "--gap",
+            "150ms",
+            "--probe-rate",
+            "2000",
+        ])
         .arg("--out")
         .arg(&out)
         .assert()
@@ -28,24 +35,59 @@ fn embedded_server_run_writes_every_export() {
     // Column contract.
     assert_eq!(
         csv_header(&out.join("probes.csv"))[..9],
-        ["thread", "seq", "cmd", "intended_us", "sent_us", "reply_us", "latency_us", "ok", "error"]
+        [
+            "thread",
+            "seq",
+            "cmd",
+            "intended_us",
+            "sent_us",
+            "reply_us",
+            "latency_us",
+            "ok",
+            "error"
+        ]
     );
     assert_eq!(
         csv_header(&out.join("writes.csv"))[..12],
         [
-            "seq", "op", "size_bytes", "start_us", "sent_us", "reply_us", "set_ms", "ok", "error",
-            "host_mem_pct", "host_swap_pct", "server_rss_bytes"
+            "seq",
+            "op",
+            "size_bytes",
+            "start_us",
+            "sent_us",
+            "reply_us",
+            "set_ms",
+            "ok",
+            "error",
+            "host_mem_pct",
+            "host_swap_pct",
+            "server_rss_bytes"
         ]
     );
     assert_eq!(
         csv_header(&out.join("stalls.csv"))[..5],
-        ["start_us", "end_us", "duration_ms", "probes_delayed", "write_seq"]
+        [
+            "start_us",
+            "end_us",
+            "duration_ms",
+            "probes_delayed",
+            "write_seq"
+        ]
     );
     assert_eq!(
         csv_header(&out.join("summary.csv"))[..11],
         [
-            "seq", "op", "size_bytes", "set_ms", "hol_delay_ms", "stall_ms", "probes_delayed",
-            "stall_during_send_ms", "stall_after_send_ms", "host_mem_pct", "host_swap_pct"
+            "seq",
+            "op",
+            "size_bytes",
+            "set_ms",
+            "hol_delay_ms",
+            "stall_ms",
+            "probes_delayed",
+            "stall_during_send_ms",
+            "stall_after_send_ms",
+            "host_mem_pct",
+            "host_swap_pct"
         ]
     );
 
@@ -66,10 +108,10 @@ fn embedded_server_run_writes_every_export() {
     let probes = read_csv(&out.join("probes.csv"));
     // Two threads at 2000/s for at least 5 gaps of 150 ms.
     assert!(probes.len() > 2000, "{} probes", probes.len());
-    let lat_ok = probes
-        .iter()
-        .filter(|p| p["ok"] == "true")
-        .all(|p| p["latency_us"].parse::<u64>().unwrap() == p["reply_us"].parse::<u64>().unwrap() - p["intended_us"].parse::<u64>().unwrap());
+    let lat_ok = probes.iter().filter(|p| p["ok"] == "true").all(|p| {
+        p["latency_us"].parse::<u64>().unwrap()
+            == p["reply_us"].parse::<u64>().unwrap() - p["intended_us"].parse::<u64>().unwrap()
+    });
     assert!(lat_ok, "latency_us must be reply_us - intended_us");
 
     let run = read_json(&out.join("run.json"));
@@ -87,19 +129,43 @@ fn embedded_server_run_writes_every_export() {
 fn external_server_keeps_its_own_keys_and_loses_the_tools() {
     let server = TestServer::start(&[]);
     let mut conn = server.conn();
-    redis::cmd("SET").arg("user:1").arg("precious").query::<()>(&mut conn).unwrap();
+    redis::cmd("SET")
+        .arg("user:1")
+        .arg("precious")
+        .query::<()>(&mut conn)
+        .unwrap();
     let assert = probe_cmd()
-        .args(["--url", &server.url(), "--writer-sizes", "2M", "--repeat", "2", "--gap", "100ms"])
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "2M",
+            "--repeat",
+            "2",
+            "--gap",
+            "100ms",
+        ])
         .args(["--overwrite", "--probe-cmd", "get"])
         .assert()
         .success();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     assert!(stderr.contains("deleting a large key stalls"), "{stderr}");
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("overwrite")).count(), 2, "{stdout}");
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("overwrite"))
+            .count(),
+        2,
+        "{stdout}"
+    );
     let value: String = redis::cmd("GET").arg("user:1").query(&mut conn).unwrap();
     assert_eq!(value, "precious");
-    assert!(server.keys("holprobe:*").is_empty(), "tool keys left: {:?}", server.keys("*"));
+    assert!(
+        server.keys("holprobe:*").is_empty(),
+        "tool keys left: {:?}",
+        server.keys("*")
+    );
     assert_eq!(server.keys("*"), ["user:1"]);
 }
 
@@ -108,7 +174,15 @@ fn keep_holds_every_value_then_measures_each_deletion() {
     let server = TestServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     probe_cmd()
-        .args(["--url", &server.url(), "--writer-sizes", "1M,2M", "--keep", "--gap", "50ms"])
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "1M,2M",
+            "--keep",
+            "--gap",
+            "50ms",
+        ])
         .arg("--out")
         .arg(dir.path())
         .assert()
@@ -128,8 +202,14 @@ fn observe_mode_measures_an_injected_debug_sleep() {
     let port = server.port();
     let sleeper = thread::spawn(move || {
         thread::sleep(Duration::from_millis(1200));
-        let mut conn = holprobe::target::ConnInfo::loopback(port).redis_connection().unwrap();
-        redis::cmd("DEBUG").arg("SLEEP").arg("0.2").query::<()>(&mut conn).unwrap();
+        let mut conn = holprobe::target::ConnInfo::loopback(port)
+            .redis_connection()
+            .unwrap();
+        redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("0.2")
+            .query::<()>(&mut conn)
+            .unwrap();
     });
     let assert = probe_cmd()
         .args(["--url", &server.url(), "--duration", "2500ms"])
@@ -147,7 +227,11 @@ fn observe_mode_measures_an_injected_debug_sleep() {
         .collect();
     // One stall of 200 ms; a loaded 2-core machine may add a few ms of its own.
     assert_eq!(long.len(), 1, "stalls: {stalls:?}\n{stdout}");
-    assert!((195.0..=215.0).contains(&long[0]), "measured {} ms", long[0]);
+    assert!(
+        (195.0..=215.0).contains(&long[0]),
+        "measured {} ms",
+        long[0]
+    );
     assert!(stdout.contains("stall at"), "{stdout}");
     let run = read_json(&dir.path().join("run.json"));
     assert_eq!(run["status"], "complete");
@@ -157,14 +241,26 @@ fn observe_mode_measures_an_injected_debug_sleep() {
 #[test]
 fn bad_sizes_and_rates_are_refused_before_anything_starts() {
     for (args, needle) in [
-        (vec!["--writer-sizes", "64X"], "invalid value '64X' for --writer-sizes"),
+        (
+            vec!["--writer-sizes", "64X"],
+            "invalid value '64X' for --writer-sizes",
+        ),
         (vec!["--writer-sizes", "-1M"], "--writer-sizes"),
         (vec!["--writer-sizes", "0"], "--writer-sizes"),
         (vec!["--writer-sizes", "1.5.2M"], "--writer-sizes"),
         (vec!["--writer-sizes", ""], "--writer-sizes"),
-        (vec!["--writer-sizes", "1M", "--probe-rate", "0"], "invalid value '0' for --probe-rate"),
-        (vec!["--writer-sizes", "1M", "--probe-rate", "-3"], "--probe-rate"),
-        (vec!["--writer-sizes", "1M", "--probe-rate", "1000000000"], "sustains at most"),
+        (
+            vec!["--writer-sizes", "1M", "--probe-rate", "0"],
+            "invalid value '0' for --probe-rate",
+        ),
+        (
+            vec!["--writer-sizes", "1M", "--probe-rate", "-3"],
+            "--probe-rate",
+        ),
+        (
+            vec!["--writer-sizes", "1M", "--probe-rate", "1000000000"],
+            "sustains at most",
+        ),
         (vec!["--writer-sizes", "1M", "--gap", "later"], "--gap"),
         (vec!["--writer-sizes", "1M", "--url", "http://x:1"], "--url"),
     ] {

@@ -24,8 +24,19 @@ use crate::error::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_status};
 /// Without --url the tool starts its own redis-server on a free loopback port (persistence off)
 /// and stops it afterwards.
 #[derive(Debug, Parser)]
-#[command(name = "probe", version, about, long_about = None)]
+#[command(
+    name = "probe",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub struct Cli {
+    /// Other jobs; without one, `probe` runs the main job (probes and large writes).
+    #[command(subcommand)]
+    command: Option<Command>,
+
     #[command(flatten)]
     target: TargetArgs,
 
@@ -33,13 +44,22 @@ pub struct Cli {
     probe: ProbeArgs,
 }
 
+/// The subcommands. Each lives in its own `cli/<name>_cmd.rs` with its own `Args` struct and a
+/// `run(args, interrupt, output) -> anyhow::Result<i32>` returning the exit status.
+#[derive(Debug, clap::Subcommand)]
+enum Command {}
+
 /// Runs the command line and returns the process exit status. Errors are printed here, as one
 /// line each, never as a panic.
 pub fn main_entry() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            let code = if err.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let code = if err.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_OK
+            };
             let _ = err.print();
             return code;
         }
@@ -47,7 +67,10 @@ pub fn main_entry() -> i32 {
     let interrupt = Arc::new(AtomicBool::new(false));
     install_signal_handler(Arc::clone(&interrupt));
     let mut output = Output::new(Arc::clone(&interrupt));
-    let result = probe_cmd::run(&cli.target, &cli.probe, &interrupt, &mut output);
+    let result = match &cli.command {
+        None => probe_cmd::run(&cli.target, &cli.probe, &interrupt, &mut output),
+        Some(command) => match *command {},
+    };
     match result {
         Ok(code) => code,
         Err(err) => {

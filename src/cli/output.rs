@@ -72,7 +72,8 @@ impl Output {
     /// Starts a progress bar on stderr (drawn only when stderr is a terminal).
     pub fn start_progress(&mut self, total: u64, unit: &str) {
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        let template = format!("{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit}  {{msg}}");
+        let template =
+            format!("{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit}  {{msg}}");
         if let Ok(style) = ProgressStyle::with_template(&template) {
             bar.set_style(style);
         }

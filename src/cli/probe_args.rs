@@ -27,7 +27,12 @@ pub struct ProbeArgs {
 
     /// Probes per second per thread, on a fixed schedule; the threads are staggered so that
     /// together they sample every 1/(N·R) s.
-    #[arg(long, value_name = "R", default_value = "1000", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "R",
+        default_value = "1000",
+        allow_negative_numbers = true
+    )]
     pub probe_rate: String,
 
     /// The probe command: PING, or GET of a small key the tool prepares.
@@ -40,7 +45,12 @@ pub struct ProbeArgs {
     pub writer_sizes: Option<String>,
 
     /// Writes per size.
-    #[arg(long, value_name = "N", default_value = "1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        allow_negative_numbers = true
+    )]
     pub repeat: String,
 
     /// Quiet probing before and after each write, so the baseline shows.
@@ -104,7 +114,11 @@ impl ProbeArgs {
             Some(text) => {
                 let d = parse_duration("--duration", text)?;
                 if d.is_zero() {
-                    return Err(UsageError::invalid("--duration", text, "must be longer than 0"));
+                    return Err(UsageError::invalid(
+                        "--duration",
+                        text,
+                        "must be longer than 0",
+                    ));
                 }
                 Some(d)
             }
@@ -120,7 +134,11 @@ impl ProbeArgs {
                     .ok()
                     .filter(|&n| (1..=10_000).contains(&n))
                     .ok_or_else(|| {
-                        UsageError::invalid("--repeat", &self.repeat, "expected a whole number from 1 to 10000")
+                        UsageError::invalid(
+                            "--repeat",
+                            &self.repeat,
+                            "expected a whole number from 1 to 10000",
+                        )
                     })?;
                 let gap = parse_duration("--gap", &self.gap)?;
                 Some(WriterPlan {
@@ -164,10 +182,13 @@ impl ProbeArgs {
 
 /// Parses a per-thread rate: positive, finite, at most [`MAX_PROBE_RATE`].
 pub fn parse_rate(flag: &'static str, text: &str) -> Result<f64, UsageError> {
-    let rate: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| UsageError::invalid(flag, text, "expected a number of probes per second, such as 1000"))?;
+    let rate: f64 = text.trim().parse().map_err(|_| {
+        UsageError::invalid(
+            flag,
+            text,
+            "expected a number of probes per second, such as 1000",
+        )
+    })?;
     if !rate.is_finite() || rate <= 0.0 {
         return Err(UsageError::invalid(flag, text, "must be more than 0"));
     }
@@ -198,7 +219,10 @@ mod tests {
     fn options(argv: &[&str]) -> Result<RunOptions, UsageError> {
         let mut full = vec!["probe"];
         full.extend_from_slice(argv);
-        Wrapper::try_parse_from(full).expect("clap parse").args.to_options()
+        Wrapper::try_parse_from(full)
+            .expect("clap parse")
+            .args
+            .to_options()
     }
 
     #[test]
@@ -219,10 +243,22 @@ mod tests {
             (vec!["--writer-sizes", "64X"], "--writer-sizes"),
             (vec!["--writer-sizes", "-1M"], "--writer-sizes"),
             (vec!["--writer-sizes", ""], "--writer-sizes"),
-            (vec!["--writer-sizes", "1M", "--probe-rate", "0"], "--probe-rate"),
-            (vec!["--writer-sizes", "1M", "--probe-rate", "-5"], "--probe-rate"),
-            (vec!["--writer-sizes", "1M", "--probe-rate", "1000000000"], "--probe-rate"),
-            (vec!["--writer-sizes", "1M", "--probe-threads", "0"], "--probe-threads"),
+            (
+                vec!["--writer-sizes", "1M", "--probe-rate", "0"],
+                "--probe-rate",
+            ),
+            (
+                vec!["--writer-sizes", "1M", "--probe-rate", "-5"],
+                "--probe-rate",
+            ),
+            (
+                vec!["--writer-sizes", "1M", "--probe-rate", "1000000000"],
+                "--probe-rate",
+            ),
+            (
+                vec!["--writer-sizes", "1M", "--probe-threads", "0"],
+                "--probe-threads",
+            ),
             (vec!["--writer-sizes", "1M", "--repeat", "0"], "--repeat"),
             (vec!["--writer-sizes", "1M", "--gap", "soon"], "--gap"),
             (vec!["--duration", "0s"], "--duration"),

@@ -86,7 +86,9 @@ impl Drop for RowAppender {
 pub fn csv_bytes<T: Serialize>(rows: &[T], header: &[&str]) -> Result<Vec<u8>> {
     if rows.is_empty() {
         let mut writer = csv::Writer::from_writer(Vec::new());
-        writer.write_record(header).context("encoding a CSV header")?;
+        writer
+            .write_record(header)
+            .context("encoding a CSV header")?;
         return writer.into_inner().context("encoding CSV");
     }
     let mut writer = csv::Writer::from_writer(Vec::new());

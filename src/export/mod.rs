@@ -39,7 +39,11 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<()> {
         return Err(UsageError::invalid("--out", shown, "exists and is not a directory").into());
     }
     fs::create_dir_all(dir).map_err(|err| {
-        UsageError::invalid("--out", &shown, format!("cannot create the directory ({err})"))
+        UsageError::invalid(
+            "--out",
+            &shown,
+            format!("cannot create the directory ({err})"),
+        )
     })?;
     if dir.join(RUN_JSON).exists() && !force {
         return Err(UsageError::invalid(

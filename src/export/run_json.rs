@@ -62,12 +62,12 @@ impl HostInfo {
             cpus: crate::hostmem::logical_cpus(),
             memory_total_bytes: memory.total_bytes,
             swap_total_bytes: memory.swap_total_bytes,
-            os: sysinfo::System::long_os_version()
-                .ok()
-                .map(|os| match sysinfo::System::kernel_version() {
+            os: sysinfo::System::long_os_version().ok().map(|os| {
+                match sysinfo::System::kernel_version() {
                     Ok(kernel) => format!("{os} (kernel {kernel})"),
                     Err(_) => os,
-                }),
+                }
+            }),
         }
     }
 }

@@ -97,9 +97,12 @@ impl ConnInfo {
                 _ => return Err(bad("the port must be a number from 1 to 65535")),
             }
         }
-        let info = url
-            .into_connection_info()
-            .map_err(|err| bad(&format!("not a valid Redis URL ({})", err.detail().unwrap_or("parse error"))))?;
+        let info = url.into_connection_info().map_err(|err| {
+            bad(&format!(
+                "not a valid Redis URL ({})",
+                err.detail().unwrap_or("parse error")
+            ))
+        })?;
         let (host, port) = match info.addr() {
             redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
             _ => return Err(bad("only redis://host:port URLs are supported")),
@@ -183,7 +186,9 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
+    let (authority, path) = rest
+        .split_once('/')
+        .map_or((rest, None), |(a, p)| (a, Some(p)));
     let authority = match authority.rsplit_once('@') {
         Some((userinfo, host)) => {
             let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
@@ -328,15 +333,25 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
     let (flavor, version) = match field("valkey_version") {
         Some(v) => ("valkey".to_string(), v),
         None => match field("server_name").as_deref() {
-            Some("valkey") => ("valkey".to_string(), field("redis_version").unwrap_or_default()),
-            _ => ("redis".to_string(), field("redis_version").unwrap_or_default()),
+            Some("valkey") => (
+                "valkey".to_string(),
+                field("redis_version").unwrap_or_default(),
+            ),
+            _ => (
+                "redis".to_string(),
+                field("redis_version").unwrap_or_default(),
+            ),
         },
     };
     if version.is_empty() {
         bail!("{conn} did not report a version in INFO server: is it a Redis server?");
     }
     let config_get = |control: &mut redis::Connection, name: &str| -> Option<String> {
-        let pairs: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(control).ok()?;
+        let pairs: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query(control)
+            .ok()?;
         pairs.get(1).cloned()
     };
     let local = conn
@@ -350,7 +365,8 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
         embedded: false,
         binary: None,
         maxmemory_bytes: config_get(control, "maxmemory").and_then(|v| v.parse().ok()),
-        proto_max_bulk_len_bytes: config_get(control, "proto-max-bulk-len").and_then(|v| v.parse().ok()),
+        proto_max_bulk_len_bytes: config_get(control, "proto-max-bulk-len")
+            .and_then(|v| v.parse().ok()),
         save: config_get(control, "save"),
         appendonly: config_get(control, "appendonly"),
         local,
@@ -379,7 +395,10 @@ mod tests {
         assert_eq!(info.password.as_deref(), Some("s3cret"));
         let shown = format!("{info} {info:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
-        assert_eq!(redact_url("redis://alice:s3cret@h:1/0"), "redis://alice:***@h:1/0");
+        assert_eq!(
+            redact_url("redis://alice:s3cret@h:1/0"),
+            "redis://alice:***@h:1/0"
+        );
         assert_eq!(redact_url("redis://:s3cret@h:1"), "redis://:***@h:1");
     }
 
@@ -393,11 +412,19 @@ mod tests {
 
     #[test]
     fn bad_urls_name_the_flag_and_hide_the_password() {
-        for bad in ["http://h:1", "redis://h:0", "redis://h:70000", "redis://h:port", "h:6379"] {
+        for bad in [
+            "http://h:1",
+            "redis://h:0",
+            "redis://h:70000",
+            "redis://h:port",
+            "h:6379",
+        ] {
             let err = ConnInfo::from_url(bad, None).unwrap_err().to_string();
             assert!(err.contains("--url"), "{err}");
         }
-        let err = ConnInfo::from_url("redis://u:pw123@h:99999", None).unwrap_err().to_string();
+        let err = ConnInfo::from_url("redis://u:pw123@h:99999", None)
+            .unwrap_err()
+            .to_string();
         assert!(!err.contains("pw123"), "{err}");
     }
 }

@@ -124,7 +124,11 @@ pub fn server_arg_tokens(setting: &str) -> Result<Vec<String>, UsageError> {
         .next()
         .ok_or_else(|| UsageError::invalid("--server-arg", setting, "expected \"NAME VALUE\""))?;
     let name = name.trim_start_matches("--");
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
         return Err(UsageError::invalid(
             "--server-arg",
             setting,
@@ -335,9 +339,15 @@ mod tests {
 
     #[test]
     fn server_args_split() {
-        assert_eq!(server_arg_tokens("maxmemory 1gb").unwrap(), vec!["--maxmemory", "1gb"]);
+        assert_eq!(
+            server_arg_tokens("maxmemory 1gb").unwrap(),
+            vec!["--maxmemory", "1gb"]
+        );
         assert_eq!(server_arg_tokens("save \"\"").unwrap(), vec!["--save", ""]);
-        assert_eq!(server_arg_tokens("save 60 1").unwrap(), vec!["--save", "60", "1"]);
+        assert_eq!(
+            server_arg_tokens("save 60 1").unwrap(),
+            vec!["--save", "60", "1"]
+        );
         assert!(server_arg_tokens("").is_err());
         assert!(server_arg_tokens("bad;name 1").is_err());
     }

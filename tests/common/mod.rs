@@ -43,7 +43,10 @@ impl TestServer {
     /// Every key matching `pattern`.
     pub fn keys(&self, pattern: &str) -> Vec<String> {
         let mut conn = self.conn();
-        redis::cmd("KEYS").arg(pattern).query(&mut conn).expect("KEYS")
+        redis::cmd("KEYS")
+            .arg(pattern)
+            .query(&mut conn)
+            .expect("KEYS")
     }
 }
 
@@ -54,13 +57,18 @@ pub fn probe_cmd() -> assert_cmd::Command {
 
 /// Rows of a CSV file as maps from column to value.
 pub fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
-    let mut reader = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader =
+        csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let headers = reader.headers().expect("headers").clone();
     reader
         .records()
         .map(|r| {
             let r = r.expect("a valid CSV row");
-            headers.iter().map(String::from).zip(r.iter().map(String::from)).collect()
+            headers
+                .iter()
+                .map(String::from)
+                .zip(r.iter().map(String::from))
+                .collect()
         })
         .collect()
 }
@@ -68,7 +76,12 @@ pub fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
 /// The CSV's header row.
 pub fn csv_header(path: &Path) -> Vec<String> {
     let mut reader = csv::Reader::from_path(path).expect("open csv");
-    reader.headers().expect("headers").iter().map(String::from).collect()
+    reader
+        .headers()
+        .expect("headers")
+        .iter()
+        .map(String::from)
+        .collect()
 }
 
 /// run.json as a JSON value.
