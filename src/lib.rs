@@ -20,6 +20,7 @@ pub mod correlate;
 pub mod error;
 pub mod export;
 pub mod hostmem;
+pub mod load;
 pub mod probe;
 pub mod record;
 pub mod report;

@@ -104,6 +104,16 @@ impl RawConn {
         self.stream.try_clone()
     }
 
+    /// Gives up the connection's read buffer and returns its socket, authenticated and on the
+    /// right database, e.g. for a non-blocking event loop (the load clients). Fails if the
+    /// server sent bytes that were not read.
+    pub fn into_stream(self) -> io::Result<TcpStream> {
+        if self.start != self.end {
+            return Err(protocol_error("unread bytes after the handshake"));
+        }
+        Ok(self.stream)
+    }
+
     /// Sends pre-encoded bytes.
     #[inline]
     pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {

@@ -1,6 +1,9 @@
 //! The `probe` command line: parse (clap), validate into typed options, run, print.
 
+mod clean_cmd;
+mod load_cmd;
 mod output;
+mod populate_cmd;
 mod probe_args;
 mod probe_cmd;
 mod target_args;
@@ -10,7 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
+pub use clean_cmd::CleanArgs;
+pub use load_cmd::{LoadArgs, LoadTargets};
 pub use output::Output;
+pub use populate_cmd::PopulateArgs;
 pub use probe_args::{MAX_PROBE_RATE, MAX_PROBE_THREADS, ProbeArgs, parse_rate};
 pub use target_args::TargetArgs;
 
@@ -47,7 +53,15 @@ pub struct Cli {
 /// The subcommands. Each lives in its own `cli/<name>_cmd.rs` with its own `Args` struct and a
 /// `run(args, interrupt, output) -> anyhow::Result<i32>` returning the exit status.
 #[derive(Debug, clap::Subcommand)]
-enum Command {}
+enum Command {
+    /// Fill holprobe:load:0..N-1 with random values for `probe load`.
+    Populate(PopulateArgs),
+    /// Concurrent clients against populated servers: the seed's load benchmark, optionally
+    /// with large writes under load.
+    Load(LoadArgs),
+    /// Remove every key under holprobe:load: (SCAN + UNLINK in batches).
+    Clean(CleanArgs),
+}
 
 /// Runs the command line and returns the process exit status. Errors are printed here, as one
 /// line each, never as a panic.
@@ -69,7 +83,9 @@ pub fn main_entry() -> i32 {
     let mut output = Output::new(Arc::clone(&interrupt));
     let result = match &cli.command {
         None => probe_cmd::run(&cli.target, &cli.probe, &interrupt, &mut output),
-        Some(command) => match *command {},
+        Some(Command::Populate(args)) => populate_cmd::run(args, &interrupt, &mut output),
+        Some(Command::Load(args)) => load_cmd::run(args, &interrupt, &mut output),
+        Some(Command::Clean(args)) => clean_cmd::run(args, &interrupt, &mut output),
     };
     match result {
         Ok(code) => code,

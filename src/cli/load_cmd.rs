@@ -1,0 +1,766 @@
+//! `probe load`: the seed's concurrent-clients benchmark, optionally with the prober's writer
+//! storing large values while it runs.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::{Output, TargetArgs};
+use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
+use crate::export::{RunStatus, prepare_out_dir};
+use crate::load::keyspace::{
+    KeyNaming, LOAD_PREFIX, MemoryRoom, PopulationMeta, ValueSize, check_fit, default_keys,
+    read_meta,
+};
+use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
+use crate::load::report::{block_lines, generator_lines, write_line};
+use crate::load::runner::{LoadNotice, LoadOptions, LoadServer, run_load};
+use crate::target::{Target, TargetSpec};
+use crate::units::{format_size, parse_duration, parse_size_list};
+use crate::writer::WriterPlan;
+
+/// Most connections one run opens.
+pub const MAX_CLIENTS: u64 = 5_000;
+/// Keys the embedded server is populated with at most by default (a quick start).
+pub const EMBEDDED_DEFAULT_KEYS_CAP: u64 = 100_000;
+
+/// Concurrent clients GETting (and SETting) random populated keys, closed or open loop; prints
+/// the seed's block per server and in total. With --writer-sizes the prober's writer stores
+/// large values meanwhile, and each write is reported with what the load clients saw.
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// A server to load, populated by `probe populate` (repeatable: the clients are spread over
+    /// the servers). Without --url the tool starts its own redis-server and populates it.
+    #[arg(long, value_name = "URL")]
+    url: Vec<String>,
+
+    /// The server binary to start when no --url is given [default: redis-server from PATH].
+    #[arg(long, value_name = "PATH")]
+    server_bin: Option<PathBuf>,
+
+    /// An extra setting for the started server, "NAME VALUE" (repeatable).
+    #[arg(long, value_name = "NAME VALUE")]
+    server_arg: Vec<String>,
+
+    /// Limit on establishing each connection.
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    connect_timeout: String,
+
+    /// A request unanswered this long is a timeout (its connection is reopened).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    timeout: String,
+
+    /// Concurrent clients (connections) in total, spread evenly over the servers.
+    #[arg(long, value_name = "C", default_value = "50", allow_negative_numbers = true)]
+    clients: String,
+
+    /// Generator threads, each driving many connections [default: one per core not used by a
+    /// local server, 1 to 8].
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    threads: Option<String>,
+
+    /// Length of the load [default: 30s; with --writer-sizes, until the writer is done].
+    #[arg(long, value_name = "DURATION")]
+    duration: Option<String>,
+
+    /// Open loop: this many requests per second in total, on a fixed schedule; latency counts
+    /// from each request's intended send time. Without it: closed loop.
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    rate: Option<String>,
+
+    /// Requests outstanding per connection at most (1: one request, one reply).
+    #[arg(long, value_name = "P", default_value = "1", allow_negative_numbers = true)]
+    pipeline: String,
+
+    /// GET:SET mix, e.g. 9:1 (SETs overwrite random load keys with values of --value-size).
+    #[arg(long, value_name = "GET:SET", default_value = "1:0")]
+    ratio: String,
+
+    /// Keys to read: 0..N-1 of the population [default: all of it]. Without --url: the keys
+    /// the started server is populated with [default: as populate's, at most 100000].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    keys: Option<String>,
+
+    /// Sizes of SET values [default: the population's]. Without --url: the sizes the started
+    /// server is populated with [default: 1024..4096].
+    #[arg(long, value_name = "SIZE|MIN..MAX")]
+    value_size: Option<String>,
+
+    /// Run the prober's writer meanwhile: value sizes, comma-separated, binary units (64M).
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    writer_sizes: Option<String>,
+
+    /// Writes per size.
+    #[arg(long, value_name = "N", default_value = "1", allow_negative_numbers = true)]
+    repeat: String,
+
+    /// Quiet load before and after each write; at least 1s so that the seconds around a write
+    /// hold none.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    gap: String,
+
+    /// Write each size twice to the same key (the second write also frees the first value).
+    #[arg(long)]
+    overwrite: bool,
+
+    /// Keep every written value until the end instead of deleting each after its gap.
+    #[arg(long)]
+    keep: bool,
+
+    /// A request slower than this counts as delayed.
+    #[arg(long, value_name = "DURATION", default_value = "1ms")]
+    stall_threshold: String,
+
+    /// Seed of key choice, SET bytes and the writer's value.
+    #[arg(long, value_name = "N", default_value_t = 0x5eed)]
+    seed: u64,
+
+    /// Write load_timeline.csv, load_latency.hgrm, load_writes.csv and run.json here.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+
+    /// Replace a run already in --out.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Where the load goes: the servers to open, and for the embedded one what to populate it with.
+#[derive(Debug, Clone)]
+pub struct LoadTargets {
+    /// One per `--url`, or the embedded server.
+    pub specs: Vec<TargetSpec>,
+    /// `--keys`.
+    pub keys: Option<u64>,
+    /// `--value-size`.
+    pub value_size: Option<ValueSize>,
+}
+
+impl LoadArgs {
+    /// Checks every value; nothing is sent anywhere before this succeeds.
+    pub fn to_options(
+        &self,
+        env_password: Option<String>,
+    ) -> Result<(LoadOptions, LoadTargets), UsageError> {
+        let clients = parse_count("--clients", &self.clients, 1, MAX_CLIENTS)? as u32;
+        let threads = self
+            .threads
+            .as_deref()
+            .map(|t| parse_count("--threads", t, 1, 64).map(|t| t as u16))
+            .transpose()?;
+        let pipeline = parse_count("--pipeline", &self.pipeline, 1, 1000)? as u32;
+        let (get_weight, set_weight) = parse_ratio(&self.ratio)?;
+        let rate = self.rate.as_deref().map(parse_total_rate).transpose()?;
+        let duration = match &self.duration {
+            Some(text) => {
+                let d = parse_duration("--duration", text)?;
+                if d.is_zero() || d > Duration::from_secs(24 * 3600) {
+                    return Err(UsageError::invalid(
+                        "--duration",
+                        text,
+                        "expected more than 0 and at most 24h",
+                    ));
+                }
+                Some(d)
+            }
+            None => None,
+        };
+        let stall_threshold = parse_duration("--stall-threshold", &self.stall_threshold)?;
+        if stall_threshold < Duration::from_micros(10) {
+            return Err(UsageError::invalid(
+                "--stall-threshold",
+                &self.stall_threshold,
+                "must be at least 10us",
+            ));
+        }
+        let keys = self
+            .keys
+            .as_deref()
+            .map(|k| parse_count("--keys", k, 1, 1_000_000_000))
+            .transpose()?;
+        let value_size = self
+            .value_size
+            .as_deref()
+            .map(|v| ValueSize::parse("--value-size", v))
+            .transpose()?;
+        let writer = match &self.writer_sizes {
+            Some(list) => {
+                let sizes = parse_size_list("--writer-sizes", list)?;
+                let repeat = parse_count("--repeat", &self.repeat, 1, 10_000)? as u32;
+                let gap = parse_duration("--gap", &self.gap)?;
+                if gap < Duration::from_secs(1) {
+                    return Err(UsageError::invalid(
+                        "--gap",
+                        &self.gap,
+                        "must be at least 1s under load: the seconds around a write must hold none, to compare its throughput with",
+                    ));
+                }
+                Some(WriterPlan {
+                    sizes,
+                    repeat,
+                    gap,
+                    overwrite: self.overwrite,
+                    keep: self.keep,
+                    key_prefix: String::new(),
+                    seed: self.seed,
+                })
+            }
+            None => {
+                for (flag, set) in [
+                    ("--overwrite", self.overwrite),
+                    ("--keep", self.keep),
+                    ("--repeat", self.repeat != "1"),
+                    ("--gap", self.gap != "2s"),
+                ] {
+                    if set {
+                        return Err(UsageError::Conflict(format!(
+                            "{flag} applies to the writer: it needs --writer-sizes"
+                        )));
+                    }
+                }
+                None
+            }
+        };
+        let duration = match (duration, &writer) {
+            (None, None) => Some(Duration::from_secs(30)),
+            (d, _) => d,
+        };
+        let mut specs = Vec::new();
+        for (i, url) in self.url.iter().enumerate() {
+            if self.url[..i].contains(url) {
+                return Err(UsageError::invalid(
+                    "--url",
+                    crate::target::redact_url(url),
+                    "given twice: each server once",
+                ));
+            }
+            let one = TargetArgs {
+                url: Some(url.clone()),
+                server_bin: self.server_bin.clone(),
+                server_arg: self.server_arg.clone(),
+                connect_timeout: self.connect_timeout.clone(),
+                timeout: self.timeout.clone(),
+            };
+            specs.push(one.to_spec(env_password.clone())?);
+        }
+        if specs.is_empty() {
+            let embedded = TargetArgs {
+                url: None,
+                server_bin: self.server_bin.clone(),
+                server_arg: self.server_arg.clone(),
+                connect_timeout: self.connect_timeout.clone(),
+                timeout: self.timeout.clone(),
+            };
+            specs.push(embedded.to_spec(None)?);
+        }
+        if clients < specs.len() as u32 {
+            return Err(UsageError::invalid(
+                "--clients",
+                clients,
+                format!("at least one per server ({} servers)", specs.len()),
+            ));
+        }
+        let timeout = parse_duration("--timeout", &self.timeout)?;
+        Ok((
+            LoadOptions {
+                clients,
+                threads,
+                duration,
+                rate,
+                pipeline,
+                get_weight,
+                set_weight,
+                writer,
+                stall_threshold_us: stall_threshold.as_micros() as u64,
+                timeout_us: timeout.as_micros().max(1) as u64,
+                seed: self.seed,
+                out: self.out.clone(),
+            },
+            LoadTargets {
+                specs,
+                keys,
+                value_size,
+            },
+        ))
+    }
+}
+
+/// Parses a count: digits (underscores allowed), optionally with a decimal `K` (×1000) or `M`
+/// (×1,000,000) suffix, within `min..=max`.
+pub fn parse_count(flag: &'static str, text: &str, min: u64, max: u64) -> Result<u64, UsageError> {
+    let bad = || {
+        UsageError::invalid(
+            flag,
+            text,
+            format!("expected a whole number from {min} to {max}"),
+        )
+    };
+    let cleaned: String = text.trim().chars().filter(|&c| c != '_').collect();
+    let (digits, multiplier) = match cleaned.chars().last() {
+        Some('k' | 'K') => (&cleaned[..cleaned.len() - 1], 1_000),
+        Some('m' | 'M') => (&cleaned[..cleaned.len() - 1], 1_000_000),
+        _ => (cleaned.as_str(), 1),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let value = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(multiplier))
+        .ok_or_else(bad)?;
+    if !(min..=max).contains(&value) {
+        return Err(bad());
+    }
+    Ok(value)
+}
+
+/// Parses `--ratio get:set`.
+pub fn parse_ratio(text: &str) -> Result<(u32, u32), UsageError> {
+    let bad = || {
+        UsageError::invalid(
+            "--ratio",
+            text,
+            "expected GET:SET weights such as 1:0 or 9:1 (whole numbers up to 1000, not both 0)",
+        )
+    };
+    let (get, set) = text.split_once(':').ok_or_else(bad)?;
+    let get: u32 = get.trim().parse().map_err(|_| bad())?;
+    let set: u32 = set.trim().parse().map_err(|_| bad())?;
+    if get > 1000 || set > 1000 || get + set == 0 {
+        return Err(bad());
+    }
+    Ok((get, set))
+}
+
+fn parse_total_rate(text: &str) -> Result<f64, UsageError> {
+    let rate: f64 = text.trim().parse().map_err(|_| {
+        UsageError::invalid(
+            "--rate",
+            text,
+            "expected requests per second in total, such as 50000",
+        )
+    })?;
+    if !rate.is_finite() || rate <= 0.0 || rate > 10_000_000.0 {
+        return Err(UsageError::invalid(
+            "--rate",
+            text,
+            "expected more than 0 and at most 10000000 requests per second",
+        ));
+    }
+    Ok(rate)
+}
+
+/// Opens the `--url` server of `populate` or `clean` (they need one: their keys outlive the
+/// command) and says which server it is.
+pub fn open_external(args: &TargetArgs, command: &str) -> Result<Target> {
+    let spec = args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+    if let TargetSpec::Embedded { .. } = spec {
+        return Err(UsageError::Conflict(format!(
+            "probe {command} needs --url: its keys are meant to outlive the command, and a server the tool starts is stopped when it ends (probe load without --url populates its own server)"
+        ))
+        .into());
+    }
+    Target::open(&spec)
+}
+
+/// Runs `probe load`; returns the exit status.
+pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
+    let (options, targets) = args.to_options(std::env::var("REDISCLI_AUTH").ok())?;
+    if let Some(dir) = &options.out {
+        prepare_out_dir(dir, args.force)?;
+    }
+    let mut opened: Vec<Target> = Vec::new();
+    for spec in &targets.specs {
+        let target = Target::open(spec)?;
+        describe_target(&target, out);
+        opened.push(target);
+    }
+    let result = run_opened(&options, &targets, &opened, interrupt, out);
+    for target in &mut opened {
+        target.shutdown();
+    }
+    result
+}
+
+fn describe_target(target: &Target, out: &Output) {
+    let server = &target.server;
+    match (&target.embedded, &server.binary) {
+        (Some(embedded), Some(binary)) => out.note(&format!(
+            "started {} {} ({binary}) on 127.0.0.1:{}, persistence off; it is stopped when the run ends",
+            server.flavor,
+            server.version,
+            embedded.port()
+        )),
+        _ => out.note(&format!(
+            "loading {} ({} {})",
+            target.conn, server.flavor, server.version
+        )),
+    }
+    for warning in target.persistence_warnings() {
+        out.warn(&warning);
+    }
+}
+
+fn run_opened(
+    options: &LoadOptions,
+    targets: &LoadTargets,
+    opened: &[Target],
+    interrupt: &AtomicBool,
+    out: &mut Output,
+) -> Result<i32> {
+    let mut servers = Vec::new();
+    for target in opened {
+        let mut control = target.conn.redis_connection()?;
+        if target.embedded.is_some() {
+            populate_embedded(target, targets, &mut control, interrupt, out)?;
+        }
+        let Some(meta) = read_meta(&mut control)? else {
+            return Err(UsageError::Conflict(format!(
+                "{} holds no load keys ({LOAD_PREFIX}*): fill it first with `probe populate --url {}`",
+                target.conn, target.conn
+            ))
+            .into());
+        };
+        let keys = match targets.keys {
+            Some(keys) if keys > meta.keys && target.embedded.is_none() => {
+                return Err(UsageError::invalid(
+                    "--keys",
+                    keys,
+                    format!(
+                        "{} holds only {} load keys: lower --keys or run probe populate --keys {keys}",
+                        target.conn, meta.keys
+                    ),
+                )
+                .into());
+            }
+            Some(keys) => keys.min(meta.keys),
+            None => meta.keys,
+        };
+        servers.push((target, keys, targets.value_size.unwrap_or(meta.value_size), meta));
+    }
+    preflight_writer(options, opened, out)?;
+    describe_plan(options, &servers, out);
+    let load_servers: Vec<LoadServer<'_>> = servers
+        .iter()
+        .map(|(target, keys, set_size, meta)| LoadServer {
+            target,
+            keys: *keys,
+            set_size: *set_size,
+            population: Some(meta.clone()),
+        })
+        .collect();
+
+    let steps = options.writer.as_ref().map_or(0, |w| w.steps().len() as u64);
+    let secs = options.duration.map_or(0, |d| d.as_secs());
+    if steps > 0 && options.duration.is_none() {
+        out.start_progress(steps, "writes");
+    } else if secs >= 3 {
+        out.start_progress(secs, "s");
+    }
+    let mut writes_seen = 0u64;
+    let threshold_us = options.stall_threshold_us;
+    let report = run_load(options, &load_servers, interrupt, &mut |notice| match notice {
+        LoadNotice::Started { run_id, threads } => out.note(&format!(
+            "run {run_id}: {threads} generator thread(s); the writer's keys (if any) under {}:{run_id}:",
+            crate::run::KEY_NAMESPACE
+        )),
+        LoadNotice::Tick {
+            elapsed,
+            last_second_requests,
+        } => {
+            let position = if steps > 0 && options.duration.is_none() {
+                writes_seen
+            } else {
+                elapsed.as_secs()
+            };
+            out.progress(position, format!("{last_second_requests} req/s"));
+        }
+        LoadNotice::Write { finding, .. } => {
+            writes_seen += 1;
+            out.line(&write_line(finding, threshold_us));
+        }
+        LoadNotice::Problem(text) => out.warn(text),
+    });
+    out.finish_progress();
+    let report = report?;
+    if out.stdout_closed() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    for line in block_lines(&report.blocks) {
+        out.line(&line);
+    }
+    for line in generator_lines(&report) {
+        out.line(&line);
+    }
+    for warning in &report.warnings {
+        out.warn(warning);
+    }
+    if let Some(dir) = &options.out {
+        out.note(&format!("results in {}", dir.display()));
+    }
+    let failed_writes = report.writes.iter().filter(|w| !w.ok).count();
+    Ok(match report.status {
+        RunStatus::Interrupted => {
+            out.error(&format!(
+                "{}; results measured so far were kept",
+                report.status_reason.as_deref().unwrap_or("interrupted")
+            ));
+            EXIT_INTERRUPTED
+        }
+        RunStatus::Failed => {
+            out.error(&format!(
+                "{}; results measured so far were kept",
+                report.status_reason.as_deref().unwrap_or("the run failed")
+            ));
+            EXIT_FAILURE
+        }
+        _ if failed_writes > 0 => {
+            out.error(&format!("{failed_writes} write(s) failed (see above)"));
+            EXIT_FAILURE
+        }
+        _ if report.generator.disconnected_at_end > 0 => {
+            out.error("connections to a server were lost and could not be reopened");
+            EXIT_FAILURE
+        }
+        _ => EXIT_OK,
+    })
+}
+
+/// Fills the started server: `--keys` (default as populate's, at most 100000) values of
+/// `--value-size` (default 1024..4096), refusing a population that will not fit.
+fn populate_embedded(
+    target: &Target,
+    targets: &LoadTargets,
+    control: &mut redis::Connection,
+    interrupt: &AtomicBool,
+    out: &mut Output,
+) -> Result<()> {
+    let value_size = targets.value_size.unwrap_or(ValueSize::SEED);
+    let naming = KeyNaming::load();
+    let room = MemoryRoom::read(control, &target.server)?;
+    let estimate = estimated_bytes_per_key(targets.keys.unwrap_or(100_000), &naming, value_size);
+    let keys = match targets.keys {
+        Some(keys) => keys,
+        None => {
+            let (keys, why) = default_keys(&room, estimate);
+            let keys = keys.min(EMBEDDED_DEFAULT_KEYS_CAP);
+            out.note(&format!(
+                "populating the started server with {keys} keys (default: {why}, at most {EMBEDDED_DEFAULT_KEYS_CAP} for a server the tool starts; use --keys for more)"
+            ));
+            keys
+        }
+    };
+    check_fit(keys, 0, estimate, value_size, &room)?;
+    let plan = PopulatePlan {
+        keys,
+        value_size,
+        overwrite: false,
+        seed: 0x5eed,
+        naming,
+        write_meta: true,
+    };
+    out.start_progress(keys, "keys populated");
+    let outcome = populate(&target.conn, &plan, interrupt, &mut |done| {
+        out.progress(done, String::new());
+    });
+    out.finish_progress();
+    let outcome = outcome?;
+    if outcome.interrupted {
+        return Err(crate::error::Interrupted {
+            signal: "signal".into(),
+        }
+        .into());
+    }
+    if outcome.errors > 0 {
+        anyhow::bail!(
+            "populating the started server failed: {}",
+            outcome.first_error.as_deref().unwrap_or("unknown error")
+        );
+    }
+    out.note(&format!(
+        "populated {} keys of {value_size} bytes in {:.1} s",
+        outcome.written, outcome.elapsed_s
+    ));
+    Ok(())
+}
+
+/// Refuses a write size the server would reject; warns before deleting on someone's server.
+fn preflight_writer(options: &LoadOptions, opened: &[Target], out: &Output) -> Result<()> {
+    let Some(writer) = &options.writer else {
+        return Ok(());
+    };
+    let target = &opened[0];
+    if let Some(limit) = target.server.proto_max_bulk_len_bytes
+        && let Some(&too_big) = writer.sizes.iter().find(|&&s| s > limit)
+    {
+        return Err(UsageError::invalid(
+            "--writer-sizes",
+            format_size(too_big),
+            format!(
+                "larger than the server's proto-max-bulk-len ({})",
+                format_size(limit)
+            ),
+        )
+        .into());
+    }
+    if !target.server.embedded {
+        out.warn(&format!(
+            "deleting a large key stalls the server (~60-80 us per MiB on Redis 7.0): this run writes and deletes values up to {} on {}, a server others may be using",
+            format_size(writer.max_size()),
+            target.conn
+        ));
+    }
+    Ok(())
+}
+
+fn describe_plan(
+    options: &LoadOptions,
+    servers: &[(&Target, u64, ValueSize, PopulationMeta)],
+    out: &Output,
+) {
+    let mode = match options.rate {
+        Some(rate) => format!("open loop at {rate} req/s in total"),
+        None => "closed loop".to_string(),
+    };
+    let length = match (options.duration, &options.writer) {
+        (Some(d), _) => format!("{d:?}"),
+        (None, _) => "until the writer is done".to_string(),
+    };
+    let keys: Vec<String> = servers
+        .iter()
+        .map(|(t, keys, _, _)| format!("{} keys on {}", keys, t.conn))
+        .collect();
+    out.note(&format!(
+        "load: {} clients over {} server(s), {mode}, pipeline {}, GET:SET {}:{}, {length}; {}",
+        options.clients,
+        servers.len(),
+        options.pipeline,
+        options.get_weight,
+        options.set_weight,
+        keys.join(", ")
+    ));
+    if let Some(w) = &options.writer {
+        let sizes: Vec<String> = w.sizes.iter().map(|&s| format_size(s)).collect();
+        out.note(&format!(
+            "writer on {}: {} x {}, gap {:?}{}{}",
+            servers[0].0.conn,
+            sizes.join(","),
+            w.repeat,
+            w.gap,
+            if w.overwrite { ", overwrite" } else { "" },
+            if w.keep { ", keep" } else { "" }
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: LoadArgs,
+    }
+
+    fn options(argv: &[&str]) -> Result<(LoadOptions, LoadTargets), UsageError> {
+        let mut full = vec!["load"];
+        full.extend_from_slice(argv);
+        Wrapper::try_parse_from(full)
+            .expect("clap parse")
+            .args
+            .to_options(None)
+    }
+
+    #[test]
+    fn defaults_are_the_seeds() {
+        let (o, t) = options(&["--url", "redis://127.0.0.1:6379"]).unwrap();
+        assert_eq!(o.clients, 50);
+        assert_eq!(o.duration, Some(Duration::from_secs(30)));
+        assert_eq!((o.get_weight, o.set_weight), (1, 0));
+        assert_eq!(o.pipeline, 1);
+        assert!(o.rate.is_none() && o.writer.is_none());
+        assert_eq!(t.specs.len(), 1);
+        let (o, _) = options(&["--writer-sizes", "64M"]).unwrap();
+        assert_eq!(o.duration, None, "with a writer the load lasts until it is done");
+        assert_eq!(o.writer.unwrap().gap, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn several_urls_and_their_mistakes() {
+        let (_, t) = options(&[
+            "--url",
+            "redis://127.0.0.1:1",
+            "--url",
+            "redis://127.0.0.1:2",
+        ])
+        .unwrap();
+        assert_eq!(t.specs.len(), 2);
+        let err = options(&[
+            "--url",
+            "redis://:pw@127.0.0.1:1",
+            "--url",
+            "redis://:pw@127.0.0.1:1",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--url") && !err.contains("pw@"), "{err}");
+        let err = options(&[
+            "--url",
+            "redis://127.0.0.1:1",
+            "--url",
+            "redis://127.0.0.1:2",
+            "--clients",
+            "1",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--clients"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        for (argv, flag) in [
+            (vec!["--clients", "0"], "--clients"),
+            (vec!["--clients", "many"], "--clients"),
+            (vec!["--clients", "100000"], "--clients"),
+            (vec!["--threads", "0"], "--threads"),
+            (vec!["--pipeline", "0"], "--pipeline"),
+            (vec!["--ratio", "1"], "--ratio"),
+            (vec!["--ratio", "0:0"], "--ratio"),
+            (vec!["--ratio", "a:b"], "--ratio"),
+            (vec!["--rate", "0"], "--rate"),
+            (vec!["--rate", "fast"], "--rate"),
+            (vec!["--duration", "0s"], "--duration"),
+            (vec!["--duration", "30"], "--duration"),
+            (vec!["--keys", "-5"], "--keys"),
+            (vec!["--value-size", "4096..1024"], "--value-size"),
+            (vec!["--writer-sizes", "64X"], "--writer-sizes"),
+            (vec!["--writer-sizes", "1M", "--gap", "100ms"], "--gap"),
+            (vec!["--stall-threshold", "1us"], "--stall-threshold"),
+            (vec!["--timeout", "0s"], "--timeout"),
+        ] {
+            let err = options(&argv).unwrap_err().to_string();
+            assert!(err.contains(flag), "{argv:?}: {err}");
+        }
+        let err = options(&["--keep"]).unwrap_err().to_string();
+        assert!(err.contains("--writer-sizes"), "{err}");
+    }
+
+    #[test]
+    fn counts_and_ratios() {
+        assert_eq!(parse_count("--keys", "10M", 1, u64::MAX).unwrap(), 10_000_000);
+        assert_eq!(parse_count("--keys", "250k", 1, u64::MAX).unwrap(), 250_000);
+        assert_eq!(parse_count("--keys", "1_000", 1, u64::MAX).unwrap(), 1000);
+        assert!(parse_count("--keys", "1.5M", 1, u64::MAX).is_err());
+        assert!(parse_count("--keys", "", 1, u64::MAX).is_err());
+        assert!(parse_count("--keys", "99999999999999999999", 1, u64::MAX).is_err());
+        assert_eq!(parse_ratio("9:1").unwrap(), (9, 1));
+        assert_eq!(parse_ratio("0:1").unwrap(), (0, 1));
+    }
+}

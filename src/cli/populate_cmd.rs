@@ -1,0 +1,135 @@
+//! `probe populate`: fill `holprobe:load:*` with keys for `probe load`.
+
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::load_cmd::{open_external, parse_count};
+use super::{Output, TargetArgs};
+use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
+use crate::load::keyspace::{
+    KeyNaming, LOAD_PREFIX, MemoryRoom, ValueSize, check_fit, default_keys, gib, read_meta,
+};
+use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
+use crate::units::mib;
+
+/// Fill holprobe:load:0..N-1 with random values for `probe load` (keys already there are kept
+/// unless --overwrite). Needs --url: the keys outlive the command.
+#[derive(Debug, Clone, Args)]
+pub struct PopulateArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+
+    /// Keys to fill, holprobe:load:0 .. N-1; K and M suffixes are decimal (10M = 10,000,000)
+    /// [default: a quarter of the server's free memory, at most 10M; see README].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    keys: Option<String>,
+
+    /// Value sizes: MIN..MAX for uniformly random sizes, or one size; units K, M (binary).
+    #[arg(long, value_name = "SIZE|MIN..MAX", default_value = "1024..4096")]
+    value_size: String,
+
+    /// Replace keys that already exist instead of keeping them.
+    #[arg(long)]
+    overwrite: bool,
+
+    /// Seed of the value sizes and bytes.
+    #[arg(long, value_name = "N", default_value_t = 0x5eed)]
+    seed: u64,
+}
+
+/// Runs `probe populate`; returns the exit status.
+pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
+    let keys = args
+        .keys
+        .as_deref()
+        .map(|k| parse_count("--keys", k, 1, 1_000_000_000))
+        .transpose()?;
+    let value_size = ValueSize::parse("--value-size", &args.value_size)?;
+    let target = open_external(&args.target, "populate")?;
+    let mut control = target.conn.redis_connection()?;
+    let previous = read_meta(&mut control)?;
+    let room = MemoryRoom::read(&mut control, &target.server)?;
+    let naming = KeyNaming::load();
+    let estimate = estimated_bytes_per_key(keys.unwrap_or(1_000_000), &naming, value_size);
+    let keys = match keys {
+        Some(keys) => keys,
+        None => {
+            let (keys, why) = default_keys(&room, estimate);
+            out.note(&format!("--keys defaults to {keys}: {why}"));
+            keys
+        }
+    };
+    let existing = previous.as_ref().map_or(0, |p| p.keys).min(keys);
+    check_fit(keys - existing, existing, estimate, value_size, &room)?;
+    out.note(&format!(
+        "populating {LOAD_PREFIX}0..{} on {} ({} {}) with values of {value_size} bytes{}; about {} of server memory for new keys",
+        keys - 1,
+        target.conn,
+        target.server.flavor,
+        target.server.version,
+        if args.overwrite {
+            ", replacing existing keys"
+        } else if existing > 0 {
+            ", keeping existing keys"
+        } else {
+            ""
+        },
+        gib((keys - existing) * estimate)
+    ));
+    let plan = PopulatePlan {
+        keys,
+        value_size,
+        overwrite: args.overwrite,
+        seed: args.seed,
+        naming,
+        write_meta: true,
+    };
+    out.start_progress(keys, "keys");
+    let started = std::time::Instant::now();
+    let outcome = populate(&target.conn, &plan, interrupt, &mut |done| {
+        let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-3);
+        out.progress(done, format!("{rate:.0} keys/s"));
+    });
+    out.finish_progress();
+    let outcome = outcome?;
+    let growth = outcome
+        .used_memory_after_bytes
+        .saturating_sub(outcome.used_memory_before_bytes);
+    let per_key = match outcome.measured_bytes_per_key {
+        Some(measured) => format!("{measured} bytes per key (estimated {estimate})"),
+        None => format!("about {estimate} bytes per key (estimated)"),
+    };
+    out.line(&format!(
+        "populated {LOAD_PREFIX}0..{} on {}: {} written, {} kept, {} errors in {:.2} s ({:.1} MiB of values, {:.1} MiB/s); server memory +{:.1} MiB, {per_key}",
+        keys - 1,
+        target.conn,
+        outcome.written,
+        outcome.kept,
+        outcome.errors,
+        outcome.elapsed_s,
+        mib(outcome.value_bytes),
+        mib(outcome.value_bytes) / outcome.elapsed_s.max(1e-6),
+        mib(growth),
+    ));
+    if let Some(meta) = &outcome.meta {
+        out.note(&format!(
+            "the server now holds a population of {} keys, values {} bytes; `probe load --url {}` reads it, `probe clean --url {}` removes it",
+            meta.keys, meta.value_size, target.conn, target.conn
+        ));
+    }
+    if outcome.interrupted {
+        out.error("interrupted: the keys written so far were kept and recorded");
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if outcome.errors > 0 {
+        out.error(&format!(
+            "{} SET(s) failed; the first error: {}",
+            outcome.errors,
+            outcome.first_error.as_deref().unwrap_or("unknown")
+        ));
+        return Ok(EXIT_FAILURE);
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,414 @@
+//! Filling and emptying the load key space.
+//!
+//! [`populate`] streams pipelined `SET` commands on one connection from one thread while
+//! another reads the replies, so the server never waits for the client between batches. Values
+//! are random bytes from a seeded PRNG, of uniformly random size. Existing keys are kept
+//! (`SET ... NX`) unless the plan overwrites them.
+//!
+//! [`clean`] walks the prefix with `SCAN` and removes what it finds with `UNLINK`, batch by
+//! batch, then scans again until a whole pass finds nothing.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use rand::{Rng, RngExt, SeedableRng};
+use serde::Serialize;
+
+use super::keyspace::{
+    KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize, mean_bytes_per_key, read_meta, write_meta,
+};
+use super::scanner::{ReplyScanner, Scanned};
+use crate::resp::RawConn;
+use crate::target::{ConnInfo, info_field};
+
+/// What to write.
+#[derive(Debug, Clone, Serialize)]
+pub struct PopulatePlan {
+    /// Keys `0..keys`.
+    pub keys: u64,
+    /// Value sizes.
+    pub value_size: ValueSize,
+    /// Replace keys that exist (plain `SET`) instead of keeping them (`SET NX`).
+    pub overwrite: bool,
+    /// Seed of sizes and bytes.
+    pub seed: u64,
+    /// Key names; [`KeyNaming::load`] for the tool's own population.
+    pub naming: KeyNaming,
+    /// Store the population's description in [`super::keyspace::META_KEY`] (only for the
+    /// tool's own naming).
+    pub write_meta: bool,
+}
+
+/// What a populate did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PopulateOutcome {
+    /// SET commands answered OK: keys created, or replaced with `overwrite`.
+    pub written: u64,
+    /// Keys that existed and were kept (`SET NX` answered nil).
+    pub kept: u64,
+    /// Commands the server refused (e.g. OOM): the first error is in `first_error`.
+    pub errors: u64,
+    /// The server's first error reply.
+    pub first_error: Option<String>,
+    /// Value bytes sent.
+    pub value_bytes: u64,
+    /// Wall time, seconds.
+    pub elapsed_s: f64,
+    /// Stopped early by an interrupt: keys `0..written+kept` are in.
+    pub interrupted: bool,
+    /// `used_memory` before and after, bytes.
+    pub used_memory_before_bytes: u64,
+    /// See `used_memory_before_bytes`.
+    pub used_memory_after_bytes: u64,
+    /// Memory growth per written key, when enough keys were new to tell.
+    pub measured_bytes_per_key: Option<u64>,
+    /// The population as now described by the metadata key.
+    pub meta: Option<PopulationMeta>,
+}
+
+/// Commands buffered before one write to the socket.
+const WRITE_CHUNK: usize = 256 * 1024;
+
+/// Fills keys `0..plan.keys`. `progress(done)` is called about every 100 ms with the number of
+/// keys answered. Stops early (keeping what was written) when `interrupt` is set.
+pub fn populate(
+    conn: &ConnInfo,
+    plan: &PopulatePlan,
+    interrupt: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<PopulateOutcome> {
+    let mut control = conn.redis_connection()?;
+    let used_before = used_memory(&mut control)?;
+    let previous = if plan.write_meta {
+        read_meta(&mut control)?
+    } else {
+        None
+    };
+    let stream = RawConn::connect(conn)
+        .context("opening the populate connection")?
+        .into_stream()
+        .context("handing the populate connection to its reader")?;
+    stream
+        .set_read_timeout(Some(conn.command_timeout))
+        .context("setting the read timeout")?;
+    let started = Instant::now();
+    let sent = AtomicU64::new(0);
+    let writer_done = AtomicBool::new(false);
+    let stream_ref = &stream;
+
+    let (read_result, write_result) = std::thread::scope(|scope| {
+        let sent = &sent;
+        let writer_done = &writer_done;
+        let writer = scope.spawn(move || {
+            let result = send_sets(stream_ref, plan, interrupt, sent);
+            writer_done.store(true, Ordering::Release);
+            if result.is_err() {
+                // Unblocks the reader: no more replies will come.
+                let _ = stream_ref.shutdown(std::net::Shutdown::Both);
+            }
+            result
+        });
+        let read_result = read_replies(stream_ref, sent, writer_done, progress);
+        let write_result = writer
+            .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the populate writer thread panicked")));
+        (read_result, write_result)
+    });
+    let value_bytes = write_result?;
+    let mut counts = read_result?;
+    counts.value_bytes = value_bytes;
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let interrupted = interrupt.load(Ordering::Relaxed);
+    let used_after = used_memory(&mut control)?;
+    let measured_bytes_per_key = (counts.written >= 1000 && !plan.overwrite)
+        .then(|| used_after.saturating_sub(used_before) / counts.written)
+        .filter(|&b| b > 0);
+
+    let answered = counts.written + counts.kept + counts.errors;
+    let meta = if plan.write_meta && answered > 0 {
+        let covered = if counts.errors == 0 {
+            answered
+        } else {
+            counts.written + counts.kept
+        };
+        let meta = PopulationMeta {
+            keys: previous.as_ref().map_or(covered, |p| p.keys.max(covered)),
+            value_size: match &previous {
+                Some(p) if p.keys > covered || !plan.overwrite => p.value_size.union(&plan.value_size),
+                _ => plan.value_size,
+            },
+            seed: plan.seed,
+            measured_bytes_per_key: measured_bytes_per_key
+                .or(previous.as_ref().and_then(|p| p.measured_bytes_per_key)),
+            updated_unix_s: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        write_meta(&mut control, &meta)?;
+        Some(meta)
+    } else {
+        previous
+    };
+    Ok(PopulateOutcome {
+        written: counts.written,
+        kept: counts.kept,
+        errors: counts.errors,
+        first_error: counts.first_error,
+        value_bytes: counts.value_bytes,
+        elapsed_s,
+        interrupted,
+        used_memory_before_bytes: used_before,
+        used_memory_after_bytes: used_after,
+        measured_bytes_per_key,
+        meta,
+    })
+}
+
+#[derive(Debug, Default)]
+struct ReplyCounts {
+    written: u64,
+    kept: u64,
+    errors: u64,
+    first_error: Option<String>,
+    value_bytes: u64,
+}
+
+/// Streams the SETs, then one PING whose PONG tells the reader the stream is over. Returns
+/// the value bytes sent.
+fn send_sets(
+    mut stream: &TcpStream,
+    plan: &PopulatePlan,
+    interrupt: &AtomicBool,
+    sent: &AtomicU64,
+) -> Result<u64> {
+    let mut value_bytes = 0u64;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed);
+    let mut buf: Vec<u8> = Vec::with_capacity(WRITE_CHUNK + 2 * plan.value_size.max_bytes as usize);
+    let mut key = Vec::with_capacity(64);
+    let mut count_in_buf = 0u64;
+    let header: &[u8] = if plan.overwrite {
+        b"*3\r\n$3\r\nSET\r\n"
+    } else {
+        b"*4\r\n$3\r\nSET\r\n"
+    };
+    for index in 0..plan.keys {
+        let len = if plan.value_size.min_bytes == plan.value_size.max_bytes {
+            plan.value_size.min_bytes
+        } else {
+            rng.random_range(plan.value_size.min_bytes..=plan.value_size.max_bytes)
+        } as usize;
+        value_bytes += len as u64;
+        key.clear();
+        plan.naming.push_key(index, &mut key);
+        buf.extend_from_slice(header);
+        push_bulk_header(&mut buf, key.len());
+        buf.extend_from_slice(&key);
+        buf.extend_from_slice(b"\r\n");
+        push_bulk_header(&mut buf, len);
+        let at = buf.len();
+        buf.resize(at + len, 0);
+        rng.fill_bytes(&mut buf[at..]);
+        buf.extend_from_slice(b"\r\n");
+        if !plan.overwrite {
+            buf.extend_from_slice(b"$2\r\nNX\r\n");
+        }
+        count_in_buf += 1;
+        if buf.len() >= WRITE_CHUNK {
+            stream
+                .write_all(&buf)
+                .context("sending SET commands to the server")?;
+            sent.fetch_add(count_in_buf, Ordering::Release);
+            buf.clear();
+            count_in_buf = 0;
+            if interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+    }
+    buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+    stream
+        .write_all(&buf)
+        .context("sending SET commands to the server")?;
+    sent.fetch_add(count_in_buf, Ordering::Release);
+    Ok(value_bytes)
+}
+
+fn push_bulk_header(buf: &mut Vec<u8>, len: usize) {
+    buf.push(b'$');
+    super::keyspace::push_decimal(len as u64, 0, buf);
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// Reads replies until the closing PONG. `progress` gets the number answered so far.
+fn read_replies(
+    mut stream: &TcpStream,
+    sent: &AtomicU64,
+    writer_done: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ReplyCounts> {
+    let mut scanner = ReplyScanner::new();
+    let mut counts = ReplyCounts::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut finished = false;
+    let mut last_progress = Instant::now();
+    while !finished {
+        let n = match stream.read(&mut buf) {
+            Ok(0) => {
+                if writer_done.load(Ordering::Acquire) {
+                    bail!(
+                        "the connection closed after {} of {} replies",
+                        counts.written + counts.kept + counts.errors,
+                        sent.load(Ordering::Acquire)
+                    );
+                }
+                bail!("the server closed the populate connection");
+            }
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err).context("reading SET replies"),
+        };
+        scanner
+            .feed(&buf[..n], |reply| match reply {
+                Scanned::Status { ok: true } => counts.written += 1,
+                Scanned::Nil => counts.kept += 1,
+                Scanned::Status { ok: false } => finished = true,
+                Scanned::Error(text) => {
+                    counts.errors += 1;
+                    counts.first_error.get_or_insert(text);
+                }
+                Scanned::Integer | Scanned::Bulk { .. } => {
+                    counts.errors += 1;
+                    counts
+                        .first_error
+                        .get_or_insert_with(|| "unexpected reply to SET".into());
+                }
+            })
+            .context("reading SET replies")?;
+        if last_progress.elapsed() >= Duration::from_millis(100) {
+            last_progress = Instant::now();
+            progress(counts.written + counts.kept + counts.errors);
+        }
+    }
+    progress(counts.written + counts.kept + counts.errors);
+    Ok(counts)
+}
+
+/// `used_memory` from INFO memory.
+pub fn used_memory(control: &mut redis::Connection) -> Result<u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(control)
+        .context("INFO memory")?;
+    Ok(info_field(&info, "used_memory")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0))
+}
+
+/// Estimated server memory per key of a plan (before anything is measured).
+pub fn estimated_bytes_per_key(plan_keys: u64, naming: &KeyNaming, size: ValueSize) -> u64 {
+    let key_len = naming.key_len(plan_keys.saturating_sub(1)) as u64;
+    mean_bytes_per_key(key_len, size)
+}
+
+/// What a clean did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CleanOutcome {
+    /// Keys removed.
+    pub removed: u64,
+    /// SCAN passes over the key space (the last one found nothing, unless `remaining > 0`).
+    pub passes: u32,
+    /// Keys under the prefix the last pass still found (0: nothing left behind).
+    pub remaining: u64,
+    /// Stopped early by an interrupt.
+    pub interrupted: bool,
+}
+
+/// Most passes `clean` makes before it gives up on a prefix someone keeps writing to.
+const MAX_CLEAN_PASSES: u32 = 5;
+
+/// Removes every key under [`LOAD_PREFIX`] (the metadata too), `batch` keys per SCAN and per
+/// UNLINK; `progress(removed)` is called after each batch.
+pub fn clean(
+    conn: &ConnInfo,
+    batch: u64,
+    interrupt: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<CleanOutcome> {
+    let mut control = conn.redis_connection()?;
+    let pattern = format!("{LOAD_PREFIX}*");
+    let mut removed = 0u64;
+    let mut passes = 0u32;
+    loop {
+        passes += 1;
+        let mut found_this_pass = 0u64;
+        let mut cursor: u64 = 0;
+        loop {
+            if interrupt.load(Ordering::Relaxed) {
+                return Ok(CleanOutcome {
+                    removed,
+                    passes,
+                    remaining: count_keys(&mut control, &pattern, batch)?,
+                    interrupted: true,
+                });
+            }
+            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(batch)
+                .query(&mut control)
+                .context("SCAN of the load keys")?;
+            if !keys.is_empty() {
+                let gone: u64 = redis::cmd("UNLINK")
+                    .arg(&keys)
+                    .query(&mut control)
+                    .context("UNLINK of load keys")?;
+                removed += gone;
+                found_this_pass += keys.len() as u64;
+                progress(removed);
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        if found_this_pass == 0 || passes >= MAX_CLEAN_PASSES {
+            let remaining = if found_this_pass == 0 {
+                0
+            } else {
+                count_keys(&mut control, &pattern, batch)?
+            };
+            return Ok(CleanOutcome {
+                removed,
+                passes,
+                remaining,
+                interrupted: false,
+            });
+        }
+    }
+}
+
+/// Keys matching `pattern`, by a full SCAN.
+pub fn count_keys(control: &mut redis::Connection, pattern: &str, batch: u64) -> Result<u64> {
+    let mut cursor: u64 = 0;
+    let mut count = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(batch)
+            .query(control)
+            .context("SCAN of the load keys")?;
+        count += keys.len() as u64;
+        cursor = next;
+        if cursor == 0 {
+            return Ok(count);
+        }
+    }
+}

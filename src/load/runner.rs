@@ -1,0 +1,957 @@
+//! One load run, end to end: start the generator threads (and the prober's writer when asked)
+//! on one run clock, collect their per-second figures from one channel, write the exports as
+//! the run goes, then build the blocks, the timeline and the per-write findings.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, bounded, never, select};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::analyze::{LoadTimeline, Sample, WriteUnderLoad, writes_under_load};
+use super::engine::{self, Control, EngineConfig, EngineMsg, EngineServer, ThreadSummary};
+use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
+use super::stats::{LoadBlock, SecondAgg, TIMELINE_COLUMNS, TimelineRow, new_histogram};
+use crate::clock::RunClock;
+use crate::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
+use crate::record::{WriteOp, WriteRecord};
+use crate::run::{Event, KEY_NAMESPACE, new_run_id};
+use crate::target::{ServerFacts, Target};
+use crate::units::option_duration_ms;
+use crate::writer::{WriterPlan, random_value, spawn_writer};
+
+/// The timeline, one row per second (and per server when there are several).
+pub const TIMELINE_CSV: &str = "load_timeline.csv";
+/// The whole run's latency distribution in HdrHistogram's percentile text format.
+pub const LATENCY_HGRM: &str = "load_latency.hgrm";
+/// One row per writer event: what the load clients saw.
+pub const WRITES_CSV: &str = "load_writes.csv";
+
+/// Validated options of a load run (stored in run.json).
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadOptions {
+    /// Connections in total, spread over the servers (client `c` on server `c % servers`).
+    pub clients: u32,
+    /// Generator threads; `None`: chosen from the cores (see [`default_threads`]).
+    pub threads: Option<u16>,
+    /// Length of the load. `None` with a writer: until the writer's plan is done.
+    #[serde(with = "option_duration_ms", rename = "duration_ms")]
+    pub duration: Option<Duration>,
+    /// Open loop: requests per second in total. `None`: closed loop.
+    pub rate: Option<f64>,
+    /// Requests outstanding per connection at most.
+    pub pipeline: u32,
+    /// Relative weight of GETs (`--ratio get:set`).
+    pub get_weight: u32,
+    /// Relative weight of SETs.
+    pub set_weight: u32,
+    /// The prober's writer, run while the load runs.
+    pub writer: Option<WriterPlan>,
+    /// A request slower than this is delayed, µs.
+    pub stall_threshold_us: u64,
+    /// A request unanswered this long is a timeout, µs.
+    pub timeout_us: u64,
+    /// Seed of key choice, SET bytes and the writer's value.
+    pub seed: u64,
+    /// Where the exports go.
+    pub out: Option<PathBuf>,
+}
+
+/// One server to load, with its population.
+pub struct LoadServer<'a> {
+    /// The server.
+    pub target: &'a Target,
+    /// GETs and SETs pick keys `0..keys`.
+    pub keys: u64,
+    /// Sizes of SET values.
+    pub set_size: ValueSize,
+    /// What the population says of itself.
+    pub population: Option<PopulationMeta>,
+}
+
+/// Something the caller may show while the run goes.
+#[derive(Debug)]
+pub enum LoadNotice<'a> {
+    /// The clients are connected and about to start.
+    Started {
+        /// The run's id (the writer's keys live under `holprobe:<run_id>:`).
+        run_id: &'a str,
+        /// Generator threads.
+        threads: u16,
+    },
+    /// About every 200 ms.
+    Tick {
+        /// Since the load started.
+        elapsed: Duration,
+        /// Requests in the last complete second, all servers.
+        last_second_requests: u64,
+    },
+    /// A write's figures are final (the second after it is complete).
+    Write {
+        /// The write as recorded.
+        record: &'a WriteRecord,
+        /// What the load clients saw.
+        finding: &'a WriteUnderLoad,
+    },
+    /// A connection problem a generator thread reported.
+    Problem(&'a str),
+}
+
+/// Whether the load generator itself was the limit.
+#[derive(Debug, Clone, Serialize)]
+pub struct GeneratorReport {
+    /// Generator threads.
+    pub threads: u16,
+    /// Connections per thread.
+    pub clients_per_thread: Vec<u32>,
+    /// Each thread's CPU time over the run, percent of wall time (empty where unknown).
+    pub thread_cpu_pct: Vec<Option<f64>>,
+    /// The busiest thread over the run, percent.
+    pub busiest_thread_cpu_pct: Option<f64>,
+    /// The busiest thread in its busiest second, percent.
+    pub busiest_second_cpu_pct: Option<f64>,
+    /// Open loop (`--rate`).
+    pub open_loop: bool,
+    /// Open loop: median lateness of sends the generator made late, µs.
+    pub schedule_lag_p50_us: Option<u64>,
+    /// Open loop: 99th percentile of the same, µs.
+    pub schedule_lag_p99_us: Option<u64>,
+    /// Open loop: sends more than 1 ms late because of the generator.
+    pub late_sends: u64,
+    /// Open loop: `late_sends` as a percentage of the generator's scheduled sends.
+    pub late_sends_pct: Option<f64>,
+    /// Open loop: scheduled requests never sent (their connection was full or down at the end).
+    pub unsent: u64,
+    /// Connections reopened after an error or timeout.
+    pub reconnects: u64,
+    /// Connections still down at the end.
+    pub disconnected_at_end: u32,
+    /// Per-request samples lost because the collector fell behind (expected 0).
+    pub samples_dropped: u64,
+    /// True when a thread ran at 90% CPU or more over the run, or the open-loop schedule fell
+    /// behind (more than 1% of sends over 1 ms late): the figures may be the client's limit.
+    pub saturated: bool,
+    /// The verdict in words.
+    pub verdict: String,
+}
+
+/// Busiest-thread CPU share over the run past which the generator counts as saturated.
+pub const SATURATED_CPU_PCT: f64 = 90.0;
+
+/// What a finished (or stopped) load run found.
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    /// The run's id.
+    pub run_id: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Why it stopped early, if it did.
+    pub status_reason: Option<String>,
+    /// Length of the load, seconds.
+    pub runtime_s: f64,
+    /// One block per server when there are several, then the total (`server = all`).
+    pub blocks: Vec<LoadBlock>,
+    /// Every timeline row.
+    pub timeline: Vec<TimelineRow>,
+    /// Every writer event.
+    pub writes: Vec<WriteRecord>,
+    /// What the load saw during each.
+    pub writes_under_load: Vec<WriteUnderLoad>,
+    /// Whether the generator was the limit.
+    pub generator: GeneratorReport,
+    /// Warnings (also in run.json).
+    pub warnings: Vec<String>,
+    /// Whole-run latency, all servers, µs.
+    pub latency: Histogram<u64>,
+    /// Run clock of the load's second 0, µs.
+    pub load_start_us: u64,
+    /// Wall-clock time of the run clock's zero, µs since the Unix epoch.
+    pub started_unix_us: u64,
+}
+
+/// Default generator threads: one per core not taken by a server on this host, at least one,
+/// at most 8 and at most one per client. On a 2-core machine with a local server: 1, which is
+/// what redis-benchmark uses too.
+pub fn default_threads(clients: u32, cores: usize, local_servers: usize) -> u16 {
+    let free = cores.saturating_sub(local_servers).clamp(1, 8);
+    (free as u32).min(clients.max(1)) as u16
+}
+
+/// Runs the load against `servers` until the duration is over, the writer's plan is done,
+/// `interrupt` is set, or every thread ends. Every exit path stops the threads, removes the
+/// writer's keys and writes the final exports.
+pub fn run_load(
+    options: &LoadOptions,
+    servers: &[LoadServer<'_>],
+    interrupt: &AtomicBool,
+    notify: &mut dyn FnMut(LoadNotice<'_>),
+) -> Result<LoadReport> {
+    anyhow::ensure!(!servers.is_empty(), "a load needs at least one server");
+    let run_id = new_run_id();
+    let key_prefix = format!("{KEY_NAMESPACE}:{run_id}:");
+    let local = servers.iter().filter(|s| s.target.server.local).count();
+    let threads = options
+        .threads
+        .unwrap_or_else(|| default_threads(options.clients, crate::hostmem::logical_cpus(), local))
+        .min(options.clients.max(1) as u16)
+        .max(1);
+    let labels: Vec<String> = servers
+        .iter()
+        .map(|s| s.target.server.address.clone())
+        .collect();
+    let config = Arc::new(EngineConfig {
+        servers: servers
+            .iter()
+            .map(|s| EngineServer {
+                conn: s.target.conn.clone(),
+                keys: s.keys.max(1),
+                set_size: s.set_size,
+            })
+            .collect(),
+        clients: options.clients,
+        threads,
+        pipeline: options.pipeline,
+        rate: options.rate,
+        get_weight: options.get_weight,
+        set_weight: options.set_weight,
+        delayed_threshold_us: options.stall_threshold_us,
+        timeout_us: options.timeout_us,
+        sample_server: options.writer.as_ref().map(|_| 0),
+        seed: options.seed,
+        naming: KeyNaming::load(),
+    });
+    let writer_plan = options.writer.clone().map(|mut plan| {
+        plan.key_prefix = key_prefix.clone();
+        plan.seed = options.seed;
+        plan
+    });
+    // Generated before the clock starts, so it disturbs nothing measured.
+    let value = Arc::new(match &writer_plan {
+        Some(plan) => random_value(plan.max_size(), options.seed),
+        None => Vec::new(),
+    });
+    let host = HostInfo::read();
+    let clock = RunClock::start();
+    let (tx, rx) = bounded::<EngineMsg>(4096);
+    let control = Arc::new(Control {
+        stop_at_us: AtomicU64::new(u64::MAX),
+    });
+    let (load_start_us, handles) = engine::start(
+        Arc::clone(&config),
+        clock,
+        |clock| clock.now_us() + 20_000,
+        Arc::clone(&control),
+        tx,
+    )?;
+    if let Some(duration) = options.duration {
+        control
+            .stop_at_us
+            .fetch_min(load_start_us + duration.as_micros() as u64, Ordering::SeqCst);
+    }
+    let writer_stop = Arc::new(AtomicBool::new(false));
+    let (writer_handle, writer_rx): (_, Receiver<Event>) = match writer_plan.clone() {
+        Some(plan) => {
+            let (wtx, wrx) = bounded::<Event>(1024);
+            match spawn_writer(
+                plan,
+                Arc::clone(&value),
+                &servers[0].target.conn,
+                clock,
+                wtx,
+                Arc::clone(&writer_stop),
+            ) {
+                Ok(handle) => (Some(handle), wrx),
+                Err(err) => {
+                    control.stop_at_us.store(0, Ordering::SeqCst);
+                    for handle in handles {
+                        let _ = handle.join();
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        None => (None, never()),
+    };
+    notify(LoadNotice::Started {
+        run_id: &run_id,
+        threads,
+    });
+
+    let mut state = Collector::new(threads, labels.clone(), load_start_us);
+    let meta = Meta {
+        run_id: &run_id,
+        key_prefix: &key_prefix,
+        clock,
+        servers,
+        host: &host,
+        options,
+        threads,
+        load_start_us,
+    };
+    let mut out = options.out.as_deref().map(OutDir::new);
+    let mut writer_rx = writer_rx;
+    let mut status = RunStatus::Complete;
+    let mut status_reason: Option<String> = None;
+    let mut last_tick = Instant::now();
+    let mut last_checkpoint = Instant::now();
+    let mut interrupted = false;
+    let stop_now = |control: &Control, clock: &RunClock| {
+        control
+            .stop_at_us
+            .fetch_min(clock.now_us().max(load_start_us), Ordering::SeqCst);
+    };
+    while state.done_threads < threads {
+        select! {
+            recv(rx) -> msg => match msg {
+                Ok(msg) => state.take(msg, notify),
+                Err(_) => break,
+            },
+            recv(writer_rx) -> event => match event {
+                Ok(event) => state.take_writer(event),
+                Err(_) => writer_rx = never(),
+            },
+            default(Duration::from_millis(50)) => {}
+        }
+        if interrupt.load(Ordering::Relaxed) && !interrupted {
+            interrupted = true;
+            stop_now(&control, &clock);
+            writer_stop.store(true, Ordering::Relaxed);
+            if status == RunStatus::Complete {
+                status = RunStatus::Interrupted;
+                status_reason = Some("interrupted by a signal (Ctrl-C or SIGTERM)".into());
+            }
+        }
+        if let Some(error) = state.writer_failed.take() {
+            stop_now(&control, &clock);
+            status = RunStatus::Failed;
+            status_reason = Some(format!("the writer lost the server: {error}"));
+        }
+        if state.writer_done && options.duration.is_none() {
+            stop_now(&control, &clock);
+        }
+        if writer_plan.is_some()
+            && !state.writer_done
+            && clock.now_us() >= control.stop_at_us.load(Ordering::SeqCst)
+        {
+            writer_stop.store(true, Ordering::Relaxed);
+            if status == RunStatus::Complete {
+                status = RunStatus::Interrupted;
+                status_reason = Some("--duration ended before the writer's plan".into());
+            }
+        }
+        if last_tick.elapsed() >= Duration::from_millis(200) {
+            last_tick = Instant::now();
+            notify(LoadNotice::Tick {
+                elapsed: Duration::from_micros(clock.now_us().saturating_sub(load_start_us)),
+                last_second_requests: state.last_second_requests(),
+            });
+        }
+        if last_checkpoint.elapsed() >= Duration::from_secs(1) {
+            last_checkpoint = Instant::now();
+            state.prune_samples();
+            state.notify_final_writes(options.stall_threshold_us, notify, false);
+            if let Some(out) = out.as_mut() {
+                let complete_us = state.finals.len() as u64 * 1_000_000;
+                let report =
+                    state.report(&meta, RunStatus::Running, None, Vec::new(), complete_us);
+                out.write(&meta, &report)?;
+            }
+        }
+    }
+
+    // Stop everything and keep every record still in flight.
+    stop_now(&control, &clock);
+    writer_stop.store(true, Ordering::Relaxed);
+    for handle in handles {
+        let _ = handle.join();
+    }
+    while let Ok(msg) = rx.try_recv() {
+        state.take(msg, notify);
+    }
+    if let Some(handle) = writer_handle {
+        let _ = handle.join();
+    }
+    while let Ok(event) = writer_rx.try_recv() {
+        state.take_writer(event);
+    }
+    if let Some(error) = state.writer_failed.take()
+        && status == RunStatus::Complete
+    {
+        status = RunStatus::Failed;
+        status_reason = Some(format!("the writer lost the server: {error}"));
+    }
+    let mut warnings = Vec::new();
+    if !state.live_keys.is_empty() {
+        let keys: Vec<String> = state.live_keys.iter().cloned().collect();
+        let removed = servers[0]
+            .target
+            .conn
+            .redis_connection()
+            .and_then(|mut conn| {
+                redis::cmd("DEL")
+                    .arg(&keys)
+                    .query::<i64>(&mut conn)
+                    .context("DEL")
+            });
+        if let Err(err) = removed {
+            warnings.push(format!(
+                "could not remove {} key(s) under {key_prefix}: {err:#}",
+                keys.len()
+            ));
+        }
+    }
+    let runtime_us = control
+        .stop_at_us
+        .load(Ordering::SeqCst)
+        .saturating_sub(load_start_us);
+    state.full_seconds = Some((runtime_us / 1_000_000) as usize);
+    state.finalize(true);
+    state.notify_final_writes(options.stall_threshold_us, notify, true);
+    let report = state.report(&meta, status, status_reason, warnings, runtime_us);
+    if let Some(out) = out.as_mut() {
+        out.write(&meta, &report)?;
+    }
+    Ok(report)
+}
+
+struct Meta<'a> {
+    run_id: &'a str,
+    key_prefix: &'a str,
+    clock: RunClock,
+    servers: &'a [LoadServer<'a>],
+    host: &'a HostInfo,
+    options: &'a LoadOptions,
+    threads: u16,
+    load_start_us: u64,
+}
+
+struct SecondSlot {
+    reported: u16,
+    aggs: Vec<SecondAgg>,
+    cpu_max: Option<f64>,
+}
+
+struct FinalSecond {
+    per_server: Vec<TimelineRow>,
+    all: TimelineRow,
+}
+
+struct Collector {
+    threads: u16,
+    labels: Vec<String>,
+    load_start_us: u64,
+    slots: Vec<SecondSlot>,
+    finals: Vec<FinalSecond>,
+    run_aggs: Vec<SecondAgg>,
+    summaries: Vec<ThreadSummary>,
+    done_threads: u16,
+    samples: Vec<Sample>,
+    writes: Vec<WriteRecord>,
+    live_keys: BTreeSet<String>,
+    writer_done: bool,
+    writer_failed: Option<String>,
+    writes_notified: usize,
+    problems: Vec<String>,
+    /// Whole seconds of load, once the run has stopped: a last, partial second is no fair
+    /// neighbour for a write's throughput.
+    full_seconds: Option<usize>,
+}
+
+impl Collector {
+    fn new(threads: u16, labels: Vec<String>, load_start_us: u64) -> Collector {
+        let servers = labels.len();
+        Collector {
+            threads,
+            labels,
+            load_start_us,
+            slots: Vec::new(),
+            finals: Vec::new(),
+            run_aggs: (0..servers).map(|_| SecondAgg::new()).collect(),
+            summaries: Vec::new(),
+            done_threads: 0,
+            samples: Vec::new(),
+            writes: Vec::new(),
+            live_keys: BTreeSet::new(),
+            writer_done: false,
+            writer_failed: None,
+            writes_notified: 0,
+            problems: Vec::new(),
+            full_seconds: None,
+        }
+    }
+
+    fn take(&mut self, msg: EngineMsg, notify: &mut dyn FnMut(LoadNotice<'_>)) {
+        match msg {
+            EngineMsg::Second(second) => {
+                let index = second.second as usize;
+                while self.slots.len() <= index {
+                    self.slots.push(SecondSlot {
+                        reported: 0,
+                        aggs: (0..self.labels.len()).map(|_| SecondAgg::new()).collect(),
+                        cpu_max: None,
+                    });
+                }
+                if index < self.finals.len() {
+                    // A straggler for a second already closed (a thread ran past the stop by a
+                    // hair): fold it into the last final row so no request is lost.
+                    self.fold_late(second.servers);
+                } else {
+                    let slot = &mut self.slots[index];
+                    slot.reported += 1;
+                    for (agg, add) in slot.aggs.iter_mut().zip(&second.servers) {
+                        agg.merge(add);
+                    }
+                    if let Some(cpu) = second.cpu_pct {
+                        slot.cpu_max = Some(slot.cpu_max.map_or(cpu, |m: f64| m.max(cpu)));
+                    }
+                    self.finalize(false);
+                }
+            }
+            EngineMsg::Samples(mut samples) => self.samples.append(&mut samples),
+            EngineMsg::Note(text) => {
+                notify(LoadNotice::Problem(&text));
+                if self.problems.len() < 20 {
+                    self.problems.push(text);
+                }
+            }
+            EngineMsg::Done(summary) => {
+                self.done_threads += 1;
+                self.summaries.push(summary);
+            }
+        }
+    }
+
+    fn take_writer(&mut self, event: Event) {
+        match event {
+            Event::Write(write) => {
+                match write.op {
+                    WriteOp::Set | WriteOp::Overwrite => {
+                        self.live_keys.insert(write.key.clone());
+                    }
+                    WriteOp::Delete if write.ok => {
+                        self.live_keys.remove(&write.key);
+                    }
+                    WriteOp::Delete => {}
+                }
+                self.writes.push(write);
+            }
+            Event::WriterDone => self.writer_done = true,
+            Event::WriterFailed(error) => {
+                self.writer_done = true;
+                self.writer_failed = Some(error);
+            }
+            Event::Probe(_) | Event::ProbeFailed { .. } => {}
+        }
+    }
+
+    /// Closes every second all threads have reported (every second, with `force`).
+    fn finalize(&mut self, force: bool) {
+        while self.finals.len() < self.slots.len() {
+            let index = self.finals.len();
+            if !force && self.slots[index].reported < self.threads {
+                break;
+            }
+            let slot = &mut self.slots[index];
+            let aggs = std::mem::take(&mut slot.aggs);
+            let second = index as u64;
+            let start_us = self.load_start_us + second * 1_000_000;
+            let mut all = SecondAgg::new();
+            let mut per_server = Vec::with_capacity(aggs.len());
+            for ((agg, label), run) in aggs.iter().zip(&self.labels).zip(&mut self.run_aggs) {
+                all.merge(agg);
+                run.merge(agg);
+                per_server.push(TimelineRow::from_agg(
+                    second,
+                    label,
+                    agg,
+                    start_us,
+                    slot.cpu_max,
+                ));
+            }
+            self.finals.push(FinalSecond {
+                per_server,
+                all: TimelineRow::from_agg(second, "all", &all, start_us, slot.cpu_max),
+            });
+        }
+    }
+
+    fn fold_late(&mut self, aggs: Vec<SecondAgg>) {
+        let Some(last) = self.finals.len().checked_sub(1) else {
+            return;
+        };
+        let start_us = self.finals[last].all.start_us;
+        let mut all = SecondAgg::new();
+        for (k, agg) in aggs.iter().enumerate() {
+            self.run_aggs[k].merge(agg);
+            all.merge(agg);
+            let row = &mut self.finals[last].per_server[k];
+            add_counts(row, agg);
+        }
+        add_counts(&mut self.finals[last].all, &all);
+        debug_assert_eq!(start_us, self.finals[last].all.start_us);
+    }
+
+    fn last_second_requests(&self) -> u64 {
+        self.finals.last().map_or(0, |f| f.all.requests)
+    }
+
+    /// Requests per whole second of the written server (server 0).
+    fn written_server_rps(&self) -> Vec<u64> {
+        self.finals
+            .iter()
+            .take(self.full_seconds.unwrap_or(usize::MAX))
+            .map(|f| f.per_server.first().map_or(0, |r| r.requests))
+            .collect()
+    }
+
+    fn findings(&self, threshold_us: u64) -> Vec<WriteUnderLoad> {
+        let rps = self.written_server_rps();
+        writes_under_load(
+            &self.writes,
+            &self.samples,
+            LoadTimeline {
+                load_start_us: self.load_start_us,
+                requests_per_second: &rps,
+                threshold_us,
+            },
+        )
+    }
+
+    /// Tells the caller about writes whose figures can no longer change: the second after the
+    /// write is complete (or the run is over).
+    fn notify_final_writes(
+        &mut self,
+        threshold_us: u64,
+        notify: &mut dyn FnMut(LoadNotice<'_>),
+        all: bool,
+    ) {
+        let complete = self.finals.len() as u64;
+        let ready = self.writes[self.writes_notified..]
+            .iter()
+            .take_while(|w| {
+                all || w.reply_us.saturating_sub(self.load_start_us) / 1_000_000 + 2 <= complete
+            })
+            .count();
+        if ready == 0 {
+            return;
+        }
+        let findings = self.findings(threshold_us);
+        for i in self.writes_notified..self.writes_notified + ready {
+            notify(LoadNotice::Write {
+                record: &self.writes[i],
+                finding: &findings[i],
+            });
+        }
+        self.writes_notified += ready;
+    }
+
+    /// Keeps only the samples a write can still need: those overlapping a known write, and
+    /// those after the last write's reply (the next write cannot start earlier).
+    fn prune_samples(&mut self) {
+        let horizon = self
+            .writes
+            .iter()
+            .map(|w| w.reply_us)
+            .max()
+            .unwrap_or(self.load_start_us);
+        let windows: Vec<(u64, u64)> = self
+            .writes
+            .iter()
+            .map(|w| (w.start_us, w.reply_us))
+            .collect();
+        self.samples.retain(|s| {
+            s.end_us() >= horizon || windows.iter().any(|&(a, b)| s.overlaps(a, b))
+        });
+    }
+
+    fn timeline(&self) -> Vec<TimelineRow> {
+        let several = self.labels.len() > 1;
+        let mut rows = Vec::with_capacity(self.finals.len() * (1 + self.labels.len()));
+        for second in &self.finals {
+            let tags = self.write_tags(second.all.start_us);
+            if several {
+                for row in &second.per_server {
+                    let mut row = row.clone();
+                    if row.server == self.labels[0] {
+                        row.writes = tags.clone();
+                    }
+                    rows.push(row);
+                }
+            }
+            let mut all = second.all.clone();
+            all.writes = tags;
+            rows.push(all);
+        }
+        rows
+    }
+
+    fn write_tags(&self, second_start_us: u64) -> String {
+        let second_end_us = second_start_us + 1_000_000;
+        self.writes
+            .iter()
+            .filter(|w| w.start_us < second_end_us && w.reply_us >= second_start_us)
+            .map(WriteUnderLoad::tag)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn report(
+        &self,
+        meta: &Meta<'_>,
+        status: RunStatus,
+        status_reason: Option<String>,
+        mut warnings: Vec<String>,
+        runtime_us: u64,
+    ) -> LoadReport {
+        let runtime_s = runtime_us as f64 / 1e6;
+        let mut blocks = Vec::new();
+        let clients_on = |server: usize| {
+            let s = self.labels.len() as u32;
+            let c = meta.options.clients;
+            c / s + u32::from((server as u32) < c % s)
+        };
+        let mut total = SecondAgg::new();
+        for (k, agg) in self.run_aggs.iter().enumerate() {
+            total.merge(agg);
+            if self.labels.len() > 1 {
+                blocks.push(LoadBlock::from_agg(
+                    &self.labels[k],
+                    clients_on(k),
+                    runtime_s,
+                    agg,
+                ));
+            }
+        }
+        blocks.push(LoadBlock::from_agg(
+            "all",
+            meta.options.clients,
+            runtime_s,
+            &total,
+        ));
+        let generator = self.generator(meta);
+        if generator.saturated {
+            warnings.push(
+                "the load generator was the limit or fell behind: see the generator line".into(),
+            );
+        }
+        if generator.samples_dropped > 0 {
+            warnings.push(format!(
+                "{} per-request samples were dropped (the collector fell behind): the per-write figures miss them",
+                generator.samples_dropped
+            ));
+        }
+        if generator.disconnected_at_end > 0 {
+            warnings.push(format!(
+                "{} connection(s) were down at the end and could not be reopened",
+                generator.disconnected_at_end
+            ));
+        }
+        for problem in &self.problems {
+            warnings.push(problem.clone());
+        }
+        LoadReport {
+            run_id: meta.run_id.to_string(),
+            status,
+            status_reason,
+            runtime_s,
+            blocks,
+            timeline: self.timeline(),
+            writes: self.writes.clone(),
+            writes_under_load: self.findings(meta.options.stall_threshold_us),
+            generator,
+            warnings,
+            latency: total.hist,
+            load_start_us: self.load_start_us,
+            started_unix_us: meta.clock.unix_start_us(),
+        }
+    }
+
+    fn generator(&self, meta: &Meta<'_>) -> GeneratorReport {
+        let mut summaries: Vec<&ThreadSummary> = self.summaries.iter().collect();
+        summaries.sort_by_key(|s| s.thread);
+        let thread_cpu_pct: Vec<Option<f64>> = summaries
+            .iter()
+            .map(|s| {
+                s.cpu_us
+                    .filter(|_| s.wall_us > 0)
+                    .map(|cpu| (1000.0 * cpu as f64 / s.wall_us as f64).round() / 10.0)
+            })
+            .collect();
+        let busiest = thread_cpu_pct
+            .iter()
+            .flatten()
+            .copied()
+            .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
+        let busiest_second = self
+            .finals
+            .iter()
+            .filter_map(|f| f.all.client_cpu_pct)
+            .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
+        let open_loop = meta.options.rate.is_some();
+        let mut lag = new_histogram();
+        for s in &summaries {
+            let _ = lag.add(&s.schedule_lag);
+        }
+        let late_sends: u64 = summaries.iter().map(|s| s.late_sends).sum();
+        let late_sends_pct =
+            (open_loop && !lag.is_empty()).then(|| 100.0 * late_sends as f64 / lag.len() as f64);
+        let cpu_saturated = busiest.is_some_and(|c| c >= SATURATED_CPU_PCT);
+        let schedule_behind = late_sends_pct.is_some_and(|p| p > 1.0);
+        let mut verdict = match busiest {
+            Some(cpu) => format!(
+                "{} thread(s), busiest at {cpu:.0}% CPU over the run{}",
+                meta.threads,
+                busiest_second.map_or(String::new(), |s| format!(" ({s:.0}% in its busiest second)"))
+            ),
+            None => format!("{} thread(s), CPU use unknown on this OS", meta.threads),
+        };
+        if open_loop {
+            verdict.push_str(&format!(
+                "; open-loop schedule: {late_sends} of {} sends over 1 ms late because of the generator",
+                lag.len()
+            ));
+        }
+        verdict.push_str(match (cpu_saturated, schedule_behind) {
+            (true, _) => ": SATURATED, a thread was busy nearly all the time: the figures may show the client's limit rather than the server's (add --threads, or run the client elsewhere)",
+            (false, true) => ": SCHEDULE BEHIND, more than 1% of sends left over 1 ms late with the threads mostly idle: the host did not wake the generator on time (other processes on its cores?), so latencies include that lateness",
+            (false, false) => ": not saturated",
+        });
+        GeneratorReport {
+            threads: meta.threads,
+            clients_per_thread: summaries.iter().map(|s| s.clients).collect(),
+            thread_cpu_pct,
+            busiest_thread_cpu_pct: busiest,
+            busiest_second_cpu_pct: busiest_second,
+            open_loop,
+            schedule_lag_p50_us: (open_loop && !lag.is_empty()).then(|| lag.value_at_quantile(0.5)),
+            schedule_lag_p99_us: (open_loop && !lag.is_empty()).then(|| lag.value_at_quantile(0.99)),
+            late_sends,
+            late_sends_pct,
+            unsent: summaries.iter().map(|s| s.unsent).sum(),
+            reconnects: summaries.iter().map(|s| s.reconnects).sum(),
+            disconnected_at_end: summaries.iter().map(|s| s.disconnected_at_end).sum(),
+            samples_dropped: summaries.iter().map(|s| s.samples_dropped).sum(),
+            saturated: cpu_saturated || schedule_behind,
+            verdict,
+        }
+    }
+}
+
+fn add_counts(row: &mut TimelineRow, agg: &SecondAgg) {
+    row.requests += agg.requests;
+    row.bytes += agg.bytes;
+    row.errors += agg.errors;
+    row.timeouts += agg.timeouts;
+    row.misses += agg.misses;
+    row.delayed += agg.delayed;
+    if !agg.hist.is_empty() {
+        row.max_us = row.max_us.max(agg.hist.max());
+    }
+}
+
+/// `run.json` of a load run.
+#[derive(Serialize)]
+struct LoadRunJson<'a> {
+    tool: ToolInfo,
+    mode: &'static str,
+    status: RunStatus,
+    status_reason: &'a Option<String>,
+    run_id: &'a str,
+    /// The writer's keys (removed at the end).
+    key_prefix: &'a str,
+    /// The load data's keys (kept: `probe clean` removes them).
+    load_key_prefix: &'static str,
+    started_unix_us: u64,
+    load_start_us: u64,
+    elapsed_us: u64,
+    runtime_s: f64,
+    servers: Vec<&'a ServerFacts>,
+    populations: Vec<&'a Option<PopulationMeta>>,
+    keys_used: Vec<u64>,
+    host: &'a HostInfo,
+    options: &'a LoadOptions,
+    threads: u16,
+    blocks: &'a [LoadBlock],
+    generator: &'a GeneratorReport,
+    writes: &'a [WriteRecord],
+    writes_under_load: &'a [WriteUnderLoad],
+    warnings: &'a [String],
+}
+
+struct OutDir {
+    dir: PathBuf,
+}
+
+impl OutDir {
+    fn new(dir: &Path) -> OutDir {
+        OutDir {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn write(&mut self, meta: &Meta<'_>, report: &LoadReport) -> Result<()> {
+        write_atomic(
+            &self.dir.join(TIMELINE_CSV),
+            &csv_bytes(&report.timeline, TIMELINE_COLUMNS)?,
+        )?;
+        write_atomic(
+            &self.dir.join(LATENCY_HGRM),
+            super::hgrm::percentile_distribution(&report.latency).as_bytes(),
+        )?;
+        if meta.options.writer.is_some() {
+            write_atomic(
+                &self.dir.join(WRITES_CSV),
+                &csv_bytes(
+                    &report.writes_under_load,
+                    super::analyze::WRITES_UNDER_LOAD_COLUMNS,
+                )?,
+            )?;
+        }
+        let json = LoadRunJson {
+            tool: ToolInfo::default(),
+            mode: "load",
+            status: report.status,
+            status_reason: &report.status_reason,
+            run_id: meta.run_id,
+            key_prefix: meta.key_prefix,
+            load_key_prefix: LOAD_PREFIX,
+            started_unix_us: meta.clock.unix_start_us(),
+            load_start_us: meta.load_start_us,
+            elapsed_us: meta.clock.now_us(),
+            runtime_s: report.runtime_s,
+            servers: meta.servers.iter().map(|s| &s.target.server).collect(),
+            populations: meta.servers.iter().map(|s| &s.population).collect(),
+            keys_used: meta.servers.iter().map(|s| s.keys).collect(),
+            host: meta.host,
+            options: meta.options,
+            threads: meta.threads,
+            blocks: &report.blocks,
+            generator: &report.generator,
+            writes: &report.writes,
+            writes_under_load: &report.writes_under_load,
+            warnings: &report.warnings,
+        };
+        let bytes = serde_json::to_vec_pretty(&json).context("encoding run.json")?;
+        write_atomic(&self.dir.join(RUN_JSON), &bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_threads_leave_a_core_to_each_local_server() {
+        assert_eq!(default_threads(50, 2, 1), 1);
+        assert_eq!(default_threads(50, 2, 2), 1);
+        assert_eq!(default_threads(50, 8, 1), 7);
+        assert_eq!(default_threads(50, 64, 0), 8);
+        assert_eq!(default_threads(3, 64, 0), 3);
+        assert_eq!(default_threads(0, 4, 0), 1);
+    }
+}
