@@ -54,7 +54,12 @@ pub struct LoadArgs {
     timeout: String,
 
     /// Concurrent clients (connections) in total, spread evenly over the servers.
-    #[arg(long, value_name = "C", default_value = "50", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "C",
+        default_value = "50",
+        allow_negative_numbers = true
+    )]
     clients: String,
 
     /// Generator threads, each driving many connections [default: one per core not used by a
@@ -72,7 +77,12 @@ pub struct LoadArgs {
     rate: Option<String>,
 
     /// Requests outstanding per connection at most (1: one request, one reply).
-    #[arg(long, value_name = "P", default_value = "1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "P",
+        default_value = "1",
+        allow_negative_numbers = true
+    )]
     pipeline: String,
 
     /// GET:SET mix, e.g. 9:1 (SETs overwrite random load keys with values of --value-size).
@@ -94,7 +104,12 @@ pub struct LoadArgs {
     writer_sizes: Option<String>,
 
     /// Writes per size.
-    #[arg(long, value_name = "N", default_value = "1", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        allow_negative_numbers = true
+    )]
     repeat: String,
 
     /// Quiet load before and after each write; at least 1s so that the seconds around a write
@@ -439,7 +454,12 @@ fn run_opened(
             Some(keys) => keys.min(meta.keys),
             None => meta.keys,
         };
-        servers.push((target, keys, targets.value_size.unwrap_or(meta.value_size), meta));
+        servers.push((
+            target,
+            keys,
+            targets.value_size.unwrap_or(meta.value_size),
+            meta,
+        ));
     }
     preflight_writer(options, opened, out)?;
     describe_plan(options, &servers, out);
@@ -453,7 +473,10 @@ fn run_opened(
         })
         .collect();
 
-    let steps = options.writer.as_ref().map_or(0, |w| w.steps().len() as u64);
+    let steps = options
+        .writer
+        .as_ref()
+        .map_or(0, |w| w.steps().len() as u64);
     let secs = options.duration.map_or(0, |d| d.as_secs());
     if steps > 0 && options.duration.is_none() {
         out.start_progress(steps, "writes");
@@ -462,7 +485,8 @@ fn run_opened(
     }
     let mut writes_seen = 0u64;
     let threshold_us = options.stall_threshold_us;
-    let report = run_load(options, &load_servers, interrupt, &mut |notice| match notice {
+    let report = run_load(options, &load_servers, interrupt, &mut |notice| {
+        match notice {
         LoadNotice::Started { run_id, threads } => out.note(&format!(
             "run {run_id}: {threads} generator thread(s); the writer's keys (if any) under {}:{run_id}:",
             crate::run::KEY_NAMESPACE
@@ -483,6 +507,7 @@ fn run_opened(
             out.line(&write_line(finding, threshold_us));
         }
         LoadNotice::Problem(text) => out.warn(text),
+    }
     });
     out.finish_progress();
     let report = report?;
@@ -687,7 +712,10 @@ mod tests {
         assert!(o.rate.is_none() && o.writer.is_none());
         assert_eq!(t.specs.len(), 1);
         let (o, _) = options(&["--writer-sizes", "64M"]).unwrap();
-        assert_eq!(o.duration, None, "with a writer the load lasts until it is done");
+        assert_eq!(
+            o.duration, None,
+            "with a writer the load lasts until it is done"
+        );
         assert_eq!(o.writer.unwrap().gap, Duration::from_secs(2));
     }
 
@@ -754,7 +782,10 @@ mod tests {
 
     #[test]
     fn counts_and_ratios() {
-        assert_eq!(parse_count("--keys", "10M", 1, u64::MAX).unwrap(), 10_000_000);
+        assert_eq!(
+            parse_count("--keys", "10M", 1, u64::MAX).unwrap(),
+            10_000_000
+        );
         assert_eq!(parse_count("--keys", "250k", 1, u64::MAX).unwrap(), 250_000);
         assert_eq!(parse_count("--keys", "1_000", 1, u64::MAX).unwrap(), 1000);
         assert!(parse_count("--keys", "1.5M", 1, u64::MAX).is_err());

@@ -58,7 +58,7 @@ enum Command {
     Populate(PopulateArgs),
     /// Concurrent clients against populated servers: the seed's load benchmark, optionally
     /// with large writes under load.
-    Load(LoadArgs),
+    Load(Box<LoadArgs>),
     /// Remove every key under holprobe:load: (SCAN + UNLINK in batches).
     Clean(CleanArgs),
 }

@@ -219,7 +219,7 @@ mod tests {
         // Load starts at 1 s on the run clock; the write spans 3.2 s - 3.3 s (load second 2).
         let writes = [write(1, 3_200_000, 3_300_000)];
         let samples = [
-            sample(3_000_000, 400),   // before the write
+            sample(3_000_000, 400),    // before the write
             sample(3_150_000, 60_000), // sent before, answered inside: overlaps
             sample(3_250_000, 51_000), // inside, delayed
             sample(3_299_000, 500),    // inside, fast

@@ -382,7 +382,10 @@ impl Recorder {
     fn close_second(&mut self, now_us: u64) {
         self.ship_samples();
         let servers = self.cur.len();
-        let aggs = std::mem::replace(&mut self.cur, (0..servers).map(|_| SecondAgg::new()).collect());
+        let aggs = std::mem::replace(
+            &mut self.cur,
+            (0..servers).map(|_| SecondAgg::new()).collect(),
+        );
         let cpu = thread_cpu_us();
         let cpu_pct = match (cpu, self.cpu_mark.0) {
             (Some(now), Some(then)) if now_us > self.cpu_mark.1 => {
@@ -461,7 +464,9 @@ impl Worker {
             timer.register(poll.registry(), TIMER)?;
         }
         let mut worker = Worker {
-            rng: rand::rngs::SmallRng::seed_from_u64(config.seed.wrapping_add(u64::from(id) * 0x9e37_79b9)),
+            rng: rand::rngs::SmallRng::seed_from_u64(
+                config.seed.wrapping_add(u64::from(id) * 0x9e37_79b9),
+            ),
             rec: Recorder {
                 thread: id,
                 start_us,
@@ -469,7 +474,11 @@ impl Worker {
                 sample_server: config.sample_server,
                 cur_second: 0,
                 cur: (0..servers).map(|_| SecondAgg::new()).collect(),
-                samples: Vec::with_capacity(if config.sample_server.is_some() { SAMPLE_BATCH } else { 0 }),
+                samples: Vec::with_capacity(if config.sample_server.is_some() {
+                    SAMPLE_BATCH
+                } else {
+                    0
+                }),
                 samples_dropped: 0,
                 outbox: VecDeque::new(),
                 cpu_mark: (None, 0),
@@ -754,7 +763,10 @@ impl Worker {
         let server = &config.servers[client.server as usize];
         let index = ((u128::from(self.rng.next_u64()) * u128::from(server.keys)) >> 64) as u64;
         let is_set = config.set_weight > 0
-            && self.rng.random_range(0..config.get_weight + config.set_weight) >= config.get_weight;
+            && self
+                .rng
+                .random_range(0..config.get_weight + config.set_weight)
+                >= config.get_weight;
         let key_len = config.naming.key_len(index);
         let buf = &mut client.wbuf;
         let set_bytes = if is_set {
@@ -846,12 +858,13 @@ impl Worker {
             let inflight = &mut client.inflight;
             let rec = &mut self.rec;
             let mut orphan = false;
-            let fed = client.scanner.feed(&self.read_buf[..n], |reply| {
-                match inflight.pop_front() {
-                    Some(pending) => rec.reply(server, pending, reply, now),
-                    None => orphan = true,
-                }
-            });
+            let fed =
+                client
+                    .scanner
+                    .feed(&self.read_buf[..n], |reply| match inflight.pop_front() {
+                        Some(pending) => rec.reply(server, pending, reply, now),
+                        None => orphan = true,
+                    });
             got_reply = true;
             if let Err(err) = fed {
                 self.fail(i, err.to_string());
@@ -919,7 +932,11 @@ impl Worker {
                 if self
                     .poll
                     .registry()
-                    .register(&mut stream, Token(i), Interest::READABLE | Interest::WRITABLE)
+                    .register(
+                        &mut stream,
+                        Token(i),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )
                     .is_err()
                 {
                     self.clients[i].retry_at_us = now + 200_000;

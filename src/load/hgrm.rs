@@ -120,7 +120,10 @@ mod tests {
         );
         let rows = parse(&text);
         // Percentiles rise to exactly 1, counts to the total; values never fall.
-        assert!(rows.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        assert!(
+            rows.windows(2)
+                .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1)
+        );
         let last = rows.last().unwrap();
         assert_eq!(last.1, 1.0);
         assert_eq!(last.2, 10_000);

@@ -495,7 +495,9 @@ mod tests {
         assert_eq!(fixed.to_string(), "2048");
         assert_eq!(ValueSize::SEED.to_string(), "1024..4096");
         for bad in ["4096..1024", "0..10", "abc", "1..", "2M", ""] {
-            let err = ValueSize::parse("--value-size", bad).unwrap_err().to_string();
+            let err = ValueSize::parse("--value-size", bad)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("--value-size"), "{bad}: {err}");
         }
     }

@@ -114,7 +114,7 @@ pub fn populate(
         let read_result = read_replies(stream_ref, sent, writer_done, progress);
         let write_result = writer
             .join()
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("the populate writer thread panicked")));
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the populate writer thread panicked")));
         (read_result, write_result)
     });
     let value_bytes = write_result?;
@@ -137,7 +137,9 @@ pub fn populate(
         let meta = PopulationMeta {
             keys: previous.as_ref().map_or(covered, |p| p.keys.max(covered)),
             value_size: match &previous {
-                Some(p) if p.keys > covered || !plan.overwrite => p.value_size.union(&plan.value_size),
+                Some(p) if p.keys > covered || !plan.overwrite => {
+                    p.value_size.union(&plan.value_size)
+                }
                 _ => plan.value_size,
             },
             seed: plan.seed,

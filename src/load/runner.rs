@@ -249,9 +249,10 @@ pub fn run_load(
         tx,
     )?;
     if let Some(duration) = options.duration {
-        control
-            .stop_at_us
-            .fetch_min(load_start_us + duration.as_micros() as u64, Ordering::SeqCst);
+        control.stop_at_us.fetch_min(
+            load_start_us + duration.as_micros() as u64,
+            Ordering::SeqCst,
+        );
     }
     let writer_stop = Arc::new(AtomicBool::new(false));
     let (writer_handle, writer_rx): (_, Receiver<Event>) = match writer_plan.clone() {
@@ -357,8 +358,7 @@ pub fn run_load(
             state.notify_final_writes(options.stall_threshold_us, notify, false);
             if let Some(out) = out.as_mut() {
                 let complete_us = state.finals.len() as u64 * 1_000_000;
-                let report =
-                    state.report(&meta, RunStatus::Running, None, Vec::new(), complete_us);
+                let report = state.report(&meta, RunStatus::Running, None, Vec::new(), complete_us);
                 out.write(&meta, &report)?;
             }
         }
@@ -641,11 +641,9 @@ impl Collector {
             return;
         }
         let findings = self.findings(threshold_us);
-        for i in self.writes_notified..self.writes_notified + ready {
-            notify(LoadNotice::Write {
-                record: &self.writes[i],
-                finding: &findings[i],
-            });
+        let range = self.writes_notified..self.writes_notified + ready;
+        for (record, finding) in self.writes[range.clone()].iter().zip(&findings[range]) {
+            notify(LoadNotice::Write { record, finding });
         }
         self.writes_notified += ready;
     }
@@ -664,9 +662,8 @@ impl Collector {
             .iter()
             .map(|w| (w.start_us, w.reply_us))
             .collect();
-        self.samples.retain(|s| {
-            s.end_us() >= horizon || windows.iter().any(|&(a, b)| s.overlaps(a, b))
-        });
+        self.samples
+            .retain(|s| s.end_us() >= horizon || windows.iter().any(|&(a, b)| s.overlaps(a, b)));
     }
 
     fn timeline(&self) -> Vec<TimelineRow> {
@@ -806,7 +803,9 @@ impl Collector {
             Some(cpu) => format!(
                 "{} thread(s), busiest at {cpu:.0}% CPU over the run{}",
                 meta.threads,
-                busiest_second.map_or(String::new(), |s| format!(" ({s:.0}% in its busiest second)"))
+                busiest_second.map_or(String::new(), |s| format!(
+                    " ({s:.0}% in its busiest second)"
+                ))
             ),
             None => format!("{} thread(s), CPU use unknown on this OS", meta.threads),
         };
@@ -829,7 +828,8 @@ impl Collector {
             busiest_second_cpu_pct: busiest_second,
             open_loop,
             schedule_lag_p50_us: (open_loop && !lag.is_empty()).then(|| lag.value_at_quantile(0.5)),
-            schedule_lag_p99_us: (open_loop && !lag.is_empty()).then(|| lag.value_at_quantile(0.99)),
+            schedule_lag_p99_us: (open_loop && !lag.is_empty())
+                .then(|| lag.value_at_quantile(0.99)),
             late_sends,
             late_sends_pct,
             unsent: summaries.iter().map(|s| s.unsent).sum(),

@@ -149,7 +149,9 @@ impl ReplyScanner {
             b'+' => Ok(Some(Scanned::Status { ok: rest == b"OK" })),
             b'-' => {
                 let cut = &rest[..rest.len().min(200)];
-                Ok(Some(Scanned::Error(String::from_utf8_lossy(cut).into_owned())))
+                Ok(Some(Scanned::Error(
+                    String::from_utf8_lossy(cut).into_owned(),
+                )))
             }
             b':' => Ok(Some(Scanned::Integer)),
             b'$' => {
@@ -218,13 +220,7 @@ mod tests {
 
     #[test]
     fn garbage_is_a_protocol_error() {
-        for bad in [
-            &b"*2\r\n"[..],
-            b"?x\r\n",
-            b"$abc\r\n",
-            b"+OK\n",
-            b"\r\n",
-        ] {
+        for bad in [&b"*2\r\n"[..], b"?x\r\n", b"$abc\r\n", b"+OK\n", b"\r\n"] {
             let mut scanner = ReplyScanner::new();
             assert!(scanner.feed(bad, |_| {}).is_err(), "{bad:?}");
         }

@@ -161,7 +161,11 @@ impl TimelineRow {
             bytes: agg.bytes,
             p50_us: agg.quantile_us(0.5),
             p99_us: agg.quantile_us(0.99),
-            max_us: if agg.hist.is_empty() { 0 } else { agg.hist.max() },
+            max_us: if agg.hist.is_empty() {
+                0
+            } else {
+                agg.hist.max()
+            },
             errors: agg.errors,
             server: server.to_string(),
             timeouts: agg.timeouts,
@@ -239,7 +243,11 @@ impl LoadBlock {
             p95_us: agg.quantile_us(0.95),
             p99_us: agg.quantile_us(0.99),
             p999_us: agg.quantile_us(0.999),
-            max_us: if agg.hist.is_empty() { 0 } else { agg.hist.max() },
+            max_us: if agg.hist.is_empty() {
+                0
+            } else {
+                agg.hist.max()
+            },
             errors: agg.errors,
             timeouts: agg.timeouts,
             misses: agg.misses,
@@ -340,7 +348,9 @@ mod tests {
         b.misses = 1;
         a.merge(&b);
         assert_eq!(
-            (a.requests, a.bytes, a.errors, a.timeouts, a.misses, a.delayed),
+            (
+                a.requests, a.bytes, a.errors, a.timeouts, a.misses, a.delayed
+            ),
             (2, 15, 1, 2, 1, 1)
         );
         assert_eq!(a.hist.len(), 2);

@@ -1,0 +1,426 @@
+//! Load mode end to end (populate, load, clean), against real redis-server processes.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use common::{TestServer, probe_cmd, read_csv, read_json};
+
+/// The value after `label` on the first stdout line starting with it (`Total requests: 123`).
+fn field<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no line starting with {label:?} in:\n{text}"))
+        .trim()
+}
+
+fn number(text: &str) -> f64 {
+    text.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not a number: {text:?}"))
+}
+
+fn stdout_of(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stdout).to_string()
+}
+
+fn stderr_of(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stderr).to_string()
+}
+
+fn populate(server: &TestServer, args: &[&str]) -> String {
+    let assert = probe_cmd()
+        .args(["populate", "--url", &server.url()])
+        .args(args)
+        .assert()
+        .success();
+    stdout_of(&assert)
+}
+
+fn dbsize(server: &TestServer) -> u64 {
+    redis::cmd("DBSIZE").query(&mut server.conn()).unwrap()
+}
+
+fn strlen(server: &TestServer, key: &str) -> u64 {
+    redis::cmd("STRLEN")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// Rows of the timeline for one `server` value.
+fn rows_of<'a>(
+    rows: &'a [HashMap<String, String>],
+    server: &str,
+) -> Vec<&'a HashMap<String, String>> {
+    rows.iter().filter(|r| r["server"] == server).collect()
+}
+
+fn sum(rows: &[&HashMap<String, String>], column: &str) -> u64 {
+    rows.iter().map(|r| r[column].parse::<u64>().unwrap()).sum()
+}
+
+/// The data rows of an .hgrm file: (value, percentile, total count).
+fn hgrm_rows(path: &Path) -> Vec<(f64, f64, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(2)
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (
+                cols[0].parse().unwrap(),
+                cols[1].parse().unwrap(),
+                cols[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn populate_then_load_block_and_timeline_agree() {
+    let server = TestServer::start(&[]);
+    let stdout = populate(&server, &["--keys", "3000"]);
+    assert!(
+        stdout.contains("3000 written, 0 kept, 0 errors"),
+        "{stdout}"
+    );
+    assert_eq!(dbsize(&server), 3001, "3000 keys and the description");
+    let size = strlen(&server, "holprobe:load:42");
+    assert!((1024..=4096).contains(&size), "{size}");
+
+    // Again: existing keys are kept...
+    let stdout = populate(&server, &["--keys", "3000", "--value-size", "100"]);
+    assert!(stdout.contains("0 written, 3000 kept"), "{stdout}");
+    assert_eq!(strlen(&server, "holprobe:load:42"), size);
+    // ...unless --overwrite.
+    populate(
+        &server,
+        &["--keys", "3000", "--value-size", "100", "--overwrite"],
+    );
+    assert_eq!(strlen(&server, "holprobe:load:42"), 100);
+    populate(
+        &server,
+        &[
+            "--keys",
+            "3000",
+            "--value-size",
+            "1024..4096",
+            "--overwrite",
+        ],
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url()])
+        .args(["--clients", "6", "--duration", "2s"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let stdout = stdout_of(&assert);
+    // The seed's block, line for line.
+    let block: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Concurrent clients"))
+        .take(7)
+        .collect();
+    let labels = [
+        "Concurrent clients: ",
+        "Runtime: ",
+        "Total requests: ",
+        "Avg rps: ",
+        "Bytes transferred: ",
+        "Bytes per second: ",
+        "Roundtrip latencies: 50th: ",
+    ];
+    for (line, label) in block.iter().zip(labels) {
+        assert!(line.starts_with(label), "{line:?} should start {label:?}");
+    }
+    assert_eq!(field(&stdout, "Concurrent clients: "), "6");
+    assert_eq!(field(&stdout, "Runtime: "), "2 s");
+    assert_eq!(field(&stdout, "Errors: "), "0");
+    assert_eq!(field(&stdout, "Timeouts: "), "0");
+    let total: u64 = field(&stdout, "Total requests: ").parse().unwrap();
+    assert!(total > 1000, "{total}");
+    let rps = number(field(&stdout, "Avg rps: "));
+    assert!((rps - total as f64 / 2.0).abs() < 0.01, "{rps} vs {total}");
+    let mb = number(field(&stdout, "Bytes transferred: "));
+    // GETs of 1024..4096-byte values: the bytes are value bytes, in MiB.
+    let per_request = mb * 1_048_576.0 / total as f64;
+    assert!((1024.0..=4096.0).contains(&per_request), "{per_request}");
+    assert!(stdout.contains("99.9: "), "{stdout}");
+    assert!(stdout.contains("generator: 1 thread"), "{stdout}");
+
+    // The timeline agrees with the block.
+    let rows = read_csv(&dir.path().join("load_timeline.csv"));
+    let all = rows_of(&rows, "all");
+    assert_eq!(all.len(), 2, "{rows:?}");
+    assert_eq!(all.len(), rows.len(), "one server: only 'all' rows");
+    assert_eq!(sum(&all, "requests"), total);
+    let bytes = sum(&all, "bytes") as f64 / 1_048_576.0;
+    assert_eq!(format!("{bytes:.2}"), format!("{mb:.2}"));
+    assert_eq!(sum(&all, "errors"), 0);
+    for (i, row) in all.iter().enumerate() {
+        assert_eq!(row["second"], i.to_string());
+        let p50: u64 = row["p50_us"].parse().unwrap();
+        let p99: u64 = row["p99_us"].parse().unwrap();
+        let max: u64 = row["max_us"].parse().unwrap();
+        assert!(0 < p50 && p50 <= p99 && p99 <= max, "{row:?}");
+        assert_eq!(row["writes"], "");
+    }
+
+    // The histogram file: every request, percentiles rising to 1.
+    let hgrm = hgrm_rows(&dir.path().join("load_latency.hgrm"));
+    let last = hgrm.last().unwrap();
+    assert_eq!((last.1, last.2), (1.0, total));
+    let p50_text = field(&stdout, "Roundtrip latencies: 50th: ");
+    let p50_ms = number(&p50_text[..p50_text.find("us").unwrap()]) / 1000.0;
+    let hgrm_p50 = hgrm.iter().find(|r| r.1 >= 0.5).unwrap().0;
+    assert!(
+        (hgrm_p50 - p50_ms).abs() <= p50_ms * 0.01 + 0.002,
+        "{hgrm_p50} vs {p50_ms}"
+    );
+
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["mode"], "load");
+    assert_eq!(run["status"], "complete");
+    assert_eq!(run["blocks"][0]["total_requests"], total);
+    assert_eq!(run["options"]["clients"], 6);
+    assert_eq!(run["keys_used"][0], 3000);
+    assert_eq!(run["populations"][0]["keys"], 3000);
+    assert!(run["generator"]["busiest_thread_cpu_pct"].as_f64().unwrap() > 0.0);
+    // The load data stays for the next run; nothing else was added.
+    assert_eq!(dbsize(&server), 3001);
+}
+
+#[test]
+fn two_servers_at_once() {
+    let a = TestServer::start(&[]);
+    let b = TestServer::start(&[]);
+    populate(&a, &["--keys", "2000"]);
+    populate(&b, &["--keys", "1000", "--value-size", "2048"]);
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args(["load", "--url", &a.url(), "--url", &b.url()])
+        .args(["--clients", "4", "--duration", "2s", "--ratio", "9:1"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let stdout = stdout_of(&assert);
+    let label_a = format!("127.0.0.1:{}", a.port());
+    let label_b = format!("127.0.0.1:{}", b.port());
+    assert!(
+        stdout.contains(&format!("Server: {label_a}\nConcurrent clients: 2")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("Server: {label_b}\nConcurrent clients: 2")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("All 2 servers\nConcurrent clients: 4"),
+        "{stdout}"
+    );
+    let totals: Vec<u64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("Total requests: "))
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(totals.len(), 3);
+    assert!(totals[0] > 0 && totals[1] > 0, "{totals:?}");
+    assert_eq!(totals[0] + totals[1], totals[2]);
+
+    let rows = read_csv(&dir.path().join("load_timeline.csv"));
+    let all = rows_of(&rows, "all");
+    let ra = rows_of(&rows, &label_a);
+    let rb = rows_of(&rows, &label_b);
+    assert_eq!((all.len(), ra.len(), rb.len()), (2, 2, 2), "{rows:?}");
+    assert_eq!(sum(&ra, "requests"), totals[0]);
+    assert_eq!(sum(&rb, "requests"), totals[1]);
+    assert_eq!(sum(&all, "requests"), totals[2]);
+    for second in 0..2 {
+        let s = second.to_string();
+        let count = |rows: &[&HashMap<String, String>]| {
+            rows.iter()
+                .find(|r| r["second"] == s)
+                .map(|r| r["requests"].parse::<u64>().unwrap())
+                .unwrap()
+        };
+        assert_eq!(count(&ra) + count(&rb), count(&all));
+    }
+    // Server b holds 2048-byte values only: its bytes per request say so (GETs and SETs alike).
+    assert_eq!(sum(&rb, "bytes"), sum(&rb, "requests") * 2048);
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["blocks"].as_array().unwrap().len(), 3);
+    assert_eq!(run["servers"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn writes_under_load_are_reported_and_in_the_timeline() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "2000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url()])
+        .args(["--clients", "4", "--writer-sizes", "8M", "--gap", "1s"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let stdout = stdout_of(&assert);
+    let stderr = stderr_of(&assert);
+    assert!(stderr.contains("deleting a large key stalls"), "{stderr}");
+    let set_line = stdout
+        .lines()
+        .find(|l| l.starts_with("set "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(set_line.contains("length:   8M"), "{set_line}");
+    assert!(set_line.contains("load worst: "), "{set_line}");
+    assert!(stdout.lines().any(|l| l.starts_with("delete ")), "{stdout}");
+
+    let writes = read_csv(&dir.path().join("load_writes.csv"));
+    let ops: Vec<&str> = writes.iter().map(|w| w["op"].as_str()).collect();
+    assert_eq!(ops, ["set", "delete"]);
+    for w in &writes {
+        assert_eq!(w["ok"], "true");
+        // Four closed-loop clients are always waiting on the server: some overlap each write.
+        let overlapping: u64 = w["requests_in_window"].parse().unwrap();
+        assert!(overlapping >= 1, "{w:?}");
+        let worst: u64 = w["worst_latency_us"].parse().unwrap();
+        let delayed: u64 = w["delayed_requests"].parse().unwrap();
+        assert!(worst > 0 && delayed <= overlapping, "{w:?}");
+        assert!(w["rps_during"].parse::<f64>().unwrap() > 0.0, "{w:?}");
+    }
+    // Each write shows in the timeline row of the second it ran in.
+    let rows = read_csv(&dir.path().join("load_timeline.csv"));
+    for (tag, w) in ["1:set:8M", "2:delete:8M"].iter().zip(&writes) {
+        let second = &w["second"];
+        let row = rows
+            .iter()
+            .find(|r| &r["second"] == second)
+            .unwrap_or_else(|| panic!("no row {second}: {rows:?}"));
+        assert!(row["writes"].contains(tag), "{row:?}");
+    }
+    let total: u64 = field(&stdout, "Total requests: ").parse().unwrap();
+    assert_eq!(sum(&rows_of(&rows, "all"), "requests"), total);
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["writes_under_load"].as_array().unwrap().len(), 2);
+    assert_eq!(run["writes"][0]["size_bytes"], 8 << 20);
+    // The writer's keys are gone; the load data stays.
+    let mut all_keys = server.keys("holprobe:*");
+    all_keys.retain(|k| !k.starts_with("holprobe:load:"));
+    assert!(all_keys.is_empty(), "{all_keys:?}");
+    assert_eq!(dbsize(&server), 2001);
+}
+
+#[test]
+fn clean_leaves_nothing_behind() {
+    let server = TestServer::start(&[]);
+    redis::cmd("SET")
+        .arg("user:1")
+        .arg("precious")
+        .query::<()>(&mut server.conn())
+        .unwrap();
+    populate(&server, &["--keys", "2500", "--value-size", "64"]);
+    assert_eq!(dbsize(&server), 2502);
+    let assert = probe_cmd()
+        .args(["clean", "--url", &server.url(), "--batch", "100"])
+        .assert()
+        .success();
+    let stdout = stdout_of(&assert);
+    assert!(stdout.contains("removed 2501 keys"), "{stdout}");
+    assert!(stdout.contains("none left"), "{stdout}");
+    assert!(server.keys("holprobe:*").is_empty());
+    assert_eq!(server.keys("*"), ["user:1"]);
+    // A second clean finds nothing and says so.
+    let assert = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .assert()
+        .success();
+    assert!(stdout_of(&assert).contains("removed 0 keys"));
+}
+
+#[test]
+fn a_population_that_does_not_fit_is_refused_with_numbers() {
+    let server = TestServer::start(&["maxmemory 8mb"]);
+    let assert = probe_cmd()
+        .args(["populate", "--url", &server.url(), "--keys", "100000"])
+        .assert()
+        .code(2);
+    let stderr = stderr_of(&assert);
+    assert!(stderr.contains("--keys"), "{stderr}");
+    assert!(stderr.contains("maxmemory"), "{stderr}");
+    assert!(stderr.contains("GiB"), "{stderr}");
+    assert!(stderr.contains("use --keys"), "{stderr}");
+    assert_eq!(dbsize(&server), 0, "nothing was written");
+    // The default count fits: a quarter of the room left under maxmemory.
+    let assert = probe_cmd()
+        .args(["populate", "--url", &server.url()])
+        .assert()
+        .success();
+    let stderr = stderr_of(&assert);
+    assert!(stderr.contains("--keys defaults to"), "{stderr}");
+    assert!(stderr.contains("maxmemory"), "{stderr}");
+}
+
+#[test]
+fn embedded_open_loop_keeps_its_rate() {
+    // No --url: the tool starts and populates its own server.
+    let assert = probe_cmd()
+        .args(["load", "--keys", "1000", "--value-size", "512"])
+        .args(["--clients", "4", "--rate", "2000", "--duration", "2s"])
+        .assert()
+        .success();
+    let stdout = stdout_of(&assert);
+    let stderr = stderr_of(&assert);
+    assert!(stderr.contains("started redis"), "{stderr}");
+    assert!(stderr.contains("populated 1000 keys"), "{stderr}");
+    // Open loop: 2000/s for 2 s is 4000 scheduled requests; only those still unsent at the end
+    // (their connection busy with an outstanding one) are missing.
+    let total: u64 = field(&stdout, "Total requests: ").parse().unwrap();
+    assert!((3900..=4000).contains(&total), "{total}\n{stdout}");
+    assert!(stdout.contains("open loop: schedule lag"), "{stdout}");
+    let mb = number(field(&stdout, "Bytes transferred: "));
+    assert_eq!(
+        format!("{mb:.2}"),
+        format!("{:.2}", total as f64 * 512.0 / 1_048_576.0)
+    );
+}
+
+#[test]
+fn mistakes_are_refused_before_anything_is_sent() {
+    let server = TestServer::start(&[]);
+    // No population yet.
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url(), "--duration", "1s"])
+        .assert()
+        .code(2);
+    assert!(stderr_of(&assert).contains("probe populate --url"));
+    let assert = probe_cmd()
+        .args(["populate", "--keys", "10"])
+        .assert()
+        .code(2);
+    assert!(stderr_of(&assert).contains("needs --url"));
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url(), "--ratio", "3"])
+        .assert()
+        .code(2);
+    assert!(stderr_of(&assert).contains("--ratio"));
+    let assert = probe_cmd()
+        .args(["populate", "--url", &server.url(), "--value-size", "4K..1K"])
+        .assert()
+        .code(2);
+    assert!(stderr_of(&assert).contains("--value-size"));
+    populate(&server, &["--keys", "100"]);
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url(), "--keys", "5000"])
+        .assert()
+        .code(2);
+    assert!(stderr_of(&assert).contains("holds only 100 load keys"));
+    assert_eq!(dbsize(&server), 101);
+}
