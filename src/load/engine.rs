@@ -874,6 +874,11 @@ impl Worker {
                 self.fail(i, "a reply came for no request".into());
                 return;
             }
+            // A short read emptied the socket: the next bytes raise a new edge, so the
+            // read that would only say WouldBlock (one syscall per reply) is skipped.
+            if n < self.read_buf.len() {
+                break;
+            }
         }
         if got_reply {
             let now = self.clock.now_us();
