@@ -57,12 +57,41 @@ fn settings() -> Result<Settings> {
     Ok(s)
 }
 
-/// One measurement: requests per second, p50 and p99 in µs.
+/// One measurement: requests per second (as the tool reports it, and as the servers counted
+/// GETs over the tool's wall time), p50 and p99 in µs.
 #[derive(Debug, Clone, Copy)]
 struct Figures {
     rps: f64,
+    server_rps: f64,
     p50_us: f64,
     p99_us: f64,
+}
+
+/// GETs the servers have executed so far (INFO commandstats), summed.
+fn server_gets(targets: &[Target]) -> Result<u64> {
+    let mut total = 0;
+    for target in targets {
+        let mut conn = target.conn.redis_connection()?;
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut conn)?;
+        let calls = info
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        total += calls;
+    }
+    Ok(total)
+}
+
+/// Runs `measure` and adds the servers' own count of GETs per second of its wall time.
+fn counted(targets: &[Target], measure: impl FnOnce() -> Result<Figures>) -> Result<Figures> {
+    let before = server_gets(targets)?;
+    let started = Instant::now();
+    let mut figures = measure()?;
+    let wall = started.elapsed().as_secs_f64();
+    figures.server_rps = (server_gets(targets)? - before) as f64 / wall;
+    Ok(figures)
 }
 
 fn main() -> Result<()> {
@@ -130,23 +159,38 @@ fn main() -> Result<()> {
         let mut cpu = Vec::new();
         for run in 0..settings.runs {
             let targets = &targets[..server_count];
-            let (a, b, busiest) = if run % 2 == 0 {
-                let (a, busiest) = holprobe_load(targets, clients, &settings, &interrupt)?;
-                let b = redis_benchmark(targets, clients, &settings, a.rps)?;
-                (a, b, busiest)
+            let mut busiest = 0.0;
+            let ours_now = |busiest: &mut f64| {
+                counted(targets, || {
+                    let (f, cpu) = holprobe_load(targets, clients, &settings, &interrupt)?;
+                    *busiest = cpu;
+                    Ok(f)
+                })
+            };
+            let (a, b) = if run % 2 == 0 {
+                let a = ours_now(&mut busiest)?;
+                let b = counted(targets, || {
+                    redis_benchmark(targets, clients, &settings, a.rps)
+                })?;
+                (a, b)
             } else {
-                let b = redis_benchmark(targets, clients, &settings, 0.0)?;
-                let (a, busiest) = holprobe_load(targets, clients, &settings, &interrupt)?;
-                (a, b, busiest)
+                let hint = ours.last().map_or(0.0, |f: &Figures| f.rps);
+                let b = counted(targets, || {
+                    redis_benchmark(targets, clients, &settings, hint)
+                })?;
+                let a = ours_now(&mut busiest)?;
+                (a, b)
             };
             eprintln!(
-                "{name} run {}: holprobe {:.0} rps p50 {:.0}us p99 {:.0}us (generator busiest {:.0}% CPU) | redis-benchmark {:.0} rps p50 {:.0}us p99 {:.0}us | ratio {:.3}",
+                "{name} run {}: holprobe {:.0} rps (servers counted {:.0}/s) p50 {:.0}us p99 {:.0}us (generator busiest {:.0}% CPU) | redis-benchmark {:.0} rps (servers counted {:.0}/s) p50 {:.0}us p99 {:.0}us | ratio {:.3}",
                 run + 1,
                 a.rps,
+                a.server_rps,
                 a.p50_us,
                 a.p99_us,
                 busiest,
                 b.rps,
+                b.server_rps,
                 b.p50_us,
                 b.p99_us,
                 a.rps / b.rps
@@ -161,11 +205,12 @@ fn main() -> Result<()> {
 
     println!();
     println!(
-        "{:<24} {:>12} {:>12} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14}",
+        "{:<24} {:>12} {:>12} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14}",
         "configuration (medians)",
         "holprobe rps",
         "r-b rps",
         "ratio",
+        "srv-counted",
         "ours p50",
         "r-b p50",
         "ours p99",
@@ -175,12 +220,18 @@ fn main() -> Result<()> {
     );
     for (name, ours, theirs, ratios, cpu) in &table {
         let pick = |v: &[Figures], f: fn(&Figures) -> f64| median(v.iter().map(f).collect());
+        let counted_ratios: Vec<f64> = ours
+            .iter()
+            .zip(theirs.iter())
+            .map(|(a, b)| a.server_rps / b.server_rps)
+            .collect();
         println!(
-            "{:<24} {:>12.0} {:>12.0} {:>10.3} {:>6.0}us {:>6.0}us {:>6.0}us {:>6.0}us {:>8.0} {:>6.3}-{:.3}",
+            "{:<24} {:>12.0} {:>12.0} {:>10.3} {:>12.3} {:>6.0}us {:>6.0}us {:>6.0}us {:>6.0}us {:>8.0} {:>6.3}-{:.3}",
             name,
             pick(ours, |f| f.rps),
             pick(theirs, |f| f.rps),
             median(ratios.clone()),
+            median(counted_ratios),
             pick(ours, |f| f.p50_us),
             pick(theirs, |f| f.p50_us),
             pick(ours, |f| f.p99_us),
@@ -191,7 +242,7 @@ fn main() -> Result<()> {
         );
     }
     println!(
-        "ratio = holprobe rps / redis-benchmark rps (goal >= 1.0); p50/p99 are round trips; gen CPU% = busiest holprobe generator thread"
+        "ratio = holprobe rps / redis-benchmark rps, as each reports it (goal >= 1.0); srv-counted = the same ratio from the servers' own GET counts (INFO commandstats) per second of each tool's wall time, start-up included; p50/p99 are round trips; gen CPU% = busiest holprobe generator thread"
     );
     drop(targets);
     Ok(())
@@ -240,6 +291,7 @@ fn holprobe_load(
     Ok((
         Figures {
             rps: all.avg_rps,
+            server_rps: 0.0,
             p50_us: all.p50_us as f64,
             p99_us: all.p99_us as f64,
         },
@@ -279,6 +331,9 @@ fn redis_benchmark(
                 .context("starting redis-benchmark")
         })
         .collect::<Result<_>>()?;
+    let cpu_before = children_cpu_s();
+    let started = Instant::now();
+    let processes = spawned.len() as f64;
     let mut rps = 0.0;
     let mut p50 = Vec::new();
     let mut p99 = Vec::new();
@@ -301,11 +356,26 @@ fn redis_benchmark(
         p50.push(cols[3] * 1000.0);
         p99.push(cols[5] * 1000.0);
     }
+    let cpu_pct =
+        100.0 * (children_cpu_s() - cpu_before) / started.elapsed().as_secs_f64() / processes;
+    eprintln!("  redis-benchmark: {cpu_pct:.0}% CPU per process over its run");
     Ok(Figures {
         rps,
+        server_rps: 0.0,
         p50_us: p50.iter().sum::<f64>() / p50.len() as f64,
         p99_us: p99.iter().sum::<f64>() / p99.len() as f64,
     })
+}
+
+/// CPU seconds used by this process's finished children (user + system).
+fn children_cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return f64::NAN;
+    }
+    let s = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    s(usage.ru_utime) + s(usage.ru_stime)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

@@ -381,9 +381,10 @@ fn embedded_open_loop_keeps_its_rate() {
     assert!(stderr.contains("started redis"), "{stderr}");
     assert!(stderr.contains("populated 1000 keys"), "{stderr}");
     // Open loop: 2000/s for 2 s is 4000 scheduled requests; only those still unsent at the end
-    // (their connection busy with an outstanding one) are missing.
+    // (their connection busy with an outstanding one) are missing. A closed loop of 4 clients
+    // would make tens of thousands.
     let total: u64 = field(&stdout, "Total requests: ").parse().unwrap();
-    assert!((3900..=4000).contains(&total), "{total}\n{stdout}");
+    assert!((3800..=4000).contains(&total), "{total}\n{stdout}");
     assert!(stdout.contains("open loop: schedule lag"), "{stdout}");
     let mb = number(field(&stdout, "Bytes transferred: "));
     assert_eq!(

@@ -112,6 +112,9 @@ pub struct ThreadSecond {
     pub servers: Vec<SecondAgg>,
     /// The thread's CPU time in this second, percent of wall time (`None` where unknown).
     pub cpu_pct: Option<f64>,
+    /// Time the thread was runnable but waiting for a CPU in this second, percent of wall
+    /// time (`None` where unknown): high when the host is oversubscribed.
+    pub wait_pct: Option<f64>,
 }
 
 /// One thread's totals.
@@ -123,6 +126,8 @@ pub struct ThreadSummary {
     pub clients: u32,
     /// CPU time over the run, µs (`None` where unknown).
     pub cpu_us: Option<u64>,
+    /// Time runnable but waiting for a CPU over the run, µs (`None` where unknown).
+    pub run_delay_us: Option<u64>,
     /// Wall time from start to finish, µs.
     pub wall_us: u64,
     /// Open loop: lateness of sends the thread itself made late (actual − intended), µs.
@@ -154,6 +159,7 @@ pub fn start(
     control: Arc<Control>,
     tx: Sender<EngineMsg>,
 ) -> Result<(u64, Vec<JoinHandle<()>>)> {
+    raise_open_files_limit(u64::from(config.clients) + 256);
     let threads = config.threads.max(1) as usize;
     let mut per_thread: Vec<Vec<Client>> = (0..threads).map(|_| Vec::new()).collect();
     let period_us = config
@@ -202,6 +208,28 @@ pub fn start(
         handles.push(handle);
     }
     Ok((start_us, handles))
+}
+
+/// Raises this process's soft limit on open files towards `wanted` (within the hard limit), so
+/// thousands of clients do not fail on the common default of 1024. Best effort.
+fn raise_open_files_limit(wanted: u64) {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrlimit/setrlimit read and write a struct we own.
+        let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return;
+        }
+        let wanted = wanted as libc::rlim_t;
+        if limit.rlim_cur < wanted {
+            limit.rlim_cur = wanted.min(limit.rlim_max);
+            unsafe {
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = wanted;
 }
 
 fn connect(info: &ConnInfo) -> Result<TcpStream> {
@@ -271,7 +299,7 @@ struct Recorder {
     samples: Vec<Sample>,
     samples_dropped: u64,
     outbox: VecDeque<EngineMsg>,
-    cpu_mark: (Option<u64>, u64),
+    cpu_mark: (ThreadTimes, u64),
     notes: u32,
 }
 
@@ -386,19 +414,23 @@ impl Recorder {
             &mut self.cur,
             (0..servers).map(|_| SecondAgg::new()).collect(),
         );
-        let cpu = thread_cpu_us();
-        let cpu_pct = match (cpu, self.cpu_mark.0) {
-            (Some(now), Some(then)) if now_us > self.cpu_mark.1 => {
-                Some(100.0 * now.saturating_sub(then) as f64 / (now_us - self.cpu_mark.1) as f64)
+        let times = ThreadTimes::now();
+        let wall = now_us.saturating_sub(self.cpu_mark.1);
+        let share = |now: Option<u64>, then: Option<u64>| match (now, then) {
+            (Some(now), Some(then)) if wall > 0 => {
+                Some(100.0 * now.saturating_sub(then) as f64 / wall as f64)
             }
             _ => None,
         };
-        self.cpu_mark = (cpu, now_us);
+        let cpu_pct = share(times.cpu_us, self.cpu_mark.0.cpu_us);
+        let wait_pct = share(times.run_delay_us, self.cpu_mark.0.run_delay_us);
+        self.cpu_mark = (times, now_us);
         self.outbox.push_back(EngineMsg::Second(ThreadSecond {
             thread: self.thread,
             second: self.cur_second,
             servers: aggs,
             cpu_pct,
+            wait_pct,
         }));
     }
 
@@ -481,7 +513,7 @@ impl Worker {
                 }),
                 samples_dropped: 0,
                 outbox: VecDeque::new(),
-                cpu_mark: (None, 0),
+                cpu_mark: (ThreadTimes::default(), 0),
                 notes: 0,
             },
             config,
@@ -521,8 +553,8 @@ impl Worker {
         tighten_timer_slack();
         let start_us = self.rec.start_us;
         sleep_until_precise(self.clock.instant_at(start_us));
-        self.rec.cpu_mark = (thread_cpu_us(), self.clock.now_us());
-        let cpu_start = self.rec.cpu_mark.0;
+        self.rec.cpu_mark = (ThreadTimes::now(), self.clock.now_us());
+        let times_start = self.rec.cpu_mark.0;
         let wall_start = self.rec.cpu_mark.1;
         if self.config.rate.is_some() {
             for i in 0..self.clients.len() {
@@ -607,10 +639,14 @@ impl Worker {
         let summary = ThreadSummary {
             thread: self.rec.thread,
             clients: self.clients.len() as u32,
-            cpu_us: match (thread_cpu_us(), cpu_start) {
-                (Some(end), Some(start)) => Some(end.saturating_sub(start)),
-                _ => None,
-            },
+            cpu_us: ThreadTimes::now()
+                .cpu_us
+                .zip(times_start.cpu_us)
+                .map(|(end, start)| end.saturating_sub(start)),
+            run_delay_us: ThreadTimes::now()
+                .run_delay_us
+                .zip(times_start.run_delay_us)
+                .map(|(end, start)| end.saturating_sub(start)),
             wall_us: now.saturating_sub(wall_start),
             schedule_lag: self.schedule_lag,
             late_sends: self.late_sends,
@@ -1012,6 +1048,25 @@ impl Worker {
     }
 }
 
+/// What the OS says of the calling thread's time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadTimes {
+    /// CPU time (user + system), µs (`getrusage(RUSAGE_THREAD)`).
+    pub cpu_us: Option<u64>,
+    /// Time runnable but waiting on a run queue, µs (`/proc/thread-self/schedstat`).
+    pub run_delay_us: Option<u64>,
+}
+
+impl ThreadTimes {
+    /// The calling thread's times now; `None` fields where the OS does not say.
+    pub fn now() -> ThreadTimes {
+        ThreadTimes {
+            cpu_us: thread_cpu_us(),
+            run_delay_us: thread_run_delay_us(),
+        }
+    }
+}
+
 /// This thread's CPU time (user + system), µs; `None` where the OS does not say.
 pub fn thread_cpu_us() -> Option<u64> {
     #[cfg(target_os = "linux")]
@@ -1029,6 +1084,14 @@ pub fn thread_cpu_us() -> Option<u64> {
     {
         None
     }
+}
+
+/// This thread's time spent runnable but not running (waiting for a CPU), µs: the second field
+/// of `/proc/thread-self/schedstat` (ns). `None` where the kernel does not provide it.
+pub fn thread_run_delay_us() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(ns / 1000)
 }
 
 mod timer {

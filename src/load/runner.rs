@@ -115,6 +115,11 @@ pub struct GeneratorReport {
     pub busiest_thread_cpu_pct: Option<f64>,
     /// The busiest thread in its busiest second, percent.
     pub busiest_second_cpu_pct: Option<f64>,
+    /// Each thread's time runnable but waiting for a CPU, percent of wall time (empty where
+    /// unknown): the host's oversubscription as the generator felt it.
+    pub thread_wait_pct: Vec<Option<f64>>,
+    /// The longest such wait over the run among the threads, percent.
+    pub max_thread_wait_pct: Option<f64>,
     /// Open loop (`--rate`).
     pub open_loop: bool,
     /// Open loop: median lateness of sends the generator made late, µs.
@@ -133,8 +138,9 @@ pub struct GeneratorReport {
     pub disconnected_at_end: u32,
     /// Per-request samples lost because the collector fell behind (expected 0).
     pub samples_dropped: u64,
-    /// True when a thread ran at 90% CPU or more over the run, or the open-loop schedule fell
-    /// behind (more than 1% of sends over 1 ms late): the figures may be the client's limit.
+    /// True when a thread ran at 90% CPU or more over the run, waited for a CPU 25% of the
+    /// time or more, or the open-loop schedule fell behind (more than 1% of sends over 1 ms
+    /// late): the figures may be the client's limit.
     pub saturated: bool,
     /// The verdict in words.
     pub verdict: String,
@@ -142,6 +148,8 @@ pub struct GeneratorReport {
 
 /// Busiest-thread CPU share over the run past which the generator counts as saturated.
 pub const SATURATED_CPU_PCT: f64 = 90.0;
+/// Share of the run a thread may wait for a CPU before the generator counts as starved.
+pub const STARVED_WAIT_PCT: f64 = 25.0;
 
 /// What a finished (or stopped) load run found.
 #[derive(Debug, Clone)]
@@ -166,6 +174,9 @@ pub struct LoadReport {
     pub generator: GeneratorReport,
     /// Warnings (also in run.json).
     pub warnings: Vec<String>,
+    /// Connection problems the generator threads reported as they happened (the first few per
+    /// thread; also in run.json).
+    pub problems: Vec<String>,
     /// Whole-run latency, all servers, µs.
     pub latency: Histogram<u64>,
     /// Run clock of the load's second 0, µs.
@@ -174,11 +185,12 @@ pub struct LoadReport {
     pub started_unix_us: u64,
 }
 
-/// Default generator threads: one per core not taken by a server on this host, at least one,
-/// at most 8 and at most one per client. On a 2-core machine with a local server: 1, which is
-/// what redis-benchmark uses too.
-pub fn default_threads(clients: u32, cores: usize, local_servers: usize) -> u16 {
-    let free = cores.saturating_sub(local_servers).clamp(1, 8);
+/// Default generator threads: one per core not taken by a server on this host, but at least
+/// one per server (so each server's clients have their own event loop, as with one
+/// redis-benchmark process per server), at most 8 and at most one per client. On a 2-core
+/// machine with one local server: 1, as redis-benchmark; with two: 2.
+pub fn default_threads(clients: u32, cores: usize, servers: usize, local_servers: usize) -> u16 {
+    let free = cores.saturating_sub(local_servers).max(servers).clamp(1, 8);
     (free as u32).min(clients.max(1)) as u16
 }
 
@@ -197,7 +209,14 @@ pub fn run_load(
     let local = servers.iter().filter(|s| s.target.server.local).count();
     let threads = options
         .threads
-        .unwrap_or_else(|| default_threads(options.clients, crate::hostmem::logical_cpus(), local))
+        .unwrap_or_else(|| {
+            default_threads(
+                options.clients,
+                crate::hostmem::logical_cpus(),
+                servers.len(),
+                local,
+            )
+        })
         .min(options.clients.max(1) as u16)
         .max(1);
     let labels: Vec<String> = servers
@@ -434,6 +453,7 @@ struct SecondSlot {
     reported: u16,
     aggs: Vec<SecondAgg>,
     cpu_max: Option<f64>,
+    wait_max: Option<f64>,
 }
 
 struct FinalSecond {
@@ -494,6 +514,7 @@ impl Collector {
                         reported: 0,
                         aggs: (0..self.labels.len()).map(|_| SecondAgg::new()).collect(),
                         cpu_max: None,
+                        wait_max: None,
                     });
                 }
                 if index < self.finals.len() {
@@ -506,9 +527,8 @@ impl Collector {
                     for (agg, add) in slot.aggs.iter_mut().zip(&second.servers) {
                         agg.merge(add);
                     }
-                    if let Some(cpu) = second.cpu_pct {
-                        slot.cpu_max = Some(slot.cpu_max.map_or(cpu, |m: f64| m.max(cpu)));
-                    }
+                    slot.cpu_max = max_opt(slot.cpu_max, second.cpu_pct);
+                    slot.wait_max = max_opt(slot.wait_max, second.wait_pct);
                     self.finalize(false);
                 }
             }
@@ -571,11 +591,19 @@ impl Collector {
                     agg,
                     start_us,
                     slot.cpu_max,
+                    slot.wait_max,
                 ));
             }
             self.finals.push(FinalSecond {
                 per_server,
-                all: TimelineRow::from_agg(second, "all", &all, start_us, slot.cpu_max),
+                all: TimelineRow::from_agg(
+                    second,
+                    "all",
+                    &all,
+                    start_us,
+                    slot.cpu_max,
+                    slot.wait_max,
+                ),
             });
         }
     }
@@ -748,9 +776,6 @@ impl Collector {
                 generator.disconnected_at_end
             ));
         }
-        for problem in &self.problems {
-            warnings.push(problem.clone());
-        }
         LoadReport {
             run_id: meta.run_id.to_string(),
             status,
@@ -762,6 +787,7 @@ impl Collector {
             writes_under_load: self.findings(meta.options.stall_threshold_us),
             generator,
             warnings,
+            problems: self.problems.clone(),
             latency: total.hist,
             load_start_us: self.load_start_us,
             started_unix_us: meta.clock.unix_start_us(),
@@ -771,14 +797,19 @@ impl Collector {
     fn generator(&self, meta: &Meta<'_>) -> GeneratorReport {
         let mut summaries: Vec<&ThreadSummary> = self.summaries.iter().collect();
         summaries.sort_by_key(|s| s.thread);
+        let share = |part: Option<u64>, wall: u64| {
+            part.filter(|_| wall > 0)
+                .map(|p| (1000.0 * p as f64 / wall as f64).round() / 10.0)
+        };
         let thread_cpu_pct: Vec<Option<f64>> = summaries
             .iter()
-            .map(|s| {
-                s.cpu_us
-                    .filter(|_| s.wall_us > 0)
-                    .map(|cpu| (1000.0 * cpu as f64 / s.wall_us as f64).round() / 10.0)
-            })
+            .map(|s| share(s.cpu_us, s.wall_us))
             .collect();
+        let thread_wait_pct: Vec<Option<f64>> = summaries
+            .iter()
+            .map(|s| share(s.run_delay_us, s.wall_us))
+            .collect();
+        let max_wait = thread_wait_pct.iter().copied().fold(None, max_opt);
         let busiest = thread_cpu_pct
             .iter()
             .flatten()
@@ -798,6 +829,7 @@ impl Collector {
         let late_sends_pct =
             (open_loop && !lag.is_empty()).then(|| 100.0 * late_sends as f64 / lag.len() as f64);
         let cpu_saturated = busiest.is_some_and(|c| c >= SATURATED_CPU_PCT);
+        let starved = max_wait.is_some_and(|w| w >= STARVED_WAIT_PCT);
         let schedule_behind = late_sends_pct.is_some_and(|p| p > 1.0);
         let mut verdict = match busiest {
             Some(cpu) => format!(
@@ -809,16 +841,23 @@ impl Collector {
             ),
             None => format!("{} thread(s), CPU use unknown on this OS", meta.threads),
         };
+        if let Some(wait) = max_wait {
+            verdict.push_str(&format!(", waiting for a CPU {wait:.0}% of the time"));
+        }
         if open_loop {
             verdict.push_str(&format!(
                 "; open-loop schedule: {late_sends} of {} sends over 1 ms late because of the generator",
                 lag.len()
             ));
         }
-        verdict.push_str(match (cpu_saturated, schedule_behind) {
-            (true, _) => ": SATURATED, a thread was busy nearly all the time: the figures may show the client's limit rather than the server's (add --threads, or run the client elsewhere)",
-            (false, true) => ": SCHEDULE BEHIND, more than 1% of sends left over 1 ms late with the threads mostly idle: the host did not wake the generator on time (other processes on its cores?), so latencies include that lateness",
-            (false, false) => ": not saturated",
+        verdict.push_str(if cpu_saturated {
+            ": SATURATED, a thread was busy nearly all the time: the figures may show the client's limit rather than the server's (add --threads, or run the client elsewhere)"
+        } else if starved {
+            ": CPU-STARVED, the host is oversubscribed and the generator often waited for a core: latencies include that wait and throughput is the host's limit (fewer processes on the host, or the client elsewhere)"
+        } else if schedule_behind {
+            ": SCHEDULE BEHIND, more than 1% of sends left over 1 ms late with the threads mostly idle: the host did not wake the generator on time, so latencies include that lateness"
+        } else {
+            ": not saturated"
         });
         GeneratorReport {
             threads: meta.threads,
@@ -826,6 +865,8 @@ impl Collector {
             thread_cpu_pct,
             busiest_thread_cpu_pct: busiest,
             busiest_second_cpu_pct: busiest_second,
+            thread_wait_pct,
+            max_thread_wait_pct: max_wait,
             open_loop,
             schedule_lag_p50_us: (open_loop && !lag.is_empty()).then(|| lag.value_at_quantile(0.5)),
             schedule_lag_p99_us: (open_loop && !lag.is_empty())
@@ -836,9 +877,16 @@ impl Collector {
             reconnects: summaries.iter().map(|s| s.reconnects).sum(),
             disconnected_at_end: summaries.iter().map(|s| s.disconnected_at_end).sum(),
             samples_dropped: summaries.iter().map(|s| s.samples_dropped).sum(),
-            saturated: cpu_saturated || schedule_behind,
+            saturated: cpu_saturated || starved || schedule_behind,
             verdict,
         }
+    }
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -881,6 +929,7 @@ struct LoadRunJson<'a> {
     writes: &'a [WriteRecord],
     writes_under_load: &'a [WriteUnderLoad],
     warnings: &'a [String],
+    problems: &'a [String],
 }
 
 struct OutDir {
@@ -935,6 +984,7 @@ impl OutDir {
             writes: &report.writes,
             writes_under_load: &report.writes_under_load,
             warnings: &report.warnings,
+            problems: &report.problems,
         };
         let bytes = serde_json::to_vec_pretty(&json).context("encoding run.json")?;
         write_atomic(&self.dir.join(RUN_JSON), &bytes)
@@ -947,11 +997,12 @@ mod tests {
 
     #[test]
     fn default_threads_leave_a_core_to_each_local_server() {
-        assert_eq!(default_threads(50, 2, 1), 1);
-        assert_eq!(default_threads(50, 2, 2), 1);
-        assert_eq!(default_threads(50, 8, 1), 7);
-        assert_eq!(default_threads(50, 64, 0), 8);
-        assert_eq!(default_threads(3, 64, 0), 3);
-        assert_eq!(default_threads(0, 4, 0), 1);
+        assert_eq!(default_threads(50, 2, 1, 1), 1);
+        assert_eq!(default_threads(50, 2, 2, 2), 2);
+        assert_eq!(default_threads(50, 8, 1, 1), 7);
+        assert_eq!(default_threads(50, 64, 1, 0), 8);
+        assert_eq!(default_threads(3, 64, 1, 0), 3);
+        assert_eq!(default_threads(0, 4, 1, 0), 1);
+        assert_eq!(default_threads(50, 1, 3, 3), 3);
     }
 }

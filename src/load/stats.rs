@@ -126,6 +126,9 @@ pub struct TimelineRow {
     pub writes: String,
     /// CPU use of the busiest load thread in this second, percent (empty where unknown).
     pub client_cpu_pct: Option<f64>,
+    /// Longest time a load thread waited for a CPU (runnable, not running) in this second,
+    /// percent (empty where unknown): high when the client host is oversubscribed.
+    pub client_wait_pct: Option<f64>,
 }
 
 /// Column names of `load_timeline.csv`; a unit test checks them against [`TimelineRow`].
@@ -144,6 +147,7 @@ pub const TIMELINE_COLUMNS: &[&str] = &[
     "start_us",
     "writes",
     "client_cpu_pct",
+    "client_wait_pct",
 ];
 
 impl TimelineRow {
@@ -154,6 +158,7 @@ impl TimelineRow {
         agg: &SecondAgg,
         start_us: u64,
         cpu: Option<f64>,
+        wait: Option<f64>,
     ) -> TimelineRow {
         TimelineRow {
             second,
@@ -174,6 +179,7 @@ impl TimelineRow {
             start_us,
             writes: String::new(),
             client_cpu_pct: cpu.map(|c| (c * 10.0).round() / 10.0),
+            client_wait_pct: wait.map(|c| (c * 10.0).round() / 10.0),
         }
     }
 }
@@ -354,14 +360,14 @@ mod tests {
             (2, 15, 1, 2, 1, 1)
         );
         assert_eq!(a.hist.len(), 2);
-        let row = TimelineRow::from_agg(3, "all", &a, 4_000_000, Some(12.34));
+        let row = TimelineRow::from_agg(3, "all", &a, 4_000_000, Some(12.34), None);
         assert_eq!(row.max_us, 100);
         assert_eq!(row.client_cpu_pct, Some(12.3));
     }
 
     #[test]
     fn timeline_columns_match_the_struct() {
-        let row = TimelineRow::from_agg(0, "all", &SecondAgg::new(), 0, None);
+        let row = TimelineRow::from_agg(0, "all", &SecondAgg::new(), 0, None, None);
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.serialize(&row).unwrap();
         let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
