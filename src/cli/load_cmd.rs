@@ -63,7 +63,7 @@ pub struct LoadArgs {
     clients: String,
 
     /// Generator threads, each driving many connections [default: one per core not used by a
-    /// local server, 1 to 8].
+    /// local server, at least one per server, 1 to 8].
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     threads: Option<String>,
 

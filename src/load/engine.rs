@@ -189,9 +189,11 @@ pub fn start(
     let mut pool = vec![0u8; SET_POOL + super::keyspace::MAX_LOAD_VALUE as usize];
     rand::rngs::SmallRng::seed_from_u64(config.seed ^ 0x5e7).fill_bytes(&mut pool);
     let pool = Arc::new(pool);
-    let mut handles = Vec::with_capacity(threads);
+    // Every worker is built (event loop, registrations) before any thread starts, so a failure
+    // leaves no thread behind.
+    let mut workers = Vec::with_capacity(threads);
     for (id, clients) in per_thread.into_iter().enumerate() {
-        let worker = Worker::new(
+        workers.push(Worker::new(
             id as u16,
             Arc::clone(&config),
             clock,
@@ -200,12 +202,24 @@ pub fn start(
             tx.clone(),
             clients,
             Arc::clone(&pool),
-        )?;
-        let handle = std::thread::Builder::new()
+        )?);
+    }
+    let mut handles = Vec::with_capacity(threads);
+    for (id, worker) in workers.into_iter().enumerate() {
+        match std::thread::Builder::new()
             .name(format!("load-{id}"))
             .spawn(move || worker.run())
-            .context("starting a load thread")?;
-        handles.push(handle);
+        {
+            Ok(handle) => handles.push(handle),
+            Err(err) => {
+                // The threads already started see the stop and end.
+                control.stop_at_us.store(0, Ordering::SeqCst);
+                for handle in handles {
+                    let _ = handle.join();
+                }
+                return Err(err).context("starting a load thread");
+            }
+        }
     }
     Ok((start_us, handles))
 }

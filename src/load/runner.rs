@@ -320,6 +320,7 @@ pub fn run_load(
     let mut last_tick = Instant::now();
     let mut last_checkpoint = Instant::now();
     let mut interrupted = false;
+    let mut export_error: Option<anyhow::Error> = None;
     let stop_now = |control: &Control, clock: &RunClock| {
         control
             .stop_at_us
@@ -378,7 +379,11 @@ pub fn run_load(
             if let Some(out) = out.as_mut() {
                 let complete_us = state.finals.len() as u64 * 1_000_000;
                 let report = state.report(&meta, RunStatus::Running, None, Vec::new(), complete_us);
-                out.write(&meta, &report)?;
+                if let Err(err) = out.write(&meta, &report) {
+                    // Stop the threads and clean up before reporting it.
+                    export_error = Some(err);
+                    break;
+                }
             }
         }
     }
@@ -428,6 +433,9 @@ pub fn run_load(
         .stop_at_us
         .load(Ordering::SeqCst)
         .saturating_sub(load_start_us);
+    if let Some(err) = export_error {
+        return Err(err);
+    }
     state.full_seconds = Some((runtime_us / 1_000_000) as usize);
     state.finalize(true);
     state.notify_final_writes(options.stall_threshold_us, notify, true);
