@@ -50,6 +50,23 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// The error and its causes on one line, `outer: cause: root`, leaving out a cause whose text
+/// the previous message already carries (redis-rs and io errors repeat their source).
+pub fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
+}
+
 /// Maps an error chain to the documented exit status.
 pub fn exit_status(err: &anyhow::Error) -> i32 {
     if err.chain().any(|cause| cause.is::<UsageError>()) {
