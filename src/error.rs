@@ -64,7 +64,51 @@ pub fn one_line(err: &anyhow::Error) -> String {
         }
         line.push_str(&text);
     }
-    line.replace('\n', " ")
+    let mut line = line.replace('\n', " ");
+    if let Some(hint) = hint_for(&line) {
+        line.push_str(" (");
+        line.push_str(hint);
+        line.push(')');
+    }
+    line
+}
+
+/// What to do about the server errors a user meets most, matched on the server's own codes.
+pub fn hint_for(message: &str) -> Option<&'static str> {
+    const HINTS: &[(&str, &str)] = &[
+        (
+            "NOAUTH",
+            "the server requires a password: put it in the URL, redis://:PASSWORD@host:port, or in REDISCLI_AUTH",
+        ),
+        (
+            "WRONGPASS",
+            "the user name or password was refused: check the URL or REDISCLI_AUTH",
+        ),
+        (
+            "AuthenticationFailed",
+            "the user name or password was refused: check the URL or REDISCLI_AUTH",
+        ),
+        (
+            "NOPERM",
+            "the ACL user may not run this command: the tool needs INFO, PING, GET, SET, DEL (and CONFIG GET, optional) on keys matching holprobe:*",
+        ),
+        (
+            "READONLY",
+            "this is a read-only replica: point --url at the primary to measure writes, or observe the replica with --duration",
+        ),
+        (
+            "OOM command not allowed",
+            "the server hit maxmemory: raise maxmemory or write smaller values",
+        ),
+        (
+            "Connection refused",
+            "nothing listens there: check the host and port, or omit --url to let the tool start its own server",
+        ),
+    ];
+    HINTS
+        .iter()
+        .find(|(code, _)| message.contains(code))
+        .map(|&(_, hint)| hint)
 }
 
 /// Maps an error chain to the documented exit status.

@@ -3,6 +3,7 @@
 //! probe records when it *should* have gone, so a probe held back by a stalled server is
 //! measured from that moment (wrk2's correction for coordinated omission).
 
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -121,17 +122,19 @@ impl ProbeWorker {
             if self.shared.stop.load(Ordering::Relaxed) {
                 break;
             }
-            let record = self.probe_once(seq, intended_us);
-            let failed_io = !record.ok && record.reply_us.is_none();
+            let (record, io_error) = self.probe_once(seq, intended_us);
             self.emit(Event::Probe(record));
             seq += 1;
-            if failed_io && !self.reconnect() {
+            if let Some(kind) = io_error
+                && !self.recover(kind)
+            {
                 return;
             }
         }
     }
 
-    fn probe_once(&mut self, seq: u64, intended_us: u64) -> ProbeRecord {
+    /// One probe; also returns the kind of I/O error when the connection failed.
+    fn probe_once(&mut self, seq: u64, intended_us: u64) -> (ProbeRecord, Option<ErrorKind>) {
         let sent = Instant::now();
         let outcome = self
             .conn
@@ -162,9 +165,12 @@ impl ProbeWorker {
                     (other, _) => record.error = Some(format!("unexpected reply {other:?}")),
                 }
             }
-            Err(err) => record.error = Some(err.to_string()),
+            Err(err) => {
+                record.error = Some(err.to_string());
+                return (record, Some(err.kind()));
+            }
         }
-        record
+        (record, None)
     }
 
     fn emit(&self, event: Event) {
@@ -177,8 +183,20 @@ impl ProbeWorker {
         }
     }
 
-    /// After a connection error: one new connection, or the thread reports and ends.
-    fn reconnect(&mut self) -> bool {
+    /// After a connection error: a server that did not answer within `--timeout` ends the run
+    /// (a reconnect would only wait again); a reset connection gets one new connection, or the
+    /// thread reports and ends.
+    fn recover(&mut self, kind: ErrorKind) -> bool {
+        if matches!(kind, ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            let _ = self.events.send(Event::ProbeFailed {
+                thread: self.thread,
+                error: format!(
+                    "the server did not answer a probe within --timeout {:?}",
+                    self.conn_info.command_timeout
+                ),
+            });
+            return false;
+        }
         match RawConn::connect(&self.conn_info) {
             Ok(conn) => {
                 self.conn = conn;
@@ -187,7 +205,7 @@ impl ProbeWorker {
             Err(err) => {
                 let _ = self.events.send(Event::ProbeFailed {
                     thread: self.thread,
-                    error: format!("{err:#}"),
+                    error: crate::error::one_line(&err),
                 });
                 false
             }

@@ -152,6 +152,20 @@ pub fn run(
         cmd: options.probe_cmd,
         get_key: format!("{key_prefix}probe"),
     };
+    // The prefix is new by construction; still, never touch a key that is already there.
+    let mut own_keys = vec![probe_config.get_key.clone()];
+    if let Some(plan) = &writer_plan {
+        own_keys.extend(plan.steps().into_iter().map(|step| step.key));
+    }
+    let existing: i64 = redis::cmd("EXISTS")
+        .arg(&own_keys)
+        .query(&mut control)
+        .context("checking that the run's keys are free")?;
+    if existing > 0 {
+        anyhow::bail!(
+            "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
+        );
+    }
     if options.probe_cmd == ProbeCmd::Get {
         redis::cmd("SET")
             .arg(&probe_config.get_key)

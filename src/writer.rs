@@ -6,6 +6,7 @@
 //! of that one buffer straight to the socket ([`RawConn::send_set`]): the client holds about one
 //! largest value, never the sum.
 
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -167,17 +168,27 @@ impl Writer {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
-            let record = self.execute(index as u32 + 1, &step);
-            let io_failure = !record.ok && record.server_rss_bytes.is_none();
+            let (record, io_error) = self.execute(index as u32 + 1, &step);
             let _ = self.events.send(Event::Write(record));
-            if io_failure {
-                match RawConn::connect(&self.conn_info) {
+            match io_error {
+                None => {}
+                // No reply within --timeout: reconnecting would only wait again.
+                Some(ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    let _ = self.events.send(Event::WriterFailed(format!(
+                        "the server did not answer the writer within --timeout {:?}",
+                        self.conn_info.command_timeout
+                    )));
+                    return;
+                }
+                Some(_) => match RawConn::connect(&self.conn_info) {
                     Ok(conn) => self.conn = conn,
                     Err(err) => {
-                        let _ = self.events.send(Event::WriterFailed(format!("{err:#}")));
+                        let _ = self
+                            .events
+                            .send(Event::WriterFailed(crate::error::one_line(&err)));
                         return;
                     }
-                }
+                },
             }
             if !self.quiet_gap() {
                 break;
@@ -201,7 +212,8 @@ impl Writer {
         }
     }
 
-    fn execute(&mut self, seq: u32, step: &WriteStep) -> WriteRecord {
+    /// One write; also returns the kind of I/O error when the connection failed.
+    fn execute(&mut self, seq: u32, step: &WriteStep) -> (WriteRecord, Option<ErrorKind>) {
         let start = Instant::now();
         let value = &self.value[..step.size_bytes as usize];
         let sent_result = match step.op {
@@ -222,14 +234,15 @@ impl Writer {
         };
         let memory = self.memory.sample();
         // After an I/O error the connection is unusable: no INFO, and the caller reconnects.
-        let server_rss_bytes = if outcome.is_ok() {
+        let io_error = outcome.as_ref().err().map(std::io::Error::kind);
+        let server_rss_bytes = if io_error.is_none() {
             self.server_rss()
         } else {
             None
         };
         let start_us = self.clock.us_at(start);
         let reply_us = self.clock.us_at(reply);
-        WriteRecord {
+        let record = WriteRecord {
             seq,
             op: step.op,
             key: step.key.clone(),
@@ -243,7 +256,8 @@ impl Writer {
             host_mem_pct: memory.mem_pct,
             host_swap_pct: memory.swap_pct,
             server_rss_bytes,
-        }
+        };
+        (record, io_error)
     }
 
     fn server_rss(&mut self) -> Option<u64> {

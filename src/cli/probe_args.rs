@@ -87,6 +87,11 @@ pub struct ProbeArgs {
     /// Replace a run already in --out.
     #[arg(long)]
     pub force: bool,
+
+    /// Print the plan, the memory the server and the client will need, and the commands the
+    /// run would send; start, connect to and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 impl ProbeArgs {

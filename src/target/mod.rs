@@ -286,6 +286,8 @@ pub struct ServerFacts {
     pub appendonly: Option<String>,
     /// True when the server runs on this host (loopback address).
     pub local: bool,
+    /// `master` or `slave` (INFO replication), where the server says.
+    pub role: Option<String>,
 }
 
 impl Target {
@@ -383,6 +385,11 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
             .ok()?;
         pairs.get(1).cloned()
     };
+    let role = redis::cmd("INFO")
+        .arg("replication")
+        .query::<String>(control)
+        .ok()
+        .and_then(|text| info_field(&text, "role").map(str::to_string));
     let local = conn
         .socket_addr()
         .map(|addr| addr.ip().is_loopback())
@@ -399,6 +406,7 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
         save: config_get(control, "save"),
         appendonly: config_get(control, "appendonly"),
         local,
+        role,
     })
 }
 
