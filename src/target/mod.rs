@@ -465,3 +465,38 @@ mod tests {
         assert!(!err.contains("pw123"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Any text as --url: a connection setting or an error naming --url, never a panic,
+        /// and never the password in the message.
+        #[test]
+        fn url_parser_never_panics_nor_leaks(text in "(redis|rediss|http)://(u:p4ssw0rd@)?\\PC{0,20}(:[0-9]{0,6})?(/[0-9]{0,3})?") {
+            match ConnInfo::from_url(&text, None) {
+                Ok(info) => {
+                    let shown = info.to_string();
+                    prop_assert!(!shown.contains("p4ssw0rd"));
+                }
+                Err(err) => {
+                    let message = err.to_string();
+                    prop_assert!(message.contains("--url"));
+                    prop_assert!(!message.contains("p4ssw0rd"), "{}", message);
+                }
+            }
+        }
+
+        /// Valid host/port/db URLs keep their parts.
+        #[test]
+        fn valid_urls_round_trip(host in "[a-z][a-z0-9]{0,10}", port in 1u16.., db in 0i64..16) {
+            let info = ConnInfo::from_url(&format!("redis://{host}:{port}/{db}"), None).unwrap();
+            prop_assert_eq!(info.host, host);
+            prop_assert_eq!(info.port, port);
+            prop_assert_eq!(info.db, db);
+        }
+    }
+}
