@@ -29,6 +29,8 @@ pub struct ProbeConfig {
     pub cmd: ProbeCmd,
     /// The small key GET probes read (prepared by the run).
     pub get_key: String,
+    /// Ask for SCHED_FIFO priority for the probe threads (`--realtime`).
+    pub realtime: bool,
 }
 
 impl ProbeConfig {
@@ -50,6 +52,8 @@ pub struct ProbeShared {
     pub stop: AtomicBool,
     /// Probe records the collector could not take in time (channel full): counted, never waited on.
     pub dropped: AtomicU64,
+    /// Probe threads that got real-time priority.
+    pub realtime_threads: std::sync::atomic::AtomicU32,
 }
 
 /// Starts the probe threads on a schedule beginning at `schedule_start_us` (run clock). Thread
@@ -88,6 +92,7 @@ pub fn spawn_probes(
             period_ns,
             events: events.clone(),
             shared: Arc::clone(&shared),
+            realtime: config.realtime,
         };
         let handle = std::thread::Builder::new()
             .name(format!("probe-{thread}"))
@@ -109,11 +114,15 @@ struct ProbeWorker {
     period_ns: f64,
     events: Sender<Event>,
     shared: Arc<ProbeShared>,
+    realtime: bool,
 }
 
 impl ProbeWorker {
     fn run(mut self) {
         tighten_timer_slack();
+        if self.realtime && crate::clock::try_realtime_priority() {
+            self.shared.realtime_threads.fetch_add(1, Ordering::Relaxed);
+        }
         let mut seq: u64 = 0;
         while !self.shared.stop.load(Ordering::Relaxed) {
             let intended_us = ((self.first_ns + seq as f64 * self.period_ns) / 1e3) as u64;

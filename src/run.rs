@@ -62,6 +62,8 @@ pub struct RunOptions {
     pub stall_threshold_us: u64,
     /// Seed of the value bytes.
     pub seed: u64,
+    /// Ask for real-time (SCHED_FIFO) priority for the probe threads.
+    pub realtime: bool,
     /// Where the exports go.
     pub out: Option<PathBuf>,
 }
@@ -151,6 +153,7 @@ pub fn run(
         rate_per_thread: options.probe_rate,
         cmd: options.probe_cmd,
         get_key: format!("{key_prefix}probe"),
+        realtime: options.realtime,
     };
     // The prefix is new by construction; still, never touch a key that is already there.
     let mut own_keys = vec![probe_config.get_key.clone()];
@@ -351,6 +354,12 @@ pub fn run(
     state.writes_notified = state.writes_notified.min(state.writes.len());
     state.analyze(correlate_config);
     state.notify_all(notify);
+    let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
+    if options.realtime && realtime_threads < u32::from(options.probe_threads) {
+        warnings.push(
+            "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
+        );
+    }
     let dropped = shared.dropped.load(Ordering::Relaxed);
     if dropped > 0 {
         warnings.push(format!(
