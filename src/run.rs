@@ -643,3 +643,82 @@ impl OutFiles {
         write_atomic(&self.dir.join(RUN_JSON), &json)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+
+    use super::columns;
+    use crate::correlate::{Stall, WriteSummary};
+    use crate::export::csv_bytes;
+    use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
+
+    /// The header csv derives from the struct's fields.
+    fn derived_header<T: Serialize>(row: &T) -> Vec<String> {
+        let bytes = csv_bytes(std::slice::from_ref(row), &[]).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        text.lines()
+            .next()
+            .unwrap()
+            .split(',')
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn column_constants_match_the_structs() {
+        let probe = ProbeRecord {
+            thread: 0,
+            seq: 0,
+            cmd: ProbeCmd::Ping,
+            intended_us: 0,
+            sent_us: 0,
+            reply_us: None,
+            latency_us: None,
+            ok: true,
+            error: None,
+        };
+        assert_eq!(derived_header(&probe), columns::PROBES);
+        let write = WriteRecord {
+            seq: 1,
+            op: WriteOp::Set,
+            size_bytes: 1,
+            start_us: 0,
+            sent_us: 0,
+            reply_us: 0,
+            set_ms: 0.0,
+            ok: true,
+            error: None,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            server_rss_bytes: None,
+            key: String::new(),
+        };
+        assert_eq!(derived_header(&write), columns::WRITES);
+        let stall = Stall {
+            start_us: 0,
+            end_us: 0,
+            duration_ms: 0.0,
+            probes_delayed: 0,
+            write_seq: None,
+        };
+        assert_eq!(derived_header(&stall), columns::STALLS);
+        let summary = WriteSummary {
+            seq: 1,
+            op: WriteOp::Set,
+            size_bytes: 1,
+            set_ms: 0.0,
+            hol_delay_ms: None,
+            stall_ms: 0.0,
+            probes_delayed: 0,
+            stall_during_send_ms: 0.0,
+            stall_after_send_ms: 0.0,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            probes_in_window: 0,
+            worst_latency_ms: None,
+            ok: true,
+        };
+        assert_eq!(derived_header(&summary), columns::SUMMARY);
+    }
+}
