@@ -168,6 +168,6 @@ def size_label(size_bytes: float) -> str:
 
 def save(fig, out: Path) -> None:
     """Writes the figure in the format its extension names."""
-    kwargs = {"dpi": 150} if out.suffix.lower() == ".png" else {}
+    kwargs = {"dpi": 120} if out.suffix.lower() == ".png" else {}
     fig.savefig(out, bbox_inches="tight", **kwargs)
     print(f"wrote {out} ({os.path.getsize(out)} bytes)", file=sys.stderr)

@@ -22,7 +22,7 @@ METRICS = {
     "hol_delay_ms": "others' head-of-line delay, hol_delay_ms (ms)",
 }
 PANEL_TITLES = {
-    "set_ms": "What the writer measured (the seed's figure)",
+    "set_ms": "What the writer measured",
     "hol_delay_ms": "What the other clients saw",
 }
 SERIES_COLOURS = plt.get_cmap("tab10").colors
@@ -51,6 +51,9 @@ class Series:
         self.size = table.num("size_bytes")[keep]
         self.values = {metric: table.num(metric)[keep] for metric in METRICS}
         self.server = hd.server_label(self.meta, directory.name)
+        writer = (self.meta.get("options") or {}).get("writer") or {}
+        commands = [" ".join(c.get("args", [])) for c in writer.get("commands") or [] if isinstance(c, dict)]
+        self.commands = ", ".join(commands)
 
     def sizes(self) -> np.ndarray:
         return np.unique(self.size[np.isfinite(self.size)])
@@ -93,10 +96,14 @@ def render(args: argparse.Namespace) -> None:
     if not series:
         raise hd.InputError(f"--op {args.op}: no successful '{args.op}' rows in {', '.join(args.run_dirs)}")
 
-    # One colour per server version; runs of the same version differ by marker and name.
+    # One colour per server version; runs of the same version differ by marker and name. When
+    # every run is of one version (runs of different commands, say), one colour per run.
     versions = list(dict.fromkeys(s.server for s in series))
     per_version: dict[str, int] = {}
-    shared = {v: sum(1 for s in series if s.server == v) > 1 for v in versions}
+    names = [s.server + (f": {s.commands}" if s.commands else "") for s in series]
+    shared = {n: names.count(n) > 1 for n in names}
+    colour_keys = names if len(versions) == 1 else [s.server for s in series]
+    colour_order = list(dict.fromkeys(colour_keys))
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.6))
     all_sizes = np.unique(np.concatenate([s.sizes() for s in series]))
@@ -104,11 +111,11 @@ def render(args: argparse.Namespace) -> None:
     for index, s in enumerate(series):
         # Side by side on the log axis, so error bars of several runs do not hide each other.
         dodge = 1.0 if args.linear else 2 ** (0.07 * (index - (len(series) - 1) / 2))
-        colour = SERIES_COLOURS[versions.index(s.server) % len(SERIES_COLOURS)]
+        colour = SERIES_COLOURS[colour_order.index(colour_keys[index]) % len(SERIES_COLOURS)]
         k = per_version.get(s.server, 0)
         per_version[s.server] = k + 1
         marker = MARKERS[k % len(MARKERS)]
-        name = s.server + (f" ({s.directory.name})" if shared[s.server] else "")
+        name = names[index] + (f" ({s.directory.name})" if shared[names[index]] else "")
         fits = []
         for ax, metric in zip(axes, METRICS):
             rows = s.stats(metric)
@@ -139,13 +146,22 @@ def render(args: argparse.Namespace) -> None:
         if not args.linear:
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            # Limits from the data, so a fitted line with a negative intercept cannot drag the
+            # axis down by decades where it crosses zero.
+            values = np.concatenate([s.values[metric] for s in series])
+            values = values[np.isfinite(values) & (values > 0)]
+            if len(values):
+                ax.set_ylim(values.min() / 2, values.max() * 2)
         ticks = all_sizes / MIB
         ax.set_xticks(ticks)
         ax.set_xticklabels([hd.size_label(v) for v in all_sizes])
         ax.minorticks_off() if not args.linear else None
         ax.set_xlabel("value size (MiB, binary units as --writer-sizes)")
         ax.set_ylabel(METRICS[metric])
-        ax.set_title(PANEL_TITLES[metric], fontsize=10)
+        panel = PANEL_TITLES[metric]
+        if metric == "set_ms":
+            panel += {"set": " (the seed's figure)", "command": " (the command's own time)"}.get(args.op, "")
+        ax.set_title(panel, fontsize=10)
         ax.grid(True, which="both", color="0.9", lw=0.6)
         ax.set_axisbelow(True)
 
@@ -153,7 +169,11 @@ def render(args: argparse.Namespace) -> None:
     handles.append(Line2D([], [], color="0.3", marker="o", ls="none", alpha=0.3, markersize=3, label="faint: each repeat"))
     handles.append(Line2D([], [], color="0.3", ls="--", label="dashed: least-squares fit over repeats"))
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3), fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
-    title = args.title or f"Large {args.op.upper() if args.op != 'command' else 'custom command'} writes: the writer's time vs the other clients' wait"
+    if args.op == "command":
+        what = "Custom commands on large values (" + "; ".join(dict.fromkeys(s.commands for s in series if s.commands)) + ")"
+    else:
+        what = f"Large {args.op.upper() if args.op != 'delete' else 'DEL'} writes"
+    title = args.title or f"{what}: the writer's time vs the other clients' wait"
     fig.suptitle(title, fontsize=12)
     rows_in_legend = (len(handles) + 2) // 3
     fig.tight_layout(rect=(0, 0.05 + 0.045 * rows_in_legend, 1, 1))
