@@ -72,7 +72,7 @@ fn seed_example_prints_the_seed_line_and_the_blocking_per_size() {
         // Then what the seed could not see.
         assert!(line.contains("others blocked: "), "{line}");
         let stalled = number_after(line, "stalled:");
-        assert!(stalled >= 0.0 && stalled < 5000.0, "{line}");
+        assert!((0.0..5000.0).contains(&stalled), "{line}");
     }
     // Every key kept (as the seed did), then each deletion measured.
     let deletes = stdout
