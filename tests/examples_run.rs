@@ -4,20 +4,38 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 
-/// The built example `name`, beside the `probe` binary (target/<profile>/examples/<name>).
+/// The example binaries, built once per test run. `cargo test --all-targets` builds examples
+/// only as test harnesses, so the tests build the real binaries themselves, with the cargo
+/// that runs them, into the same target directory and profile as the `probe` binary (a no-op
+/// when they are up to date, and never a stale binary).
+fn examples_dir() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let probe = PathBuf::from(env!("CARGO_BIN_EXE_probe"));
+        let profile_dir = probe.parent().expect("the probe binary's directory");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--examples", "--locked", "--quiet"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        if let Some(target_dir) = profile_dir.parent() {
+            build.env("CARGO_TARGET_DIR", target_dir);
+        }
+        let status = build.status().expect("run cargo build --examples");
+        assert!(status.success(), "cargo build --examples failed");
+        profile_dir.join("examples")
+    })
+}
+
+/// The built example `name`.
 fn example(name: &str) -> Command {
-    let probe = PathBuf::from(env!("CARGO_BIN_EXE_probe"));
-    let path = probe
-        .parent()
-        .expect("the probe binary's directory")
-        .join("examples")
-        .join(name);
-    assert!(
-        path.is_file(),
-        "{} is not built: run `cargo build --examples` (cargo test builds examples too)",
-        path.display()
-    );
+    let path = examples_dir().join(name);
+    assert!(path.is_file(), "{} was not built", path.display());
     Command::new(path)
 }
 
