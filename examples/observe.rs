@@ -109,7 +109,8 @@ fn observe() -> Result<()> {
         Some(
             std::thread::Builder::new()
                 .name("injector".into())
-                .spawn(move || -> Vec<u64> {
+                .spawn(move || -> Vec<(u64, u64)> {
+                    // (sent, replied) of each DEBUG SLEEP, Unix µs: the server slept inside.
                     let mut injected_unix_us = Vec::new();
                     let mut next = Instant::now() + Duration::from_secs(1);
                     while next + sleep + Duration::from_millis(300) < deadline {
@@ -119,11 +120,14 @@ fn observe() -> Result<()> {
                             }
                             std::thread::sleep(Duration::from_millis(5));
                         }
-                        injected_unix_us.push(unix_us_now());
-                        let _: redis::RedisResult<()> = redis::cmd("DEBUG")
+                        let sent = unix_us_now();
+                        let reply: redis::RedisResult<()> = redis::cmd("DEBUG")
                             .arg("SLEEP")
                             .arg(format!("{:.3}", sleep.as_secs_f64()))
                             .query(&mut conn);
+                        if reply.is_ok() {
+                            injected_unix_us.push((sent, unix_us_now()));
+                        }
                         next += every;
                     }
                     injected_unix_us
@@ -160,13 +164,15 @@ fn observe() -> Result<()> {
         stalls.len(),
         stalls.iter().map(|s| s.duration_ms).fold(0.0, f64::max)
     );
-    // Each injected sleep against the stall that overlaps the moment it was sent.
-    for at_unix_us in injected.unwrap_or_default() {
-        let at_us = at_unix_us.saturating_sub(report.started_unix_us);
-        let window_end = at_us + sleep.as_micros() as u64;
+    // Each injected sleep against the longest stall overlapping the span from its send to its
+    // reply (the server slept somewhere inside it, however late the injector thread ran).
+    for (sent_unix_us, replied_unix_us) in injected.unwrap_or_default() {
+        let at_us = sent_unix_us.saturating_sub(report.started_unix_us);
+        let replied_us = replied_unix_us.saturating_sub(report.started_unix_us);
         let found = stalls
             .iter()
-            .find(|s| s.start_us <= window_end && s.end_us >= at_us);
+            .filter(|s| s.start_us <= replied_us && s.end_us >= at_us)
+            .max_by(|a, b| a.duration_ms.total_cmp(&b.duration_ms));
         match found {
             Some(stall) => println!(
                 "injected DEBUG SLEEP {:.0}ms at {:.3}s: measured stall {:.1}ms from {:.3}s",

@@ -171,9 +171,12 @@ fn observe_example_catches_an_injected_debug_sleep() {
         .collect();
     assert!(!matched.is_empty(), "nothing injected:\n{stdout}");
     for line in matched {
-        // 100 ms ± the probe interval, with room for a noisy 2-core machine.
+        // At least the 100 ms slept, less one probe interval. The upper bound is loose on
+        // purpose: on a loaded 2-core machine the server (or the whole host) can freeze on its
+        // own next to the sleep, and the two then measure as one; the core's own tests check
+        // the accuracy of a stall's length.
         let measured = number_after(line, "measured stall");
-        assert!((90.0..=250.0).contains(&measured), "{line}");
+        assert!((99.0..=600.0).contains(&measured), "{line}\n{stdout}");
     }
     assert!(stdout.contains("stall at "), "{stdout}");
 }
