@@ -68,6 +68,35 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
 }
 
+/// Default of [`RunOptions::probe_threads`] (and of `--probe-threads`).
+pub const DEFAULT_PROBE_THREADS: u16 = 2;
+/// Default of [`RunOptions::probe_rate`] (and of `--probe-rate`), probes/s per thread.
+pub const DEFAULT_PROBE_RATE: f64 = 1000.0;
+/// Default of [`RunOptions::stall_threshold_us`] (and of `--stall-threshold`), µs.
+pub const DEFAULT_STALL_THRESHOLD_US: u64 = 1000;
+/// Default of [`RunOptions::seed`] (and of `--seed`).
+pub const DEFAULT_SEED: u64 = 0x5eed;
+
+impl Default for RunOptions {
+    /// The command line's defaults: 2 probe threads × 1000 PING/s, a 1 ms stall threshold, no
+    /// writer, no duration, no exports. As it stands this observes until the `interrupt` flag
+    /// given to [`run`] is set: set [`RunOptions::duration`] to observe for a while, or
+    /// [`RunOptions::writer`] to measure writes.
+    fn default() -> Self {
+        RunOptions {
+            probe_threads: DEFAULT_PROBE_THREADS,
+            probe_rate: DEFAULT_PROBE_RATE,
+            probe_cmd: ProbeCmd::Ping,
+            writer: None,
+            duration: None,
+            stall_threshold_us: DEFAULT_STALL_THRESHOLD_US,
+            seed: DEFAULT_SEED,
+            realtime: false,
+            out: None,
+        }
+    }
+}
+
 /// What a finished (or stopped) run found.
 #[derive(Debug, Clone)]
 pub struct RunReport {
@@ -455,7 +484,9 @@ impl Collector {
                     WriteOp::Delete if write.ok => {
                         self.live_keys.remove(&write.key);
                     }
-                    WriteOp::Delete => {}
+                    // A custom command may have removed the key: the final cleanup deletes it
+                    // again, which is harmless.
+                    WriteOp::Delete | WriteOp::Command => {}
                 }
                 self.writes.push(write);
             }
@@ -646,12 +677,15 @@ impl OutFiles {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
     use serde::Serialize;
 
-    use super::columns;
+    use super::*;
+    use crate::cli::ProbeArgs;
     use crate::correlate::{Stall, WriteSummary};
     use crate::export::csv_bytes;
     use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
+    use crate::writer::WriterPlan;
 
     /// The header csv derives from the struct's fields.
     fn derived_header<T: Serialize>(row: &T) -> Vec<String> {
@@ -720,5 +754,35 @@ mod tests {
             ok: true,
         };
         assert_eq!(derived_header(&summary), columns::SUMMARY);
+    }
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ProbeArgs,
+    }
+
+    /// The library's defaults (what examples and other programs start from) are the CLI's.
+    #[test]
+    fn library_defaults_are_the_command_lines() {
+        let cli = Wrapper::try_parse_from(["probe", "--writer-sizes", "1M"])
+            .expect("clap parse")
+            .args
+            .to_options()
+            .expect("valid options");
+        let lib = RunOptions::default();
+        assert_eq!(cli.probe_threads, lib.probe_threads);
+        assert_eq!(cli.probe_rate, lib.probe_rate);
+        assert_eq!(cli.probe_cmd, lib.probe_cmd);
+        assert_eq!(cli.stall_threshold_us, lib.stall_threshold_us);
+        assert_eq!(cli.seed, lib.seed);
+        assert_eq!(cli.duration, lib.duration);
+        let cli_plan = cli.writer.expect("a writer plan");
+        let lib_plan = WriterPlan::default();
+        assert_eq!(cli_plan.repeat, lib_plan.repeat);
+        assert_eq!(cli_plan.gap, lib_plan.gap);
+        assert_eq!(cli_plan.overwrite, lib_plan.overwrite);
+        assert_eq!(cli_plan.keep, lib_plan.keep);
+        assert_eq!(cli_plan.commands, lib_plan.commands);
     }
 }

@@ -157,6 +157,7 @@ impl ProbeArgs {
                     gap,
                     overwrite: self.overwrite,
                     keep: self.keep,
+                    commands: Vec::new(),
                     key_prefix: String::new(),
                     seed: self.seed,
                 })

@@ -241,8 +241,9 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
                 plan.minimum_duration().as_secs_f64()
             ));
             for (index, step) in steps.iter().enumerate() {
-                let command = match step.op {
-                    crate::record::WriteOp::Delete => format!("DEL {}", step.key),
+                let command = match (step.op, &step.command) {
+                    (_, Some(args)) => args.join(" "),
+                    (crate::record::WriteOp::Delete, None) => format!("DEL {}", step.key),
                     _ => format!(
                         "SET {} <{} random bytes>",
                         step.key,

@@ -9,6 +9,8 @@ use crate::target::{ConnInfo, TargetSpec};
 use crate::units::parse_duration;
 
 /// `--url`, or the embedded server's `--server-bin` / `--server-arg`; timeouts.
+// The field docs are also the --help text, where `[user:password@]` must read as written.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// Measure an existing server: redis://[user:password@]host:port[/db]. The password may
