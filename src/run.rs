@@ -283,13 +283,18 @@ pub fn run(
     let mut status_reason = None;
     let mut last_tick = Instant::now();
     let mut last_checkpoint = Instant::now();
+    // run.json stores the options as the run used them (the writer with its real key prefix).
+    let effective_options = RunOptions {
+        writer: writer_plan.clone(),
+        ..options.clone()
+    };
     let meta = Meta {
         run_id: &run_id,
         key_prefix: &key_prefix,
         clock,
         target,
         host: &host,
-        options,
+        options: &effective_options,
     };
 
     loop {
