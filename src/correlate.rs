@@ -70,7 +70,7 @@ pub struct Stall {
 pub struct WriteSummary {
     /// Write number, from 1.
     pub seq: u32,
-    /// `set`, `overwrite` or `delete`.
+    /// `set`, `overwrite`, `delete` or `command`.
     pub op: WriteOp,
     /// Value size, bytes.
     pub size_bytes: u64,

@@ -64,6 +64,9 @@ pub enum WriteOp {
     Overwrite,
     /// `DEL` of a large value: freed on the main thread too.
     Delete,
+    /// A command of the library user's own ([`crate::writer::CustomCommand`]), run by the writer
+    /// on a key it just wrote and timed like every write.
+    Command,
 }
 
 impl WriteOp {
@@ -73,6 +76,7 @@ impl WriteOp {
             WriteOp::Set => "set",
             WriteOp::Overwrite => "overwrite",
             WriteOp::Delete => "delete",
+            WriteOp::Command => "command",
         }
     }
 }
@@ -82,9 +86,9 @@ impl WriteOp {
 pub struct WriteRecord {
     /// Write number in the run, from 1.
     pub seq: u32,
-    /// `set`, `overwrite` or `delete`.
+    /// `set`, `overwrite`, `delete` or `command`.
     pub op: WriteOp,
-    /// Size of the value written (or deleted), in bytes.
+    /// Size of the value written (or deleted, or the key's value for a custom command), in bytes.
     pub size_bytes: u64,
     /// When the writer began sending the command.
     pub start_us: u64,
@@ -94,7 +98,8 @@ pub struct WriteRecord {
     pub reply_us: u64,
     /// `reply_us - start_us` in milliseconds: what the seed called "spend".
     pub set_ms: f64,
-    /// True when the server answered OK (or the delete's integer).
+    /// True when the server answered OK (or the delete's integer; for a custom command, any
+    /// reply but an error).
     pub ok: bool,
     /// The server's error reply or the I/O error, when `ok` is false.
     pub error: Option<String>,

@@ -11,6 +11,7 @@ pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
     let label = match summary.op {
         WriteOp::Delete => "del",
         WriteOp::Set | WriteOp::Overwrite => "set",
+        WriteOp::Command => "cmd",
     };
     let blocked = match summary.hol_delay_ms {
         Some(ms) => format!("{ms:.1}ms"),

@@ -62,8 +62,39 @@ pub struct RunOptions {
     pub stall_threshold_us: u64,
     /// Seed of the value bytes.
     pub seed: u64,
+    /// Ask for real-time (SCHED_FIFO) priority for the probe threads.
+    pub realtime: bool,
     /// Where the exports go.
     pub out: Option<PathBuf>,
+}
+
+/// Default of [`RunOptions::probe_threads`] (and of `--probe-threads`).
+pub const DEFAULT_PROBE_THREADS: u16 = 2;
+/// Default of [`RunOptions::probe_rate`] (and of `--probe-rate`), probes/s per thread.
+pub const DEFAULT_PROBE_RATE: f64 = 1000.0;
+/// Default of [`RunOptions::stall_threshold_us`] (and of `--stall-threshold`), µs.
+pub const DEFAULT_STALL_THRESHOLD_US: u64 = 1000;
+/// Default of [`RunOptions::seed`] (and of `--seed`).
+pub const DEFAULT_SEED: u64 = 0x5eed;
+
+impl Default for RunOptions {
+    /// The command line's defaults: 2 probe threads × 1000 PING/s, a 1 ms stall threshold, no
+    /// writer, no duration, no exports. As it stands this observes until the `interrupt` flag
+    /// given to [`run`] is set: set [`RunOptions::duration`] to observe for a while, or
+    /// [`RunOptions::writer`] to measure writes.
+    fn default() -> Self {
+        RunOptions {
+            probe_threads: DEFAULT_PROBE_THREADS,
+            probe_rate: DEFAULT_PROBE_RATE,
+            probe_cmd: ProbeCmd::Ping,
+            writer: None,
+            duration: None,
+            stall_threshold_us: DEFAULT_STALL_THRESHOLD_US,
+            seed: DEFAULT_SEED,
+            realtime: false,
+            out: None,
+        }
+    }
 }
 
 /// What a finished (or stopped) run found.
@@ -151,7 +182,22 @@ pub fn run(
         rate_per_thread: options.probe_rate,
         cmd: options.probe_cmd,
         get_key: format!("{key_prefix}probe"),
+        realtime: options.realtime,
     };
+    // The prefix is new by construction; still, never touch a key that is already there.
+    let mut own_keys = vec![probe_config.get_key.clone()];
+    if let Some(plan) = &writer_plan {
+        own_keys.extend(plan.steps().into_iter().map(|step| step.key));
+    }
+    let existing: i64 = redis::cmd("EXISTS")
+        .arg(&own_keys)
+        .query(&mut control)
+        .context("checking that the run's keys are free")?;
+    if existing > 0 {
+        anyhow::bail!(
+            "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
+        );
+    }
     if options.probe_cmd == ProbeCmd::Get {
         redis::cmd("SET")
             .arg(&probe_config.get_key)
@@ -237,13 +283,18 @@ pub fn run(
     let mut status_reason = None;
     let mut last_tick = Instant::now();
     let mut last_checkpoint = Instant::now();
+    // run.json stores the options as the run used them (the writer with its real key prefix).
+    let effective_options = RunOptions {
+        writer: writer_plan.clone(),
+        ..options.clone()
+    };
     let meta = Meta {
         run_id: &run_id,
         key_prefix: &key_prefix,
         clock,
         target,
         host: &host,
-        options,
+        options: &effective_options,
     };
 
     loop {
@@ -337,6 +388,12 @@ pub fn run(
     state.writes_notified = state.writes_notified.min(state.writes.len());
     state.analyze(correlate_config);
     state.notify_all(notify);
+    let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
+    if options.realtime && realtime_threads < u32::from(options.probe_threads) {
+        warnings.push(
+            "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
+        );
+    }
     let dropped = shared.dropped.load(Ordering::Relaxed);
     if dropped > 0 {
         warnings.push(format!(
@@ -432,7 +489,9 @@ impl Collector {
                     WriteOp::Delete if write.ok => {
                         self.live_keys.remove(&write.key);
                     }
-                    WriteOp::Delete => {}
+                    // A custom command may have removed the key: the final cleanup deletes it
+                    // again, which is harmless.
+                    WriteOp::Delete | WriteOp::Command => {}
                 }
                 self.writes.push(write);
             }
@@ -618,5 +677,117 @@ impl OutFiles {
         };
         let json = serde_json::to_vec_pretty(&run_json).context("encoding run.json")?;
         write_atomic(&self.dir.join(RUN_JSON), &json)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use serde::Serialize;
+
+    use super::*;
+    use crate::cli::ProbeArgs;
+    use crate::correlate::{Stall, WriteSummary};
+    use crate::export::csv_bytes;
+    use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
+    use crate::writer::WriterPlan;
+
+    /// The header csv derives from the struct's fields.
+    fn derived_header<T: Serialize>(row: &T) -> Vec<String> {
+        let bytes = csv_bytes(std::slice::from_ref(row), &[]).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        text.lines()
+            .next()
+            .unwrap()
+            .split(',')
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn column_constants_match_the_structs() {
+        let probe = ProbeRecord {
+            thread: 0,
+            seq: 0,
+            cmd: ProbeCmd::Ping,
+            intended_us: 0,
+            sent_us: 0,
+            reply_us: None,
+            latency_us: None,
+            ok: true,
+            error: None,
+        };
+        assert_eq!(derived_header(&probe), columns::PROBES);
+        let write = WriteRecord {
+            seq: 1,
+            op: WriteOp::Set,
+            size_bytes: 1,
+            start_us: 0,
+            sent_us: 0,
+            reply_us: 0,
+            set_ms: 0.0,
+            ok: true,
+            error: None,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            server_rss_bytes: None,
+            key: String::new(),
+        };
+        assert_eq!(derived_header(&write), columns::WRITES);
+        let stall = Stall {
+            start_us: 0,
+            end_us: 0,
+            duration_ms: 0.0,
+            probes_delayed: 0,
+            write_seq: None,
+        };
+        assert_eq!(derived_header(&stall), columns::STALLS);
+        let summary = WriteSummary {
+            seq: 1,
+            op: WriteOp::Set,
+            size_bytes: 1,
+            set_ms: 0.0,
+            hol_delay_ms: None,
+            stall_ms: 0.0,
+            probes_delayed: 0,
+            stall_during_send_ms: 0.0,
+            stall_after_send_ms: 0.0,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            probes_in_window: 0,
+            worst_latency_ms: None,
+            ok: true,
+        };
+        assert_eq!(derived_header(&summary), columns::SUMMARY);
+    }
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ProbeArgs,
+    }
+
+    /// The library's defaults (what examples and other programs start from) are the CLI's.
+    #[test]
+    fn library_defaults_are_the_command_lines() {
+        let cli = Wrapper::try_parse_from(["probe", "--writer-sizes", "1M"])
+            .expect("clap parse")
+            .args
+            .to_options()
+            .expect("valid options");
+        let lib = RunOptions::default();
+        assert_eq!(cli.probe_threads, lib.probe_threads);
+        assert_eq!(cli.probe_rate, lib.probe_rate);
+        assert_eq!(cli.probe_cmd, lib.probe_cmd);
+        assert_eq!(cli.stall_threshold_us, lib.stall_threshold_us);
+        assert_eq!(cli.seed, lib.seed);
+        assert_eq!(cli.duration, lib.duration);
+        let cli_plan = cli.writer.expect("a writer plan");
+        let lib_plan = WriterPlan::default();
+        assert_eq!(cli_plan.repeat, lib_plan.repeat);
+        assert_eq!(cli_plan.gap, lib_plan.gap);
+        assert_eq!(cli_plan.overwrite, lib_plan.overwrite);
+        assert_eq!(cli_plan.keep, lib_plan.keep);
+        assert_eq!(cli_plan.commands, lib_plan.commands);
     }
 }

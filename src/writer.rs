@@ -6,6 +6,7 @@
 //! of that one buffer straight to the socket ([`RawConn::send_set`]): the client holds about one
 //! largest value, never the sum.
 
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -39,10 +40,98 @@ pub struct WriterPlan {
     /// Keep every key until the end of the run (as the seed did) instead of deleting each one
     /// after its quiet gap.
     pub keep: bool,
+    /// Commands of the caller's own, run on each freshly written key after its SET (library
+    /// use; the `probe` command line has none). Empty: the plan is SET and DEL only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<CustomCommand>,
     /// The run's key prefix, `holprobe:<run-id>:`.
     pub key_prefix: String,
     /// Seed of the value bytes.
     pub seed: u64,
+}
+
+/// The argument of a [`CustomCommand`] that stands for the key just written.
+pub const KEY_PLACEHOLDER: &str = "{key}";
+
+/// A command of the caller's own, measured with the writer's machinery: the writer sends it on
+/// its connection right after a size's SET (each after its own quiet gap) and records it as a
+/// write event with op `command` — start, last byte sent, reply — so the correlator reports
+/// what the other clients saw during it, exactly as for a SET.
+///
+/// This is how to measure other commands that may block on large values: `GET {key}` (the
+/// server must write the whole value out), `UNLINK {key}` against the plan's own `DEL`,
+/// `STRLEN {key}` as a control. Use only [`KEY_PLACEHOLDER`] to name keys, so the command
+/// touches nothing outside the run's prefix. Any reply but an error counts as success; a
+/// reply is read whole into memory (a `GET` of a 512 MiB value holds 512 MiB in the client).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CustomCommand {
+    /// The command and its arguments, e.g. `["UNLINK", "{key}"]`; every argument equal to
+    /// [`KEY_PLACEHOLDER`] is replaced by the key just written.
+    pub args: Vec<String>,
+    /// The command removes the key (`DEL`, `UNLINK`, `GETDEL`): the plan then skips its own
+    /// deletion of that key.
+    pub removes_key: bool,
+}
+
+impl CustomCommand {
+    /// A command that leaves the key in place, e.g. `CustomCommand::new(["GET", "{key}"])`.
+    pub fn new<I, S>(args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        CustomCommand {
+            args: args.into_iter().map(Into::into).collect(),
+            removes_key: false,
+        }
+    }
+
+    /// A command that removes the key, e.g. `CustomCommand::removing(["UNLINK", "{key}"])`.
+    pub fn removing<I, S>(args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        CustomCommand {
+            removes_key: true,
+            ..CustomCommand::new(args)
+        }
+    }
+
+    /// The arguments with the placeholder replaced by `key`.
+    pub fn resolve(&self, key: &str) -> Vec<String> {
+        self.args
+            .iter()
+            .map(|arg| {
+                if arg == KEY_PLACEHOLDER {
+                    key.to_string()
+                } else {
+                    arg.clone()
+                }
+            })
+            .collect()
+    }
+}
+
+/// Default of [`WriterPlan::gap`] (and of `--gap`).
+pub const DEFAULT_GAP: Duration = Duration::from_millis(500);
+
+impl Default for WriterPlan {
+    /// The command line's defaults: no sizes yet, each written once, a 500 ms gap, fresh keys
+    /// deleted after their gap, no custom commands. [`crate::run::run`] fills in the key
+    /// prefix, and the seed from [`crate::run::RunOptions::seed`].
+    fn default() -> Self {
+        WriterPlan {
+            sizes: Vec::new(),
+            repeat: 1,
+            gap: DEFAULT_GAP,
+            overwrite: false,
+            keep: false,
+            commands: Vec::new(),
+            key_prefix: String::new(),
+            seed: 0,
+        }
+    }
 }
 
 /// One step of the writer's plan.
@@ -52,8 +141,11 @@ pub struct WriteStep {
     pub op: WriteOp,
     /// The key.
     pub key: String,
-    /// The value's size (the deleted value's size for a delete).
+    /// The value's size (the deleted value's size for a delete, the key's value size for a
+    /// custom command).
     pub size_bytes: u64,
+    /// For op `command`: the command to send, the key already in place of the placeholder.
+    pub command: Option<Vec<String>>,
 }
 
 impl WriterPlan {
@@ -63,8 +155,9 @@ impl WriterPlan {
     }
 
     /// The ordered steps: each size `repeat` times to a fresh key; with `overwrite` a second SET
-    /// to the same key; then, unless `keep`, the key's deletion. With `keep`, every key is
-    /// deleted at the end, each deletion measured like any write.
+    /// to the same key; then each custom command; then, unless `keep`, the key's deletion. With
+    /// `keep`, every key is deleted at the end, each deletion measured like any write. A key
+    /// that a custom command removes is not deleted again.
     pub fn steps(&self) -> Vec<WriteStep> {
         let mut steps = Vec::new();
         let mut kept = Vec::new();
@@ -80,18 +173,32 @@ impl WriterPlan {
                     op: WriteOp::Set,
                     key: key.clone(),
                     size_bytes: size,
+                    command: None,
                 });
                 if self.overwrite {
                     steps.push(WriteStep {
                         op: WriteOp::Overwrite,
                         key: key.clone(),
                         size_bytes: size,
+                        command: None,
                     });
+                }
+                for custom in &self.commands {
+                    steps.push(WriteStep {
+                        op: WriteOp::Command,
+                        key: key.clone(),
+                        size_bytes: size,
+                        command: Some(custom.resolve(&key)),
+                    });
+                }
+                if self.commands.iter().any(|c| c.removes_key) {
+                    continue;
                 }
                 let delete = WriteStep {
                     op: WriteOp::Delete,
                     key,
                     size_bytes: size,
+                    command: None,
                 };
                 if self.keep {
                     kept.push(delete);
@@ -127,6 +234,9 @@ pub fn spawn_writer(
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>> {
+    if plan.commands.iter().any(|c| c.args.is_empty()) {
+        anyhow::bail!("a custom command needs at least its name (CustomCommand::args is empty)");
+    }
     let conn = RawConn::connect(conn_info).context("opening the writer's connection")?;
     let worker = Writer {
         steps: plan.steps(),
@@ -167,17 +277,27 @@ impl Writer {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
-            let record = self.execute(index as u32 + 1, &step);
-            let io_failure = !record.ok && record.server_rss_bytes.is_none();
+            let (record, io_error) = self.execute(index as u32 + 1, &step);
             let _ = self.events.send(Event::Write(record));
-            if io_failure {
-                match RawConn::connect(&self.conn_info) {
+            match io_error {
+                None => {}
+                // No reply within --timeout: reconnecting would only wait again.
+                Some(ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    let _ = self.events.send(Event::WriterFailed(format!(
+                        "the server did not answer the writer within --timeout {:?}",
+                        self.conn_info.command_timeout
+                    )));
+                    return;
+                }
+                Some(_) => match RawConn::connect(&self.conn_info) {
                     Ok(conn) => self.conn = conn,
                     Err(err) => {
-                        let _ = self.events.send(Event::WriterFailed(format!("{err:#}")));
+                        let _ = self
+                            .events
+                            .send(Event::WriterFailed(crate::error::one_line(&err)));
                         return;
                     }
-                }
+                },
             }
             if !self.quiet_gap() {
                 break;
@@ -201,7 +321,8 @@ impl Writer {
         }
     }
 
-    fn execute(&mut self, seq: u32, step: &WriteStep) -> WriteRecord {
+    /// One write; also returns the kind of I/O error when the connection failed.
+    fn execute(&mut self, seq: u32, step: &WriteStep) -> (WriteRecord, Option<ErrorKind>) {
         let start = Instant::now();
         let value = &self.value[..step.size_bytes as usize];
         let sent_result = match step.op {
@@ -209,6 +330,15 @@ impl Writer {
             WriteOp::Delete => self
                 .conn
                 .send_raw(&crate::resp::encode_command(&[b"DEL", step.key.as_bytes()])),
+            WriteOp::Command => {
+                let args: Vec<&[u8]> = step
+                    .command
+                    .iter()
+                    .flatten()
+                    .map(|arg| arg.as_bytes())
+                    .collect();
+                self.conn.send_raw(&crate::resp::encode_command(&args))
+            }
         };
         let sent = Instant::now();
         let outcome = sent_result.and_then(|()| self.conn.read_reply());
@@ -217,19 +347,21 @@ impl Writer {
             Ok(Reply::Status(s)) if s == "OK" => (true, None),
             Ok(Reply::Integer(_)) if step.op == WriteOp::Delete => (true, None),
             Ok(Reply::Error(text)) => (false, Some(text.clone())),
+            Ok(_) if step.op == WriteOp::Command => (true, None),
             Ok(other) => (false, Some(format!("unexpected reply {other:?}"))),
             Err(err) => (false, Some(err.to_string())),
         };
         let memory = self.memory.sample();
         // After an I/O error the connection is unusable: no INFO, and the caller reconnects.
-        let server_rss_bytes = if outcome.is_ok() {
+        let io_error = outcome.as_ref().err().map(std::io::Error::kind);
+        let server_rss_bytes = if io_error.is_none() {
             self.server_rss()
         } else {
             None
         };
         let start_us = self.clock.us_at(start);
         let reply_us = self.clock.us_at(reply);
-        WriteRecord {
+        let record = WriteRecord {
             seq,
             op: step.op,
             key: step.key.clone(),
@@ -243,7 +375,8 @@ impl Writer {
             host_mem_pct: memory.mem_pct,
             host_swap_pct: memory.swap_pct,
             server_rss_bytes,
-        }
+        };
+        (record, io_error)
     }
 
     fn server_rss(&mut self) -> Option<u64> {
@@ -269,6 +402,7 @@ mod tests {
             gap: Duration::from_millis(10),
             overwrite,
             keep,
+            commands: Vec::new(),
             key_prefix: "holprobe:t:".into(),
             seed: 1,
         }
@@ -305,6 +439,33 @@ mod tests {
             ]
         );
         assert_eq!(keep.max_size(), 4 << 20);
+    }
+
+    #[test]
+    fn custom_commands_follow_each_set_and_may_replace_the_delete() {
+        let mut p = plan(false, false);
+        p.commands = vec![CustomCommand::new(["GET", KEY_PLACEHOLDER])];
+        assert_eq!(ops(&p)[..3], ["set", "command", "delete"]);
+        let steps = p.steps();
+        assert_eq!(
+            steps[1].command.as_deref(),
+            Some(&["GET".to_string(), steps[0].key.clone()][..])
+        );
+        assert_eq!(steps[1].size_bytes, steps[0].size_bytes);
+        assert!(steps[0].command.is_none() && steps[2].command.is_none());
+
+        p.commands = vec![CustomCommand::removing(["UNLINK", "{key}"])];
+        assert_eq!(
+            ops(&p),
+            [
+                "set", "command", "set", "command", "set", "command", "set", "command"
+            ]
+        );
+        p.keep = true;
+        assert!(!ops(&p).contains(&"delete"));
+        // Arguments other than the placeholder are sent as given.
+        let c = CustomCommand::new(["OBJECT", "ENCODING", "{key}", "{key}x"]);
+        assert_eq!(c.resolve("k"), ["OBJECT", "ENCODING", "k", "{key}x"]);
     }
 
     #[test]

@@ -220,17 +220,22 @@ fn observe_mode_measures_an_injected_debug_sleep() {
     sleeper.join().unwrap();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     let stalls = read_csv(&dir.path().join("stalls.csv"));
-    let long: Vec<f64> = stalls
+    let mut durations: Vec<f64> = stalls
         .iter()
         .map(|s| s["duration_ms"].parse::<f64>().unwrap())
-        .filter(|&ms| ms > 50.0)
         .collect();
-    // One stall of 200 ms; a loaded 2-core machine may add a few ms of its own.
-    assert_eq!(long.len(), 1, "stalls: {stalls:?}\n{stdout}");
+    durations.sort_by(|a, b| b.total_cmp(a));
+    // One stall of 200 ms, the longest by far; a loaded 2-core machine may add stalls of its
+    // own (tens of ms at worst) and stretch the measured one by a few ms.
+    assert!(!durations.is_empty(), "no stall measured\n{stdout}");
     assert!(
-        (195.0..=215.0).contains(&long[0]),
-        "measured {} ms",
-        long[0]
+        (195.0..=230.0).contains(&durations[0]),
+        "measured {} ms for a 200 ms DEBUG SLEEP: {stalls:?}",
+        durations[0]
+    );
+    assert!(
+        durations.get(1).is_none_or(|&second| second < 150.0),
+        "a second long stall: {stalls:?}"
     );
     assert!(stdout.contains("stall at"), "{stdout}");
     let run = read_json(&dir.path().join("run.json"));

@@ -26,7 +26,7 @@ pub struct CleanArgs {
 /// Runs `probe clean`; returns the exit status.
 pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let batch = parse_count("--batch", &args.batch, 1, 100_000)?;
-    let target = open_external(&args.target, "clean")?;
+    let target = open_external(&args.target, "clean", true)?;
     let mut control = target.conn.redis_connection()?;
     let expected = read_meta(&mut control)?.map(|m| m.keys + 1);
     let dbsize: u64 = redis::cmd("DBSIZE").query(&mut control).unwrap_or(0);

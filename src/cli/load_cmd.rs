@@ -218,8 +218,8 @@ impl LoadArgs {
                     gap,
                     overwrite: self.overwrite,
                     keep: self.keep,
-                    key_prefix: String::new(),
                     seed: self.seed,
+                    ..WriterPlan::default()
                 })
             }
             None => {
@@ -253,22 +253,14 @@ impl LoadArgs {
             }
             let one = TargetArgs {
                 url: Some(url.clone()),
-                server_bin: self.server_bin.clone(),
-                server_arg: self.server_arg.clone(),
-                connect_timeout: self.connect_timeout.clone(),
-                timeout: self.timeout.clone(),
+                ..self.target_args()
             };
-            specs.push(one.to_spec(env_password.clone())?);
+            let spec = one.to_spec(env_password.clone())?;
+            refuse_tls(&spec, "--url", url)?;
+            specs.push(spec);
         }
         if specs.is_empty() {
-            let embedded = TargetArgs {
-                url: None,
-                server_bin: self.server_bin.clone(),
-                server_arg: self.server_arg.clone(),
-                connect_timeout: self.connect_timeout.clone(),
-                timeout: self.timeout.clone(),
-            };
-            specs.push(embedded.to_spec(None)?);
+            specs.push(self.target_args().to_spec(None)?);
         }
         if clients < specs.len() as u32 {
             return Err(UsageError::invalid(
@@ -300,6 +292,38 @@ impl LoadArgs {
             },
         ))
     }
+}
+
+impl LoadArgs {
+    /// The main job's target flags with this command's values, no URL and no TLS.
+    fn target_args(&self) -> TargetArgs {
+        TargetArgs {
+            url: None,
+            server_bin: self.server_bin.clone(),
+            server_arg: self.server_arg.clone(),
+            connect_timeout: self.connect_timeout.clone(),
+            timeout: self.timeout.clone(),
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+            insecure: false,
+        }
+    }
+}
+
+/// The load clients and populate speak plain TCP from their own event loop or threads: a
+/// `rediss://` server is refused before anything is sent.
+pub fn refuse_tls(spec: &TargetSpec, flag: &'static str, url: &str) -> Result<(), UsageError> {
+    if let TargetSpec::External(conn) = spec
+        && conn.tls.is_some()
+    {
+        return Err(UsageError::invalid(
+            flag,
+            crate::target::redact_url(url),
+            "TLS (rediss://) is not supported by populate and load yet: their clients use plain sockets",
+        ));
+    }
+    Ok(())
 }
 
 /// Parses a count: digits (underscores allowed), optionally with a decimal `K` (×1000) or `M`
@@ -369,9 +393,12 @@ fn parse_total_rate(text: &str) -> Result<f64, UsageError> {
 }
 
 /// Opens the `--url` server of `populate` or `clean` (they need one: their keys outlive the
-/// command) and says which server it is.
-pub fn open_external(args: &TargetArgs, command: &str) -> Result<Target> {
+/// command). `clean` works over TLS (redis-rs); `populate` does not (plain sockets).
+pub fn open_external(args: &TargetArgs, command: &str, allow_tls: bool) -> Result<Target> {
     let spec = args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+    if !allow_tls {
+        refuse_tls(&spec, "--url", args.url.as_deref().unwrap_or_default())?;
+    }
     if let TargetSpec::Embedded { .. } = spec {
         return Err(UsageError::Conflict(format!(
             "probe {command} needs --url: its keys are meant to outlive the command, and a server the tool starts is stopped when it ends (probe load without --url populates its own server)"

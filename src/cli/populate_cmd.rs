@@ -47,7 +47,7 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         .map(|k| parse_count("--keys", k, 1, 1_000_000_000))
         .transpose()?;
     let value_size = ValueSize::parse("--value-size", &args.value_size)?;
-    let target = open_external(&args.target, "populate")?;
+    let target = open_external(&args.target, "populate", false)?;
     let mut control = target.conn.redis_connection()?;
     let previous = read_meta(&mut control)?;
     let room = MemoryRoom::read(&mut control, &target.server)?;

@@ -45,6 +45,7 @@ pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
     let label = match finding.op {
         WriteOp::Delete => "del",
         WriteOp::Set | WriteOp::Overwrite => "set",
+        WriteOp::Command => "cmd",
     };
     let worst = finding
         .worst_latency_us

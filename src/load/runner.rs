@@ -564,7 +564,9 @@ impl Collector {
                     WriteOp::Delete if write.ok => {
                         self.live_keys.remove(&write.key);
                     }
-                    WriteOp::Delete => {}
+                    // A custom command may have removed the key: the final cleanup deletes it
+                    // again, which is harmless.
+                    WriteOp::Delete | WriteOp::Command => {}
                 }
                 self.writes.push(write);
             }

@@ -1,0 +1,173 @@
+"""Shared reading and saving for the analysis scripts: the documented export columns of a
+`probe --out` directory, read with the csv module into numpy arrays, and figures saved as PNG
+or SVG. Not a script of its own."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: the scripts only ever write files
+
+import numpy as np  # noqa: E402
+
+# The exports' file names (README "Exports").
+PROBES_CSV = "probes.csv"
+WRITES_CSV = "writes.csv"
+STALLS_CSV = "stalls.csv"
+SUMMARY_CSV = "summary.csv"
+RUN_JSON = "run.json"
+LOAD_TIMELINE_CSV = "load_timeline.csv"
+
+FORMATS = (".png", ".svg")
+
+# One colour per write op, used by every script that marks writes.
+OP_COLOURS = {
+    "set": "#1f4e9c",
+    "overwrite": "#7b2d8b",
+    "delete": "#9c1f1f",
+    "command": "#1f7a6d",
+}
+
+
+class InputError(Exception):
+    """A bad argument or input file: the script prints one line and exits 2."""
+
+
+def fail(prog: str, message: str) -> None:
+    """Prints `prog: error: message` on one line and exits 2, as the probe binary does."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run_dir(path: str, *needed: str) -> Path:
+    """The run directory `path`, checked to hold each of the `needed` files."""
+    directory = Path(path)
+    if not directory.is_dir():
+        raise InputError(f"run directory '{path}': no such directory")
+    for name in needed:
+        if not (directory / name).is_file():
+            raise InputError(f"run directory '{path}': no {name} there (is it a probe --out directory?)")
+    return directory
+
+
+def output_path(path: str) -> Path:
+    """Checks the -o/--output name: its extension picks the format (PNG or SVG)."""
+    out = Path(path)
+    if out.suffix.lower() not in FORMATS:
+        raise InputError(f"-o/--output '{path}': expected a .png or .svg file name")
+    if out.parent and not out.parent.exists():
+        raise InputError(f"-o/--output '{path}': directory '{out.parent}' does not exist")
+    return out
+
+
+class Table:
+    """Columns of one CSV export, by name. Only the columns asked for are read; extra columns
+    (added by later versions of the tool) are ignored."""
+
+    def __init__(self, path: Path, required: list[str], optional: list[str] | None = None):
+        self.path = path
+        optional = optional or []
+        try:
+            with open(path, newline="", encoding="utf-8") as handle:
+                reader = csv.reader(handle)
+                header = next(reader, None)
+                if header is None:
+                    raise InputError(f"{path}: empty file (no header row)")
+                missing = [c for c in required if c not in header]
+                if missing:
+                    raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+                wanted = required + [c for c in optional if c in header]
+                index = {c: header.index(c) for c in wanted}
+                cols: dict[str, list[str]] = {c: [] for c in wanted}
+                for row in reader:
+                    if len(row) < len(header):
+                        continue  # a row cut short by a crash: the exports keep whole rows only
+                    for name, i in index.items():
+                        cols[name].append(row[i])
+        except OSError as err:
+            raise InputError(f"{path}: cannot read ({err.strerror})") from err
+        except csv.Error as err:
+            raise InputError(f"{path}: not a valid CSV file ({err})") from err
+        self.columns = cols
+
+    def __len__(self) -> int:
+        first = next(iter(self.columns.values()), [])
+        return len(first)
+
+    def has(self, name: str) -> bool:
+        return name in self.columns
+
+    def text(self, name: str) -> np.ndarray:
+        return np.array(self.columns[name], dtype=object)
+
+    def num(self, name: str) -> np.ndarray:
+        """The column as float64; an empty cell is NaN."""
+        values = self.columns[name]
+        out = np.empty(len(values), dtype=np.float64)
+        for i, value in enumerate(values):
+            try:
+                out[i] = float(value) if value != "" else math.nan
+            except ValueError as err:
+                raise InputError(f"{self.path}: column {name}: '{value}' is not a number") from err
+        return out
+
+    def flag(self, name: str) -> np.ndarray:
+        """A `true`/`false` column as bool."""
+        return np.array([v.strip().lower() == "true" for v in self.columns[name]], dtype=bool)
+
+
+def read_run_json(directory: Path) -> dict:
+    """run.json as a dict, or {} when it is missing or unreadable (the pictures only use it for
+    labels)."""
+    try:
+        with open(directory / RUN_JSON, encoding="utf-8") as handle:
+            data = json.load(handle)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def server_label(meta: dict, fallback: str) -> str:
+    """`redis 7.0.15` from run.json's server.flavor and server.version, else `fallback`."""
+    server = meta.get("server") or {}
+    flavor = server.get("flavor") or ""
+    version = server.get("version") or ""
+    label = f"{flavor} {version}".strip()
+    return label or fallback
+
+
+def probing_label(meta: dict) -> str:
+    """`2 probe threads x 1000/s PING` from run.json's options, or ''."""
+    options = meta.get("options") or {}
+    threads = options.get("probe_threads")
+    rate = options.get("probe_rate")
+    cmd = str(options.get("probe_cmd") or "").upper()
+    if threads is None or rate is None:
+        return ""
+    return f"{threads} probe thread{'s' if threads != 1 else ''} \u00d7 {rate:g}/s {cmd}".strip()
+
+
+def size_label(size_bytes: float) -> str:
+    """`64M`, `1G`, `512K`, as the probe prints sizes (binary units)."""
+    size = int(size_bytes)
+    for unit, suffix in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    for unit, suffix in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if size >= unit:
+            return f"{size / unit:.1f}{suffix}"
+    return f"{size}B"
+
+
+def save(fig, out: Path) -> None:
+    """Writes the figure in the format its extension names."""
+    kwargs = {"dpi": 120} if out.suffix.lower() == ".png" else {}
+    fig.savefig(out, bbox_inches="tight", **kwargs)
+    print(f"wrote {out} ({os.path.getsize(out)} bytes)", file=sys.stderr)

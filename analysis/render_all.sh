@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Renders every picture of analysis/README.md from the runs in data/ (any directory holding a
+# summary.csv, at any depth) into analysis/img/ (or the directory given as $1). Rerun it after
+# adding or replacing runs in data/.
+#
+#   sweeps        runs without custom commands: a timeline each (whole run, zoom on the largest
+#                 set and the largest delete), sizes of SET and DEL over all of them, and a
+#                 compare of the first (sorted by path) against each of the others;
+#   command runs  runs with custom commands (examples/custom_command.rs --out): a timeline
+#                 zoomed on the largest command, and sizes of the commands over all of them;
+#   load runs     directories holding load_timeline.csv: a load picture each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+img=${1:-analysis/img}
+py=${PYTHON:-python3}
+mkdir -p "$img"
+
+sweeps=()
+commands=()
+while IFS= read -r summary; do
+  run=$(dirname "$summary")
+  if grep -q '^[0-9]*,command,' "$run/writes.csv"; then
+    commands+=("$run")
+  else
+    sweeps+=("$run")
+  fi
+done < <(find data -name summary.csv | sort)
+
+if [ ${#sweeps[@]} -eq 0 ] && [ ${#commands[@]} -eq 0 ]; then
+  echo "render_all.sh: no runs in data/ (no summary.csv found)" >&2
+  exit 1
+fi
+
+# A file name from a run's path: data/redis-7.0-get-sample/unlink -> redis-7.0-get-sample-unlink
+name_of() { local n=${1#data/}; echo "${n//\//-}"; }
+
+for run in ${sweeps[@]+"${sweeps[@]}"}; do
+  name=$(name_of "$run")
+  $py analysis/timeline.py "$run" -o "$img/timeline-$name.png"
+  $py analysis/timeline.py "$run" --write largest -o "$img/timeline-$name-largest-set.png"
+  if grep -q '^[0-9]*,delete,' "$run/writes.csv"; then
+    $py analysis/timeline.py "$run" --write largest:delete -o "$img/timeline-$name-largest-delete.png"
+  fi
+done
+if [ ${#sweeps[@]} -gt 0 ]; then
+  $py analysis/sizes.py "${sweeps[@]}" -o "$img/sizes-set.png"
+  $py analysis/sizes.py "${sweeps[@]}" --op delete -o "$img/sizes-delete.png"
+  base=${sweeps[0]}
+  for cand in "${sweeps[@]:1}"; do
+    $py analysis/compare.py "$base" "$cand" -o "$img/compare-$(name_of "$base")-vs-$(name_of "$cand").png"
+  done
+fi
+
+for run in ${commands[@]+"${commands[@]}"}; do
+  $py analysis/timeline.py "$run" --write largest:command -o "$img/timeline-$(name_of "$run")-largest-command.png"
+done
+if [ ${#commands[@]} -gt 0 ]; then
+  $py analysis/sizes.py "${commands[@]}" --op command -o "$img/sizes-command.png"
+fi
+
+while IFS= read -r timeline; do
+  run=$(dirname "$timeline")
+  $py analysis/load.py "$run" -o "$img/load-$(name_of "$run").png"
+done < <(find data -name load_timeline.csv | sort)

@@ -1,0 +1,296 @@
+"""Runs every analysis script on the real runs in data/ (and load.py on its synthetic fixture,
+while no real load run exists) and checks each picture: produced, a real PNG (or SVG) of a
+sensible size, and not blank. Also checks bad input (one line on stderr, exit 2), that the
+numbers the scripts print agree with the data, and that render_all.sh renders every picture
+analysis/README.md shows.
+
+Run from the repository root: python3 -m unittest discover -s analysis/tests -v
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+ANALYSIS = ROOT / "analysis"
+FIXTURES = ANALYSIS / "tests" / "fixtures"
+LOAD_FIXTURE = FIXTURES / "load-synthetic"
+
+
+def data_runs() -> list[Path]:
+    """Every run directory in data/ (a directory holding summary.csv)."""
+    return sorted(p.parent for p in (ROOT / "data").rglob("summary.csv"))
+
+
+def sweep_runs() -> list[Path]:
+    """Runs without custom commands."""
+    return [r for r in data_runs() if not re.search(r"^\d+,command,", (r / "writes.csv").read_text(), re.M)]
+
+
+def script(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, str(ANALYSIS / name), *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"{name} {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr}")
+    return result
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR", f"{path}: no IHDR chunk"
+    return struct.unpack(">II", data[16:24])
+
+
+class PictureChecks(unittest.TestCase):
+    def assert_picture(self, path: Path, min_width: int = 800, min_height: int = 400) -> None:
+        """A PNG of a sensible size whose pixels are not all background."""
+        self.assertTrue(path.is_file(), f"{path} was not written")
+        self.assertGreater(path.stat().st_size, 20_000, f"{path} is suspiciously small")
+        width, height = png_size(path)
+        self.assertGreaterEqual(width, min_width, path)
+        self.assertGreaterEqual(height, min_height, path)
+        pixels = mpimg.imread(path)[..., :3]
+        self.assertEqual(pixels.shape[:2], (height, width))
+        flat = (pixels.reshape(-1, 3) * 255).round().astype(np.int32)
+        codes = flat[:, 0] * 65536 + flat[:, 1] * 256 + flat[:, 2]
+        values, counts = np.unique(codes, return_counts=True)
+        background_share = counts.max() / len(codes)
+        # Axes, dots, labels: a real chart has many colours and a good share of non-background.
+        self.assertGreater(len(values), 50, f"{path}: only {len(values)} colours")
+        self.assertLess(background_share, 0.97, f"{path}: {background_share:.1%} of it is one colour")
+
+
+class DataIsThere(unittest.TestCase):
+    def test_data_holds_real_runs_with_their_metadata(self):
+        runs = data_runs()
+        self.assertTrue(runs, "no runs in data/")
+        for run in runs:
+            meta = json.loads((run / "run.json").read_text())
+            self.assertEqual(meta["status"], "complete", run)
+            self.assertTrue(meta["server"]["version"], run)
+            for name in ("probes.csv", "writes.csv", "stalls.csv"):
+                self.assertTrue((run / name).is_file(), f"{run}/{name}")
+
+
+class Timeline(PictureChecks):
+    def test_every_run_renders_whole_and_zoomed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for run in data_runs():
+                out = Path(tmp) / f"{run.name}.png"
+                script("timeline.py", run, "-o", out)
+                self.assert_picture(out)
+                zoom = Path(tmp) / f"{run.name}-zoom.png"
+                script("timeline.py", run, "--write", "largest", "-o", zoom)
+                self.assert_picture(zoom)
+
+    def test_svg_and_a_time_window(self):
+        run = data_runs()[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "t.svg"
+            script("timeline.py", run, "--from", "1", "--to", "3", "-o", out)
+            text = out.read_text()
+            self.assertIn("<svg", text[:2000])
+            # The probes are rasterized (an embedded image), the rest stays vector.
+            self.assertIn("<image", text)
+            self.assertGreater(out.stat().st_size, 20_000)
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        run = data_runs()[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = [
+                ((Path(tmp) / "missing", "-o", Path(tmp) / "x.png"), "missing"),
+                ((run, "-o", Path(tmp) / "x.jpg"), "x.jpg"),
+                ((run, "--from", "5", "--to", "2", "-o", Path(tmp) / "x.png"), "--from"),
+                ((run, "--from", "9000", "-o", Path(tmp) / "x.png"), "--from"),
+                ((run, "--write", "9999", "-o", Path(tmp) / "x.png"), "--write"),
+                ((run, "--write", "biggest", "-o", Path(tmp) / "x.png"), "--write"),
+                ((run, "--write", "1", "--from", "1", "-o", Path(tmp) / "x.png"), "--write"),
+            ]
+            for args, needle in cases:
+                result = script("timeline.py", *args, check=False)
+                self.assertEqual(result.returncode, 2, f"{args}: {result.stderr}")
+                self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+                self.assertIn(needle, result.stderr)
+                self.assertFalse((Path(tmp) / "x.png").exists())
+
+
+class Sizes(PictureChecks):
+    def test_all_runs_on_one_chart_and_the_fits_agree_with_the_data(self):
+        runs = sweep_runs()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "sizes.png"
+            result = script("sizes.py", *runs, "-o", out)
+            self.assert_picture(out)
+            fits = re.findall(r"^(.+): op set, set_ms = (\S+) ms \+ (\S+) ms/MiB", result.stdout, re.M)
+            self.assertEqual(len(fits), len(runs), result.stdout)
+            for run in runs:
+                # Check the printed slope against a fit made here from the raw CSV.
+                with open(run / "summary.csv", newline="") as handle:
+                    rows = [r for r in csv.DictReader(handle) if r["op"] == "set" and r["ok"] == "true"]
+                x = np.array([float(r["size_bytes"]) / 2**20 for r in rows])
+                y = np.array([float(r["set_ms"]) for r in rows])
+                slope = np.polyfit(x, y, 1)[0]
+                printed = [float(s) for label, _, s in fits if json.loads((run / "run.json").read_text())["server"]["version"] in label]
+                self.assertTrue(any(abs(p - slope) < 1e-3 * max(1, abs(slope)) for p in printed), (run, slope, fits))
+                # A larger value takes the writer longer: true of every real run.
+                self.assertGreater(slope, 0, run)
+
+    def test_delete_and_linear_and_svg(self):
+        runs = sweep_runs()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "d.png"
+            script("sizes.py", *runs, "--op", "delete", "--linear", "-o", out)
+            self.assert_picture(out)
+            svg = Path(tmp) / "d.svg"
+            script("sizes.py", runs[0], "-o", svg)
+            self.assertIn("<svg", svg.read_text()[:2000])
+
+    def test_no_rows_of_that_op_is_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = script("sizes.py", sweep_runs()[0], "--op", "overwrite", "-o", Path(tmp) / "x.png", check=False)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("--op overwrite", result.stderr)
+
+
+class Compare(PictureChecks):
+    def runs(self) -> tuple[Path, Path]:
+        runs = sweep_runs()
+        return runs[0], runs[-1]
+
+    def test_two_runs_with_ratios_and_verdicts(self):
+        base, cand = self.runs()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "c.png"
+            result = script("compare.py", base, cand, "-o", out)
+            self.assert_picture(out)
+            rows = [l.split() for l in result.stdout.splitlines() if l.startswith(("hol_delay_ms ", "set_ms "))]
+            self.assertTrue(rows, result.stdout)
+            verdicts = {"slower", "faster", "no", "too"}
+            for row in rows:
+                self.assertIn(row[7] if len(row) > 7 else "", verdicts, row)
+            # A run against itself: every ratio 1, never a verdict of change.
+            same = script("compare.py", base, base, "-o", Path(tmp) / "aa.png")
+            for line in same.stdout.splitlines():
+                if line.startswith(("hol_delay_ms ", "set_ms ")):
+                    self.assertIn(" 1.00  no clear change", line)
+
+    def test_verdicts_from_json_of_unknown_shape(self):
+        base, cand = self.runs()
+        with open(base / "summary.csv", newline="") as handle:
+            size = int(next(r for r in csv.DictReader(handle) if r["op"] == "set")["size_bytes"])
+        shapes = [
+            {"sizes": [{"size_bytes": size, "hol_delay_ms": {"verdict": "regression"}}]},
+            [{"size": size, "metric": "hol_delay_ms", "status": "regression"}],
+            {"results": {"rows": [{"size_bytes": str(size), "verdict": "regression"}]}},
+        ]
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, shape in enumerate(shapes):
+                path = Path(tmp) / f"v{i}.json"
+                path.write_text(json.dumps(shape))
+                result = script("compare.py", base, cand, "--verdicts", path, "-o", Path(tmp) / f"c{i}.png")
+                line = next(l for l in result.stdout.splitlines() if l.startswith("hol_delay_ms") and l.endswith("regression"))
+                self.assertIn(" " + hd_size(size) + " ", line)
+                self.assert_picture(Path(tmp) / f"c{i}.png")
+            # Nothing recognisable: the picture still comes, with a note.
+            junk = Path(tmp) / "junk.json"
+            junk.write_text("[1, 2, 3]")
+            result = script("compare.py", base, cand, "--verdicts", junk, "-o", Path(tmp) / "j.png")
+            self.assertIn("no per-size verdicts recognised", result.stderr)
+            self.assert_picture(Path(tmp) / "j.png")
+            # Not JSON at all: bad input.
+            bad = Path(tmp) / "bad.json"
+            bad.write_text("{not json")
+            result = script("compare.py", base, cand, "--verdicts", bad, "-o", Path(tmp) / "b.png", check=False)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("--verdicts", result.stderr)
+
+    def test_bad_threshold_and_directory(self):
+        base, cand = self.runs()
+        with tempfile.TemporaryDirectory() as tmp:
+            result = script("compare.py", base, cand, "--threshold", "0.9", "-o", Path(tmp) / "x.png", check=False)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("--threshold", result.stderr)
+            result = script("compare.py", base, Path(tmp), "-o", Path(tmp) / "x.png", check=False)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("summary.csv", result.stderr)
+
+
+def hd_size(size: int) -> str:
+    for unit, suffix in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return f"{size}B"
+
+
+class Load(PictureChecks):
+    """No real load run exists yet (probe load is being built): the SYNTHETIC fixture only checks
+    that the documented load_timeline.csv columns are read and drawn."""
+
+    def test_fixture_renders_and_real_load_runs_too(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "load.png"
+            script("load.py", LOAD_FIXTURE, "-o", out)
+            self.assert_picture(out)
+            for timeline in (ROOT / "data").rglob("load_timeline.csv"):
+                real = Path(tmp) / f"{timeline.parent.name}.png"
+                script("load.py", timeline.parent, "-o", real)
+                self.assert_picture(real)
+
+    def test_several_servers_and_extra_columns(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Path(tmp) / "two"
+            run.mkdir()
+            with open(LOAD_FIXTURE / "load_timeline.csv", newline="") as handle:
+                rows = list(csv.DictReader(handle))
+            with open(run / "load_timeline.csv", "w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["second", "server", "requests", "bytes", "p50_us", "p99_us", "max_us", "errors", "write_seq"])
+                for r in rows:
+                    for server, share in (("127.0.0.1:7001", 0.5), ("127.0.0.1:7002", 0.5), ("all", 1.0)):
+                        writer.writerow([r["second"], server, int(int(r["requests"]) * share), int(int(r["bytes"]) * share), r["p50_us"], r["p99_us"], r["max_us"], r["errors"], ""])
+            out = Path(tmp) / "two.png"
+            script("load.py", run, "-o", out)
+            self.assert_picture(out)
+
+    def test_missing_column_is_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Path(tmp) / "bad"
+            run.mkdir()
+            (run / "load_timeline.csv").write_text("second,requests\n0,10\n")
+            result = script("load.py", run, "-o", Path(tmp) / "x.png", check=False)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("p99_us", result.stderr)
+
+
+class RenderAll(PictureChecks):
+    def test_render_all_makes_every_picture_the_readme_shows(self):
+        readme = (ANALYSIS / "README.md").read_text()
+        shown = sorted(set(re.findall(r"\(img/([^)]+\.png)\)", readme)))
+        self.assertTrue(shown, "analysis/README.md shows no picture")
+        with tempfile.TemporaryDirectory() as tmp:
+            result = subprocess.run(["bash", str(ANALYSIS / "render_all.sh"), tmp], cwd=ROOT, capture_output=True, text=True, timeout=900)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            for name in shown:
+                self.assert_picture(Path(tmp) / name)
+                self.assertTrue((ANALYSIS / "img" / name).is_file(), f"analysis/img/{name} is not committed")
+
+
+if __name__ == "__main__":
+    unittest.main()
