@@ -65,6 +65,15 @@ pub fn run(
     if out.stdout_closed() {
         return Ok(EXIT_INTERRUPTED);
     }
+    for line in report::trust_lines(&report.analysis, &options) {
+        out.line(&line);
+    }
+    if !report.server_settings.is_empty() {
+        out.note(&format!(
+            "server settings changed for the run and restored: {}",
+            report.server_settings.join(", ")
+        ));
+    }
     for line in report::closing_lines(
         &report.analysis,
         options.stall_threshold_us,
@@ -140,6 +149,9 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
             ),
         )
         .into());
+    }
+    if !options.force_memory {
+        crate::writer::check_plan_memory(writer, target)?;
     }
     if !target.server.embedded {
         out.warn(&format!(
