@@ -14,6 +14,7 @@
 //! server ([`target::Target`]), run probes and writes ([`run::run`]), and correlate any recorded
 //! timeline ([`correlate::correlate`]).
 
+pub mod calibrate;
 pub mod cli;
 pub mod clock;
 pub mod correlate;
