@@ -314,7 +314,7 @@ mod tests {
         assert!(median_interval_ranks(4).is_none());
         // Large n: no underflow, the interval narrows to about n/2 -+ 0.98 sqrt(n).
         let (k, c) = median_interval_ranks(10_000).unwrap();
-        assert!(c >= 0.95 && c < 0.96, "{c}");
+        assert!((0.95..0.96).contains(&c), "{c}");
         assert!((4_890..=4_910).contains(&k), "{k}");
     }
 
