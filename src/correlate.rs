@@ -272,6 +272,17 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
     }
     let mut by_intended: Vec<&ProbeRecord> = probes.iter().collect();
     by_intended.sort_unstable_by_key(|p| p.intended_us);
+    // Per thread, by send time: a thread has at most one probe outstanding, the last it sent.
+    let mut by_thread: std::collections::BTreeMap<u16, Vec<&ProbeRecord>> = Default::default();
+    for probe in probes {
+        by_thread.entry(probe.thread).or_default().push(probe);
+    }
+    for list in by_thread.values_mut() {
+        list.sort_unstable_by_key(|p| p.sent_us);
+    }
+    let waited_on_wire = |p: &ProbeRecord, end: u64| {
+        p.sent_us < end && end - p.sent_us > threshold_us && p.reply_us.is_none_or(|r| r >= end)
+    };
     let mut stalls = Vec::new();
     let mut hiccups = Vec::new();
     for (start, end) in merged {
@@ -283,9 +294,15 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
             .filter(|p| p.latency_us.is_none_or(|l| l > threshold_us))
             .count() as u64;
         // Was any probe really waiting on the server, sent and unanswered past the threshold?
-        let on_wire = inside.iter().any(|p| {
-            p.sent_us < end && end - p.sent_us > threshold_us && p.reply_us.is_none_or(|r| r >= end)
-        });
+        // Besides the probes intended inside, look at each thread's last probe sent before the
+        // end: at high rates the probe in flight when the server froze was intended (and sent)
+        // just before the episode's start, while every probe intended inside leaves only after
+        // the end, behind it.
+        let on_wire = inside.iter().any(|p| waited_on_wire(p, end))
+            || by_thread.values().any(|list| {
+                let idx = list.partition_point(|p| p.sent_us < end);
+                idx > 0 && waited_on_wire(list[idx - 1], end)
+            });
         let stall = Stall {
             start_us: start,
             end_us: end,
@@ -556,6 +573,35 @@ mod tests {
         assert!(analysis.stalls.is_empty(), "{:?}", analysis.stalls);
         assert_eq!(analysis.client_hiccups.len(), 1);
         assert!(analysis.baseline.send_lag_max_us >= 4_000);
+    }
+
+    #[test]
+    fn a_freeze_behind_probes_in_flight_is_a_stall_not_a_hiccup() {
+        // 2 threads x 10 000/s, the threads a little behind schedule when the server froze for
+        // 100 ms (the numbers of a real calibration run): both probes in flight were intended
+        // before the first delayed probe, and every probe intended inside the episode left
+        // only after it, behind them.
+        let rec = |thread: u16, intended: u64, sent: u64, reply: u64| {
+            probe(thread, intended, sent, reply)
+        };
+        let probes = vec![
+            rec(0, 1_044_100, 1_044_100, 1_044_158),
+            rec(0, 1_044_200, 1_044_200, 1_044_387),
+            rec(1, 1_044_150, 1_044_150, 1_044_400),
+            rec(0, 1_044_300, 1_044_391, 1_044_446),
+            rec(1, 1_044_250, 1_044_401, 1_044_475),
+            rec(0, 1_044_400, 1_044_450, 1_144_753),
+            rec(1, 1_044_350, 1_044_475, 1_144_970),
+            rec(0, 1_044_500, 1_144_759, 1_145_054),
+            rec(1, 1_044_450, 1_144_981, 1_145_073),
+            rec(0, 1_044_600, 1_145_065, 1_145_109),
+            rec(1, 1_044_550, 1_145_074, 1_145_127),
+        ];
+        let (stalls, hiccups) = stall_episodes(&probes, 1000);
+        assert!(hiccups.is_empty(), "{hiccups:?}");
+        assert_eq!(stalls.len(), 1);
+        assert_eq!(stalls[0].start_us, 1_044_500);
+        assert_eq!(stalls[0].end_us, 1_144_753);
     }
 
     #[test]

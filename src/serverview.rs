@@ -103,6 +103,9 @@ impl ServerTuning {
             effective: Vec::new(),
             notes: Vec::new(),
         };
+        if wants.is_empty() {
+            return tuning;
+        }
         let mut control = match conn.redis_connection() {
             Ok(control) => control,
             Err(err) => {

@@ -177,6 +177,7 @@ impl ProbeArgs {
                     ("--overwrite", self.overwrite),
                     ("--keep", self.keep),
                     ("--force-memory", self.force_memory),
+                    ("--tune-server", self.tune_server),
                     ("--predict", self.predict.is_some()),
                 ] {
                     if set {
