@@ -298,7 +298,7 @@ fn a_write_over_maxmemory_is_refused_up_front() {
         .code(2)
         .stderr(predicate::str::contains("--writer-sizes"))
         .stderr(predicate::str::contains("maxmemory"))
-        .stderr(predicate::str::contains("needs about 20.0 MiB"))
+        .stderr(predicate::str::contains("needs about 40.0 MiB"))
         .stderr(predicate::str::contains("--force-memory"));
     assert!(server.keys("*").is_empty());
 }
@@ -379,4 +379,53 @@ fn bad_calibrate_flags_are_refused_before_anything_starts() {
             .stderr(predicate::str::contains(needle))
             .stderr(predicate::str::contains("panicked").not());
     }
+}
+
+/// The writer checks memory again right before each value: when another client filled the
+/// server meanwhile, the value is not sent, the write is recorded as failed, and the run exits 1.
+#[test]
+fn a_value_that_no_longer_fits_is_not_sent() {
+    let server = TestServer::start(&["maxmemory 80mb"]);
+    let child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "8M",
+            "--repeat",
+            "8",
+            "--gap",
+            "150ms",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    // Another client stores about 60 MiB in 20 keys once the run is going (retrying while the
+    // tool's own value leaves no room).
+    std::thread::sleep(Duration::from_millis(400));
+    let mut conn = server.conn();
+    let filler = vec![7u8; 3 << 20];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for i in 0..20 {
+        loop {
+            let stored: redis::RedisResult<()> = redis::cmd("SET")
+                .arg(format!("user:filler:{i}"))
+                .arg(&filler)
+                .query(&mut conn);
+            if stored.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "could not store the filler");
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+    let output = child.wait_with_output().expect("wait for probe");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("not sent:"), "{stdout}");
+    assert!(stdout.contains("maxmemory"), "{stdout}");
+    assert!(stdout.contains("--force-memory"), "{stdout}");
+    assert_eq!(server.keys("user:*").len(), 20);
+    assert!(server.keys("holprobe:*").is_empty());
 }
