@@ -96,6 +96,26 @@ pub struct CalibrateArgs {
 
 /// The calibration file in `--out`.
 pub const CALIBRATION_CSV: &str = "calibration.csv";
+/// The calibration's settings and verdict in `--out`.
+pub const CALIBRATION_JSON: &str = "calibration.json";
+
+/// `calibration.json`: what was injected, how, and the verdict.
+#[derive(serde::Serialize)]
+struct CalibrationJson<'a> {
+    tool: crate::export::ToolInfo,
+    run_id: &'a str,
+    method: &'a crate::calibrate::MethodChoice,
+    plan: &'a InjectionPlan,
+    probe_threads: u16,
+    probe_rate: f64,
+    aggregate_interval_us: f64,
+    baseline_p99_us: u64,
+    tolerance_ms: f64,
+    injections: usize,
+    within: usize,
+    by_length: &'a [crate::calibrate::LengthSummary],
+    rows: &'a [CalibrationRow],
+}
 
 /// Columns of calibration.csv.
 const CALIBRATION_COLUMNS: &[&str] = &[
@@ -334,7 +354,8 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         out.line(&row_line(row));
     }
     out.line("per length (median error over its injections):");
-    for length in by_length(&rows) {
+    let lengths = by_length(&rows);
+    for length in &lengths {
         let ms = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:+.3}ms"));
         out.line(&format!(
             "  {:>7.1}ms  x{}  stall error {}  delay error {}  worst |error| {}  within {}/{}",
@@ -373,6 +394,23 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         let bytes = csv_bytes(&rows, CALIBRATION_COLUMNS)?;
         write_atomic(&dir.join(CALIBRATION_CSV), &bytes)
             .with_context(|| format!("writing {CALIBRATION_CSV}"))?;
+        let summary = CalibrationJson {
+            tool: crate::export::ToolInfo::default(),
+            run_id: &report.run_id,
+            method: &choice,
+            plan: &validated.plan,
+            probe_threads: options.probe_threads,
+            probe_rate: options.probe_rate,
+            aggregate_interval_us: interval_us,
+            baseline_p99_us: report.analysis.baseline.p99_us,
+            tolerance_ms: tolerance,
+            injections: rows.len(),
+            within: rows.iter().filter(|r| r.within).count(),
+            by_length: &lengths,
+            rows: &rows,
+        };
+        let json = serde_json::to_vec_pretty(&summary).context("encoding calibration.json")?;
+        write_atomic(&dir.join(CALIBRATION_JSON), &json)?;
         out.note(&format!("results in {}", dir.display()));
     }
     let within = rows.iter().filter(|r| r.within).count();
