@@ -81,3 +81,20 @@ pub fn tighten_timer_slack() {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
 }
+
+/// Asks for real-time (SCHED_FIFO) priority for this thread, so a busy host cannot delay the
+/// probe's wake-up. Needs root or CAP_SYS_NICE; returns false (and changes nothing) otherwise.
+pub fn try_realtime_priority() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid param struct.
+        unsafe {
+            let param = libc::sched_param { sched_priority: 10 };
+            libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}

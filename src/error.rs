@@ -50,6 +50,67 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// The error and its causes on one line, `outer: cause: root`, leaving out a cause whose text
+/// the previous message already carries (redis-rs and io errors repeat their source).
+pub fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    let mut line = line.replace('\n', " ");
+    if let Some(hint) = hint_for(&line) {
+        line.push_str(" (");
+        line.push_str(hint);
+        line.push(')');
+    }
+    line
+}
+
+/// What to do about the server errors a user meets most, matched on the server's own codes.
+pub fn hint_for(message: &str) -> Option<&'static str> {
+    const HINTS: &[(&str, &str)] = &[
+        (
+            "NOAUTH",
+            "the server requires a password: put it in the URL, redis://:PASSWORD@host:port, or in REDISCLI_AUTH",
+        ),
+        (
+            "WRONGPASS",
+            "the user name or password was refused: check the URL or REDISCLI_AUTH",
+        ),
+        (
+            "AuthenticationFailed",
+            "the user name or password was refused: check the URL or REDISCLI_AUTH",
+        ),
+        (
+            "NOPERM",
+            "the ACL user may not run this command: the tool needs INFO, PING, GET, SET, DEL (and CONFIG GET, optional) on keys matching holprobe:*",
+        ),
+        (
+            "READONLY",
+            "this is a read-only replica: point --url at the primary to measure writes, or observe the replica with --duration",
+        ),
+        (
+            "OOM command not allowed",
+            "the server hit maxmemory: raise maxmemory or write smaller values",
+        ),
+        (
+            "Connection refused",
+            "nothing listens there: check the host and port, or omit --url to let the tool start its own server",
+        ),
+    ];
+    HINTS
+        .iter()
+        .find(|(code, _)| message.contains(code))
+        .map(|&(_, hint)| hint)
+}
+
 /// Maps an error chain to the documented exit status.
 pub fn exit_status(err: &anyhow::Error) -> i32 {
     if err.chain().any(|cause| cause.is::<UsageError>()) {

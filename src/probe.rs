@@ -3,6 +3,7 @@
 //! probe records when it *should* have gone, so a probe held back by a stalled server is
 //! measured from that moment (wrk2's correction for coordinated omission).
 
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -28,6 +29,8 @@ pub struct ProbeConfig {
     pub cmd: ProbeCmd,
     /// The small key GET probes read (prepared by the run).
     pub get_key: String,
+    /// Ask for SCHED_FIFO priority for the probe threads (`--realtime`).
+    pub realtime: bool,
 }
 
 impl ProbeConfig {
@@ -49,6 +52,8 @@ pub struct ProbeShared {
     pub stop: AtomicBool,
     /// Probe records the collector could not take in time (channel full): counted, never waited on.
     pub dropped: AtomicU64,
+    /// Probe threads that got real-time priority.
+    pub realtime_threads: std::sync::atomic::AtomicU32,
 }
 
 /// Starts the probe threads on a schedule beginning at `schedule_start_us` (run clock). Thread
@@ -87,6 +92,7 @@ pub fn spawn_probes(
             period_ns,
             events: events.clone(),
             shared: Arc::clone(&shared),
+            realtime: config.realtime,
         };
         let handle = std::thread::Builder::new()
             .name(format!("probe-{thread}"))
@@ -108,11 +114,15 @@ struct ProbeWorker {
     period_ns: f64,
     events: Sender<Event>,
     shared: Arc<ProbeShared>,
+    realtime: bool,
 }
 
 impl ProbeWorker {
     fn run(mut self) {
         tighten_timer_slack();
+        if self.realtime && crate::clock::try_realtime_priority() {
+            self.shared.realtime_threads.fetch_add(1, Ordering::Relaxed);
+        }
         let mut seq: u64 = 0;
         while !self.shared.stop.load(Ordering::Relaxed) {
             let intended_us = ((self.first_ns + seq as f64 * self.period_ns) / 1e3) as u64;
@@ -121,17 +131,19 @@ impl ProbeWorker {
             if self.shared.stop.load(Ordering::Relaxed) {
                 break;
             }
-            let record = self.probe_once(seq, intended_us);
-            let failed_io = !record.ok && record.reply_us.is_none();
+            let (record, io_error) = self.probe_once(seq, intended_us);
             self.emit(Event::Probe(record));
             seq += 1;
-            if failed_io && !self.reconnect() {
+            if let Some(kind) = io_error
+                && !self.recover(kind)
+            {
                 return;
             }
         }
     }
 
-    fn probe_once(&mut self, seq: u64, intended_us: u64) -> ProbeRecord {
+    /// One probe; also returns the kind of I/O error when the connection failed.
+    fn probe_once(&mut self, seq: u64, intended_us: u64) -> (ProbeRecord, Option<ErrorKind>) {
         let sent = Instant::now();
         let outcome = self
             .conn
@@ -162,9 +174,12 @@ impl ProbeWorker {
                     (other, _) => record.error = Some(format!("unexpected reply {other:?}")),
                 }
             }
-            Err(err) => record.error = Some(err.to_string()),
+            Err(err) => {
+                record.error = Some(err.to_string());
+                return (record, Some(err.kind()));
+            }
         }
-        record
+        (record, None)
     }
 
     fn emit(&self, event: Event) {
@@ -177,8 +192,20 @@ impl ProbeWorker {
         }
     }
 
-    /// After a connection error: one new connection, or the thread reports and ends.
-    fn reconnect(&mut self) -> bool {
+    /// After a connection error: a server that did not answer within `--timeout` ends the run
+    /// (a reconnect would only wait again); a reset connection gets one new connection, or the
+    /// thread reports and ends.
+    fn recover(&mut self, kind: ErrorKind) -> bool {
+        if matches!(kind, ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            let _ = self.events.send(Event::ProbeFailed {
+                thread: self.thread,
+                error: format!(
+                    "the server did not answer a probe within --timeout {:?}",
+                    self.conn_info.command_timeout
+                ),
+            });
+            return false;
+        }
         match RawConn::connect(&self.conn_info) {
             Ok(conn) => {
                 self.conn = conn;
@@ -187,7 +214,7 @@ impl ProbeWorker {
             Err(err) => {
                 let _ = self.events.send(Event::ProbeFailed {
                     thread: self.thread,
-                    error: format!("{err:#}"),
+                    error: crate::error::one_line(&err),
                 });
                 false
             }

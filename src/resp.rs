@@ -49,9 +49,57 @@ pub fn encode_command(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// A plain or TLS byte stream to the server.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(sock) => sock,
+            Stream::Tls(tls) => &tls.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(sock) => sock.read(buf),
+            Stream::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(sock) => sock.write(buf),
+            Stream::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Stream::Plain(sock) => sock.write_all(buf),
+            // rustls buffers what it encrypts: flush so the bytes reach the kernel now.
+            Stream::Tls(tls) => tls.write_all(buf).and_then(|()| tls.flush()),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(sock) => sock.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
 /// One connection to the server, blocking, with its own small read buffer.
 pub struct RawConn {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -61,7 +109,24 @@ impl RawConn {
     /// Connects, authenticates and selects the database, so nothing large is ever sent by an
     /// unauthenticated client.
     pub fn connect(info: &ConnInfo) -> Result<RawConn> {
-        let stream = info.tcp_connect()?;
+        let socket = info.tcp_connect()?;
+        let stream = match &info.tls {
+            None => Stream::Plain(socket),
+            Some(tls) => {
+                let config = tls.client_config()?;
+                let name = crate::target::TlsSettings::server_name(&info.host)?;
+                let session = rustls::ClientConnection::new(config, name)
+                    .with_context(|| format!("starting TLS with {info}"))?;
+                let mut stream = rustls::StreamOwned::new(session, socket);
+                while stream.conn.is_handshaking() {
+                    stream
+                        .conn
+                        .complete_io(&mut stream.sock)
+                        .with_context(|| format!("TLS handshake with {info}"))?;
+                }
+                Stream::Tls(Box::new(stream))
+            }
+        };
         let mut conn = RawConn {
             stream,
             buf: vec![0; 64 * 1024],
@@ -91,17 +156,17 @@ impl RawConn {
 
     /// Sets the limit on waiting for a reply (`None`: wait forever).
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.stream.set_read_timeout(timeout)
+        self.stream.socket().set_read_timeout(timeout)
     }
 
     /// Sets the limit on one blocked write (`None`: wait forever).
     pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.stream.set_write_timeout(timeout)
+        self.stream.socket().set_write_timeout(timeout)
     }
 
     /// The underlying socket, e.g. to shut it down from another thread.
     pub fn try_clone_stream(&self) -> io::Result<TcpStream> {
-        self.stream.try_clone()
+        self.stream.socket().try_clone()
     }
 
     /// Sends pre-encoded bytes.

@@ -58,6 +58,11 @@ pub trait Actor: Send {
     /// Steps it will take, for progress.
     fn steps_total(&self) -> usize;
 
+    /// The keys it will create under `key_prefix` (checked to be free before the run).
+    fn keys(&self, _key_prefix: &str) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Work done before the run's clock starts (e.g. generating the value bytes), so that it
     /// disturbs nothing measured. `key_prefix` is the run's, `holprobe:<run-id>:`.
     fn prepare(&mut self, _key_prefix: &str) -> Result<()> {
@@ -108,6 +113,8 @@ pub struct RunOptions {
     pub stall_threshold_us: u64,
     /// Seed of the value bytes.
     pub seed: u64,
+    /// Ask for real-time (SCHED_FIFO) priority for the probe threads.
+    pub realtime: bool,
     /// Where the exports go.
     pub out: Option<PathBuf>,
     /// Change the server's SLOWLOG and LATENCY settings for the run on an external server
@@ -239,7 +246,22 @@ pub fn run_with_actor(
         rate_per_thread: options.probe_rate,
         cmd: options.probe_cmd,
         get_key: format!("{key_prefix}probe"),
+        realtime: options.realtime,
     };
+    // The prefix is new by construction; still, never touch a key that is already there.
+    let mut own_keys = vec![probe_config.get_key.clone()];
+    if let Some(actor) = &actor {
+        own_keys.extend(actor.keys(&key_prefix));
+    }
+    let existing: i64 = redis::cmd("EXISTS")
+        .arg(&own_keys)
+        .query(&mut control)
+        .context("checking that the run's keys are free")?;
+    if existing > 0 {
+        anyhow::bail!(
+            "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
+        );
+    }
     // The actor prepares before the clock starts (the writer generates its value), so it
     // disturbs nothing measured.
     if let Some(actor) = actor.as_mut() {
@@ -450,6 +472,12 @@ pub fn run_with_actor(
             "could not restore the server's settings ({}): {err:#}",
             server_settings.join(", ")
         ));
+    }
+    let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
+    if options.realtime && realtime_threads < u32::from(options.probe_threads) {
+        warnings.push(
+            "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
+        );
     }
     let dropped = shared.dropped.load(Ordering::Relaxed);
     if dropped > 0 {
@@ -747,5 +775,96 @@ impl OutFiles {
         };
         let json = serde_json::to_vec_pretty(&run_json).context("encoding run.json")?;
         write_atomic(&self.dir.join(RUN_JSON), &json)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+
+    use super::columns;
+    use crate::correlate::{Stall, WriteSummary};
+    use crate::export::csv_bytes;
+    use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
+
+    /// The header csv derives from the struct's fields.
+    fn derived_header<T: Serialize>(row: &T) -> Vec<String> {
+        let bytes = csv_bytes(std::slice::from_ref(row), &[]).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        text.lines()
+            .next()
+            .unwrap()
+            .split(',')
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn column_constants_match_the_structs() {
+        let probe = ProbeRecord {
+            thread: 0,
+            seq: 0,
+            cmd: ProbeCmd::Ping,
+            intended_us: 0,
+            sent_us: 0,
+            reply_us: None,
+            latency_us: None,
+            ok: true,
+            error: None,
+        };
+        assert_eq!(derived_header(&probe), columns::PROBES);
+        let write = WriteRecord {
+            seq: 1,
+            op: WriteOp::Set,
+            size_bytes: 1,
+            start_us: 0,
+            sent_us: 0,
+            reply_us: 0,
+            set_ms: 0.0,
+            ok: true,
+            error: None,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            server_rss_bytes: None,
+            key: String::new(),
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_latency_event: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
+        };
+        assert_eq!(derived_header(&write), columns::WRITES);
+        let stall = Stall {
+            start_us: 0,
+            end_us: 0,
+            duration_ms: 0.0,
+            probes_delayed: 0,
+            write_seq: None,
+        };
+        assert_eq!(derived_header(&stall), columns::STALLS);
+        let summary = WriteSummary {
+            seq: 1,
+            op: WriteOp::Set,
+            size_bytes: 1,
+            set_ms: 0.0,
+            hol_delay_ms: None,
+            stall_ms: 0.0,
+            probes_delayed: 0,
+            stall_during_send_ms: 0.0,
+            stall_after_send_ms: 0.0,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            probes_in_window: 0,
+            worst_latency_ms: None,
+            ok: true,
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
+            memory_pressure: false,
+            host_mem_peak_pct: 0.0,
+            host_swap_grew_bytes: 0,
+        };
+        assert_eq!(derived_header(&summary), columns::SUMMARY);
     }
 }

@@ -197,3 +197,57 @@ mod tests {
         assert_eq!(format_size(7), "7B");
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Any text: a size or a one-line error naming the flag, never a panic.
+        #[test]
+        fn size_parser_never_panics(text in "\\PC{0,24}") {
+            match parse_size("--writer-sizes", &text) {
+                Ok(bytes) => prop_assert!(bytes > 0),
+                Err(err) => {
+                    let message = err.to_string();
+                    prop_assert!(message.contains("--writer-sizes"));
+                    prop_assert!(!message.contains('\n'));
+                }
+            }
+        }
+
+        /// Every whole size formats and parses back to itself.
+        #[test]
+        fn sizes_round_trip(bytes in 1u64..(1u64 << 50)) {
+            let text = format_size(bytes);
+            if !text.contains('.') {
+                prop_assert_eq!(parse_size("--s", &text).unwrap(), bytes);
+            }
+        }
+
+        /// Number-and-unit sizes mean what they say.
+        #[test]
+        fn units_multiply(n in 1u64..100_000, unit in prop::sample::select(vec!["", "K", "M", "G"])) {
+            let factor = match unit { "K" => 1u64 << 10, "M" => 1 << 20, "G" => 1 << 30, _ => 1 };
+            prop_assert_eq!(parse_size("--s", &format!("{n}{unit}")).unwrap(), n * factor);
+        }
+
+        /// Lists: any text is either all sizes or an error naming the flag.
+        #[test]
+        fn size_list_never_panics(text in "[0-9KMG,.\\- ]{0,30}") {
+            if let Err(err) = parse_size_list("--writer-sizes", &text) {
+                prop_assert!(err.to_string().contains("--writer-sizes"));
+            }
+        }
+
+        /// Durations: any text parses or names the flag, never a panic.
+        #[test]
+        fn duration_parser_never_panics(text in "\\PC{0,24}") {
+            if let Err(err) = parse_duration("--gap", &text) {
+                prop_assert!(err.to_string().contains("--gap"));
+            }
+        }
+    }
+}

@@ -6,6 +6,7 @@
 //! of that one buffer straight to the socket ([`RawConn::send_set`]): the client holds about one
 //! largest value, never the sum.
 
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -222,6 +223,12 @@ impl Actor for WriterActor {
         self.plan.steps().len()
     }
 
+    fn keys(&self, key_prefix: &str) -> Vec<String> {
+        let mut plan = self.plan.clone();
+        plan.key_prefix = key_prefix.to_string();
+        plan.steps().into_iter().map(|step| step.key).collect()
+    }
+
     fn prepare(&mut self, key_prefix: &str) -> Result<()> {
         self.plan.key_prefix = key_prefix.to_string();
         self.value = Arc::new(random_value(self.plan.max_size(), self.plan.seed));
@@ -294,16 +301,27 @@ impl Writer {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
-            let (record, io_failure) = self.execute(index as u32 + 1, &step);
+            let (record, io_error) = self.execute(index as u32 + 1, &step);
             let _ = self.events.send(Event::Write(record));
-            if io_failure {
-                match RawConn::connect(&self.conn_info) {
+            match io_error {
+                None => {}
+                // No reply within --timeout: reconnecting would only wait again.
+                Some(ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    let _ = self.events.send(Event::WriterFailed(format!(
+                        "the server did not answer the writer within --timeout {:?}",
+                        self.conn_info.command_timeout
+                    )));
+                    return;
+                }
+                Some(_) => match RawConn::connect(&self.conn_info) {
                     Ok(conn) => self.conn = conn,
                     Err(err) => {
-                        let _ = self.events.send(Event::WriterFailed(format!("{err:#}")));
+                        let _ = self
+                            .events
+                            .send(Event::WriterFailed(crate::error::one_line(&err)));
                         return;
                     }
-                }
+                },
             }
             if !self.quiet_gap() {
                 break;
@@ -327,15 +345,14 @@ impl Writer {
         }
     }
 
-    /// Runs one step; returns its record and whether the connection failed (and must be
-    /// replaced).
-    fn execute(&mut self, seq: u32, step: &WriteStep) -> (WriteRecord, bool) {
+    /// One write; also returns the kind of I/O error when the connection failed.
+    fn execute(&mut self, seq: u32, step: &WriteStep) -> (WriteRecord, Option<ErrorKind>) {
         let room = self.server_room();
         if step.op != WriteOp::Delete
             && !self.checks.force_memory
             && let Err(reason) = self.memory_check(step.size_bytes, &room)
         {
-            return (self.refused(seq, step, reason, room.rss_bytes), false);
+            return (self.refused(seq, step, reason, room.rss_bytes), None);
         }
         let before = self.view.before(&mut self.conn);
         let start = Instant::now();
@@ -359,7 +376,8 @@ impl Writer {
         };
         let memory = self.memory.sample();
         // After an I/O error the connection is unusable: no INFO, and the caller reconnects.
-        let (server_rss_bytes, figures) = if outcome.is_ok() {
+        let io_error = outcome.as_ref().err().map(std::io::Error::kind);
+        let (server_rss_bytes, figures) = if io_error.is_none() {
             let command = match step.op {
                 WriteOp::Delete => "DEL",
                 _ => "SET",
@@ -393,7 +411,7 @@ impl Writer {
             server_eventloop_max_us: figures.eventloop_max_us,
             server_request_bytes: figures.request_bytes,
         };
-        (record, outcome.is_err())
+        (record, io_error)
     }
 
     /// INFO memory: what the server holds, its limit and policy.

@@ -80,6 +80,11 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "DURATION", default_value = "1ms")]
     stall_threshold: String,
 
+    /// Give the probe threads real-time (SCHED_FIFO) priority where permitted, as in the main
+    /// job.
+    #[arg(long)]
+    realtime: bool,
+
     /// On a server given by --url, lower slowlog-log-slower-than and switch the latency
     /// monitor on for the run (restored afterwards).
     #[arg(long)]
@@ -208,6 +213,7 @@ impl CalibrateArgs {
                 duration: None,
                 stall_threshold_us: threshold.as_micros() as u64,
                 seed: 0,
+                realtime: self.realtime,
                 out: self.out.clone(),
                 tune_server: self.tune_server,
                 force_memory: false,
@@ -252,6 +258,26 @@ fn parse_stall(text: &str) -> Result<Duration, UsageError> {
 pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let validated = args.validate()?;
     let spec = args.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+    let timeout = match &spec {
+        crate::target::TargetSpec::External(conn) => conn.command_timeout,
+        crate::target::TargetSpec::Embedded {
+            command_timeout, ..
+        } => *command_timeout,
+    };
+    if let Some(&longest) = validated.plan.stalls_us.iter().max()
+        && Duration::from_micros(longest) >= timeout
+    {
+        return Err(UsageError::invalid(
+            "--stalls",
+            &args.stalls,
+            format!(
+                "a stall of {:.0} ms would outlast --timeout ({:?}): the probes would give up on the server",
+                longest as f64 / 1e3,
+                timeout
+            ),
+        )
+        .into());
+    }
     if let Some(dir) = &validated.options.out {
         prepare_out_dir(dir, args.force)?;
     }

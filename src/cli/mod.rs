@@ -79,7 +79,7 @@ pub fn main_entry() -> i32 {
     match result {
         Ok(code) => code,
         Err(err) => {
-            output.error(&format!("{err:#}"));
+            output.error(&crate::error::one_line(&err));
             exit_status(&err)
         }
     }

@@ -80,6 +80,11 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "N", default_value_t = 0x5eed)]
     pub seed: u64,
 
+    /// Give the probe threads real-time (SCHED_FIFO) priority where permitted (root or
+    /// CAP_SYS_NICE): a busy host then delays their wake-ups less.
+    #[arg(long)]
+    pub realtime: bool,
+
     /// Write probes.csv, writes.csv, stalls.csv, summary.csv and run.json here, as the run goes.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -103,6 +108,11 @@ pub struct ProbeArgs {
     /// the size model; sizes outside the measured range are flagged as extrapolations.
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub predict: Option<String>,
+
+    /// Print the plan, the memory the server and the client will need, and the commands the
+    /// run would send; start, connect to and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 impl ProbeArgs {
@@ -215,6 +225,7 @@ impl ProbeArgs {
             duration,
             stall_threshold_us: stall_threshold.as_micros() as u64,
             seed: self.seed,
+            realtime: self.realtime,
             out: self.out.clone(),
             tune_server: self.tune_server,
             force_memory: self.force_memory,

@@ -9,7 +9,7 @@ use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::export::{RunStatus, prepare_out_dir};
 use crate::report;
 use crate::run::{self, Notice, RunOptions};
-use crate::target::Target;
+use crate::target::{ServerBinary, Target, TargetSpec};
 use crate::units::format_size;
 
 /// Runs the main job; returns the exit status.
@@ -21,6 +21,12 @@ pub fn run(
 ) -> Result<i32> {
     let options = probe_args.to_options()?;
     let spec = target_args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+    if probe_args.dry_run {
+        for line in dry_run_plan(&options, &spec)? {
+            out.line(&line);
+        }
+        return Ok(EXIT_OK);
+    }
     if let Some(dir) = &options.out {
         prepare_out_dir(dir, probe_args.force)?;
     }
@@ -137,6 +143,12 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
     let Some(writer) = &options.writer else {
         return Ok(());
     };
+    if target.server.role.as_deref() == Some("slave") {
+        anyhow::bail!(
+            "{} is a read-only replica: point --url at the primary to measure writes, or observe the replica with --duration (no --writer-sizes)",
+            target.conn
+        );
+    }
     if let Some(limit) = target.server.proto_max_bulk_len_bytes
         && let Some(&too_big) = writer.sizes.iter().find(|&&s| s > limit)
     {
@@ -189,4 +201,103 @@ fn describe_plan(options: &RunOptions, out: &Output) {
         }
     }
     out.note(&text);
+}
+
+/// The plan of a run, without starting, connecting to or sending anything.
+fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> {
+    let mut lines = vec!["dry run: nothing is started, connected to or sent".to_string()];
+    match spec {
+        TargetSpec::External(conn) => lines.push(format!(
+            "target: {conn} (password: {})",
+            if conn.password.is_some() {
+                "given, not shown"
+            } else {
+                "none"
+            }
+        )),
+        TargetSpec::Embedded { binary, .. } => {
+            let binary = ServerBinary::resolve(binary.as_deref())?;
+            lines.push(format!(
+                "target: start {} ({:?} {}) on a free loopback port, persistence off, in a temporary directory; stopped at the end",
+                binary.path.display(),
+                binary.flavor,
+                binary.version
+            ));
+        }
+    }
+    let every_us = 1e6 / (options.probe_rate * f64::from(options.probe_threads));
+    lines.push(format!(
+        "probes: {} thread(s) x {}/s {} on their own connections (together every {every_us:.0} us), for the whole run",
+        options.probe_threads,
+        options.probe_rate,
+        options.probe_cmd.name().to_uppercase()
+    ));
+    let run_prefix = format!("{}:<run-id>:", run::KEY_NAMESPACE);
+    lines.push(format!(
+        "before the run: INFO server, INFO replication, CONFIG GET maxmemory / proto-max-bulk-len / save / appendonly, EXISTS on the run's keys{}",
+        if options.probe_cmd == crate::record::ProbeCmd::Get {
+            format!(", SET {run_prefix}probe <20 bytes>")
+        } else {
+            String::new()
+        }
+    ));
+    match &options.writer {
+        Some(plan) => {
+            let mut plan = plan.clone();
+            plan.key_prefix = run_prefix.clone();
+            let steps = plan.steps();
+            lines.push(format!(
+                "writes: {} events, each followed by {:?} of quiet probing (at least {:.1} s); around each, the server-view reads (before: INFO memory, INFO debug, LATENCY LATEST, on the embedded server CONFIG RESETSTAT and LATENCY RESET; after: SLOWLOG GET 256, COMMANDLOG GET 16 large-request, LATENCY LATEST, INFO debug, INFO memory):",
+                steps.len(),
+                plan.gap,
+                plan.minimum_duration().as_secs_f64()
+            ));
+            for (index, step) in steps.iter().enumerate() {
+                let command = match step.op {
+                    crate::record::WriteOp::Delete => format!("DEL {}", step.key),
+                    _ => format!(
+                        "SET {} <{} random bytes>",
+                        step.key,
+                        format_size(step.size_bytes)
+                    ),
+                };
+                lines.push(format!(
+                    "  {:>3}  {:<9}  {command}",
+                    index + 1,
+                    step.op.name()
+                ));
+            }
+            let largest = plan.max_size();
+            let server_peak = crate::pressure::plan_server_peak_bytes(
+                &plan.sizes,
+                plan.repeat,
+                plan.overwrite,
+                plan.keep,
+            );
+            lines.push(format!(
+                "server settings: on the embedded server{} CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1, each restored at the end",
+                if options.tune_server { " and with --tune-server" } else { "" }
+            ));
+            lines.push(format!(
+                "memory: client about {} (one buffer of the largest value, sliced for every write); server up to {} (a SET holds its value twice while it executes; the allocator may round each up by 25%){}",
+                format_size(largest),
+                crate::pressure::human_bytes(server_peak),
+                if plan.keep {
+                    " (--keep holds every value until the end)"
+                } else if plan.overwrite {
+                    " (an overwrite holds the old and the new value for a moment)"
+                } else {
+                    " (one value at a time)"
+                }
+            ));
+        }
+        None => lines.push(format!(
+            "observe: no writes; probing for {:?}",
+            options.duration.unwrap_or_default()
+        )),
+    }
+    lines.push(format!(
+        "after the run: DEL of any key left under {run_prefix}"
+    ));
+    Ok(lines)
 }

@@ -33,9 +33,37 @@ pub struct TargetArgs {
     /// Limit on waiting for any one reply before the server is declared unresponsive.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub timeout: String,
+
+    /// With a rediss:// URL: PEM file of the CA that signed the server's certificate
+    /// [default: the system's roots].
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// With a rediss:// URL: PEM client certificate, for servers that require one.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// With a rediss:// URL: PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// With a rediss:// URL: accept any server certificate (encrypted, not authenticated).
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 impl TargetArgs {
+    fn tls_flag_given(&self) -> Option<&'static str> {
+        [
+            ("--tls-ca", self.tls_ca.is_some()),
+            ("--tls-cert", self.tls_cert.is_some()),
+            ("--tls-key", self.tls_key.is_some()),
+            ("--insecure", self.insecure),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
     /// Validates the flags into a [`TargetSpec`]. `env_password` is `REDISCLI_AUTH`.
     pub fn to_spec(&self, env_password: Option<String>) -> Result<TargetSpec, UsageError> {
         let connect_timeout = parse_duration("--connect-timeout", &self.connect_timeout)?;
@@ -58,9 +86,44 @@ impl TargetArgs {
                 let mut conn = ConnInfo::from_url(url, env_password)?;
                 conn.connect_timeout = connect_timeout;
                 conn.command_timeout = command_timeout;
+                match conn.tls.as_mut() {
+                    Some(tls) => {
+                        for (flag, path) in [
+                            ("--tls-ca", &self.tls_ca),
+                            ("--tls-cert", &self.tls_cert),
+                            ("--tls-key", &self.tls_key),
+                        ] {
+                            if let Some(path) = path
+                                && !path.is_file()
+                            {
+                                return Err(UsageError::invalid(
+                                    flag,
+                                    path.display(),
+                                    "no such file",
+                                ));
+                            }
+                        }
+                        tls.ca = self.tls_ca.clone();
+                        tls.cert = self.tls_cert.clone();
+                        tls.key = self.tls_key.clone();
+                        tls.insecure = self.insecure;
+                    }
+                    None => {
+                        if let Some(flag) = self.tls_flag_given() {
+                            return Err(UsageError::Conflict(format!(
+                                "{flag} needs a TLS server: use a rediss:// URL"
+                            )));
+                        }
+                    }
+                }
                 Ok(TargetSpec::External(conn))
             }
             None => {
+                if let Some(flag) = self.tls_flag_given() {
+                    return Err(UsageError::Conflict(format!(
+                        "{flag} needs a TLS server: use --url rediss://host:port"
+                    )));
+                }
                 for setting in &self.server_arg {
                     crate::target::server_arg_tokens(setting)?;
                 }

@@ -152,6 +152,7 @@ pub struct EmbeddedServer {
     binary: ServerBinary,
     port: u16,
     workdir: Option<tempfile::TempDir>,
+    password: Option<String>,
 }
 
 impl EmbeddedServer {
@@ -210,11 +211,17 @@ impl EmbeddedServer {
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", binary.path.display()))?;
+        let password = extra
+            .windows(2)
+            .rev()
+            .find(|pair| pair[0] == "--requirepass")
+            .map(|pair| pair[1].clone());
         let mut server = EmbeddedServer {
             child: Some(child),
             binary: binary.clone(),
             port,
             workdir: Some(workdir),
+            password,
         };
         server.wait_ready(&log)?;
         Ok(server)
@@ -222,7 +229,6 @@ impl EmbeddedServer {
 
     fn wait_ready(&mut self, log: &Path) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let conn = self.conn_info();
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Some(status) = child.try_wait().context("waiting for the server")?
@@ -240,8 +246,9 @@ impl EmbeddedServer {
                     self.binary.path.display()
                 );
             }
-            if let Ok(mut control) = conn.redis_connection()
-                && redis::cmd("PING").query::<String>(&mut control).is_ok()
+            // Any reply counts, NOAUTH included (a --server-arg may set requirepass).
+            if let Ok(mut raw) = crate::resp::RawConn::connect(&ConnInfo::loopback(self.port))
+                && raw.command(&[b"PING"]).is_ok()
             {
                 return Ok(());
             }
@@ -257,9 +264,11 @@ impl EmbeddedServer {
         }
     }
 
-    /// How to connect to it.
+    /// How to connect to it (with the password, when a `--server-arg` set `requirepass`).
     pub fn conn_info(&self) -> ConnInfo {
-        ConnInfo::loopback(self.port)
+        let mut info = ConnInfo::loopback(self.port);
+        info.password = self.password.clone();
+        info
     }
 
     /// The binary it runs.

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use holprobe::target::{ConnInfo, EmbeddedServer};
+use holprobe::target::EmbeddedServer;
 
 /// A real redis-server started for one test.
 pub struct TestServer {
@@ -35,7 +35,8 @@ impl TestServer {
     }
 
     pub fn conn(&self) -> redis::Connection {
-        ConnInfo::loopback(self.port())
+        self.server
+            .conn_info()
             .redis_connection()
             .expect("connect to the test server")
     }

@@ -1,0 +1,400 @@
+//! Bad servers and faults mid-run, against real redis-server processes: a clear message, the
+//! documented exit status, no hang, every measured result kept, nothing leaked.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{TestServer, probe_cmd, read_csv, read_json};
+use predicates::prelude::*;
+
+fn probe_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_probe")
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a child we started.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Waits for a child with a deadline; panics (after killing it) when it hangs.
+fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("probe did not stop within {limit:?}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigint_keeps_results_stops_the_embedded_server_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = Command::new(probe_bin())
+        .args([
+            "--writer-sizes",
+            "8M",
+            "--repeat",
+            "50",
+            "--gap",
+            "100ms",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    let sent = Instant::now();
+    signal(child.id(), libc::SIGINT);
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(130));
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "interrupted");
+    let writes = read_csv(&out.join("writes.csv"));
+    assert!(
+        !writes.is_empty() && writes.len() < 100,
+        "{} writes",
+        writes.len()
+    );
+    assert_eq!(read_csv(&out.join("summary.csv")).len(), writes.len());
+    assert!(read_csv(&out.join("probes.csv")).len() > 1000);
+    // The server the tool started is gone.
+    let address = run["server"]["address"].as_str().unwrap().to_string();
+    assert!(
+        std::net::TcpStream::connect(&address).is_err(),
+        "the embedded server at {address} still answers"
+    );
+}
+
+#[test]
+fn sigterm_against_an_external_server_cleans_its_keys() {
+    let server = TestServer::start(&[]);
+    let mut child = Command::new(probe_bin())
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "4M",
+            "--repeat",
+            "50",
+            "--keep",
+        ])
+        .args(["--gap", "50ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1200));
+    assert!(
+        !server.keys("holprobe:*").is_empty(),
+        "the run should hold keys by now"
+    );
+    signal(child.id(), libc::SIGTERM);
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        server.keys("holprobe:*").is_empty(),
+        "{:?}",
+        server.keys("*")
+    );
+}
+
+#[test]
+fn a_server_killed_mid_run_fails_the_run_quickly_and_keeps_results() {
+    let mut server = TestServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(probe_bin())
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "16M",
+            "--repeat",
+            "50",
+        ])
+        .args(["--gap", "100ms", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    let killed = Instant::now();
+    signal(server.server.pid().unwrap(), libc::SIGKILL);
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        killed.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("error:"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "failed");
+    assert!(
+        run["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("lost the server")
+    );
+    assert!(!read_csv(&dir.path().join("writes.csv")).is_empty());
+    server.server.stop();
+}
+
+#[test]
+fn an_unresponsive_server_ends_the_run_after_the_timeout() {
+    let server = TestServer::start(&[]);
+    let port = server.port();
+    let sleeper = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(800));
+        let mut conn = holprobe::target::ConnInfo::loopback(port)
+            .redis_connection()
+            .unwrap();
+        let _ = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("4")
+            .query::<()>(&mut conn);
+    });
+    let started = Instant::now();
+    probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--duration",
+            "20s",
+            "--timeout",
+            "1s",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "did not answer a probe within --timeout",
+        ));
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "took {:?}",
+        started.elapsed()
+    );
+    sleeper.join().unwrap();
+}
+
+#[test]
+fn closing_stdout_ends_the_run_quietly() {
+    let mut child = Command::new(probe_bin())
+        .args(["--writer-sizes", "1M", "--repeat", "100", "--gap", "50ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("set"), "{first}");
+    // The reader is gone (like `| head -1`): the next line hits a closed pipe.
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("error:"), "{stderr}");
+    assert_ne!(status.code(), Some(0));
+}
+
+#[test]
+fn password_problems_are_named_and_the_password_never_printed() {
+    let server = TestServer::start(&["requirepass sekrit-pass"]);
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    probe_cmd()
+        .args(["--url", &url, "--duration", "1s"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("NOAUTH"))
+        .stderr(predicate::str::contains("REDISCLI_AUTH"));
+    probe_cmd()
+        .args([
+            "--url",
+            &format!("redis://:wrong-pass@127.0.0.1:{}", server.port()),
+        ])
+        .args(["--duration", "1s"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("refused"))
+        .stderr(predicate::str::contains("wrong-pass").not());
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .env("REDISCLI_AUTH", "sekrit-pass")
+        .args([
+            "--url",
+            &url,
+            "--writer-sizes",
+            "1M",
+            "--gap",
+            "50ms",
+            "--out",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let output = assert.get_output();
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("sekrit-pass"));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("sekrit-pass"));
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(!text.contains("sekrit-pass"));
+    }
+}
+
+#[test]
+fn acl_denied_oom_and_a_replica_give_clear_failures() {
+    // An ACL user that may not SET.
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "limited",
+            "on",
+            ">limited-pw",
+            "~*",
+            "+@all",
+            "-set",
+        ])
+        .query::<()>(&mut conn)
+        .unwrap();
+    probe_cmd()
+        .args([
+            "--url",
+            &format!("redis://limited:limited-pw@127.0.0.1:{}", server.port()),
+        ])
+        .args(["--writer-sizes", "1M", "--gap", "50ms"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("NOPERM"))
+        .stderr(predicate::str::contains("write(s) failed"));
+
+    // maxmemory too small for the value: past the tool's own check (--force-memory), the
+    // server's OOM reply.
+    let small = TestServer::start(&["maxmemory 8mb"]);
+    probe_cmd()
+        .args([
+            "--url",
+            &small.url(),
+            "--writer-sizes",
+            "16M",
+            "--gap",
+            "50ms",
+            "--force-memory",
+        ])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("OOM"));
+    assert!(small.keys("holprobe:*").is_empty());
+
+    // A read-only replica refuses writes before any is sent; observing it is fine.
+    let replica_of = format!("replicaof 127.0.0.1 {}", server.port());
+    let replica = TestServer::start(&[&replica_of]);
+    probe_cmd()
+        .args(["--url", &replica.url(), "--writer-sizes", "1M"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("read-only replica"));
+    probe_cmd()
+        .args(["--url", &replica.url(), "--duration", "300ms"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn a_server_without_config_is_still_measured() {
+    let server = TestServer::start(&["rename-command CONFIG \"\""]);
+    let dir = tempfile::tempdir().unwrap();
+    probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "1M",
+            "--gap",
+            "50ms",
+            "--out",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let run = read_json(&dir.path().join("run.json"));
+    assert!(run["server"]["maxmemory_bytes"].is_null());
+}
+
+#[test]
+fn out_directories_are_checked_before_the_run() {
+    // Not writable.
+    probe_cmd()
+        .args(["--writer-sizes", "1M", "--out", "/proc/holprobe-out"])
+        .args(["--server-bin", "/nonexistent/redis-server"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--out"));
+    // Already holds a run.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.json"), "{}").unwrap();
+    probe_cmd()
+        .args([
+            "--writer-sizes",
+            "1M",
+            "--server-bin",
+            "/nonexistent/redis-server",
+            "--out",
+        ])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already holds a run"));
+}
+
+#[test]
+fn dry_run_connects_to_nothing() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    probe_cmd()
+        .args([
+            "--url",
+            &format!("redis://:pw@127.0.0.1:{port}"),
+            "--writer-sizes",
+            "1M,2G",
+        ])
+        .args(["--overwrite", "--dry-run"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "SET holprobe:<run-id>:w2:2G:1 <2G random bytes>",
+        ))
+        .stdout(predicate::str::contains("memory: client about 2G"))
+        .stdout(predicate::str::contains("pw").not());
+    assert!(
+        listener.accept().is_err(),
+        "dry run connected to the server"
+    );
+}
