@@ -1,5 +1,6 @@
 //! The `probe` command line: parse (clap), validate into typed options, run, print.
 
+mod calibrate_cmd;
 mod output;
 mod probe_args;
 mod probe_cmd;
@@ -47,7 +48,11 @@ pub struct Cli {
 /// The subcommands. Each lives in its own `cli/<name>_cmd.rs` with its own `Args` struct and a
 /// `run(args, interrupt, output) -> anyhow::Result<i32>` returning the exit status.
 #[derive(Debug, clap::Subcommand)]
-enum Command {}
+enum Command {
+    /// Inject stalls of known length while probing, and check the measured stalls against the
+    /// accuracy the tool claims (exit 0 when all are within it, 1 otherwise).
+    Calibrate(calibrate_cmd::CalibrateArgs),
+}
 
 /// Runs the command line and returns the process exit status. Errors are printed here, as one
 /// line each, never as a panic.
@@ -69,7 +74,7 @@ pub fn main_entry() -> i32 {
     let mut output = Output::new(Arc::clone(&interrupt));
     let result = match &cli.command {
         None => probe_cmd::run(&cli.target, &cli.probe, &interrupt, &mut output),
-        Some(command) => match *command {},
+        Some(Command::Calibrate(args)) => calibrate_cmd::run(args, &interrupt, &mut output),
     };
     match result {
         Ok(code) => code,
