@@ -153,6 +153,7 @@ fn measure() -> Result<()> {
                 }
                 WriteOp::Overwrite => "SET (overwrite)".to_string(),
                 WriteOp::Delete => "DEL".to_string(),
+                WriteOp::Inject => "injected stall".to_string(),
                 WriteOp::Command => {
                     let words = commands
                         .get(next_command)

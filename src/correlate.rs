@@ -17,7 +17,9 @@
 
 use serde::Serialize;
 
+use crate::pressure::{MemorySample, assess};
 use crate::record::{ProbeRecord, WriteOp, WriteRecord};
+use crate::stats::{SizeModel, SizeSpread, by_size, size_model};
 
 /// Settings of the analysis.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -97,6 +99,21 @@ pub struct WriteSummary {
     pub worst_latency_ms: Option<f64>,
     /// Whether the write itself succeeded.
     pub ok: bool,
+    /// The server's SLOWLOG execution time of the command, µs (see [`WriteRecord`]).
+    pub server_exec_us: Option<u64>,
+    /// The largest LATENCY event the server recorded during the write, ms.
+    pub server_latency_event_ms: Option<u64>,
+    /// The server's longest event-loop cycle during the write, µs.
+    pub server_eventloop_max_us: Option<u64>,
+    /// The request size in Valkey's COMMANDLOG `large-request`, bytes.
+    pub server_request_bytes: Option<u64>,
+    /// True when host swap grew during the write or host memory passed 90%: the figures then
+    /// include the host's paging, not only the server's own cost.
+    pub memory_pressure: bool,
+    /// The highest host memory use from the write's start to just after its reply, percent.
+    pub host_mem_peak_pct: f64,
+    /// How much host swap use grew during the write, bytes.
+    pub host_swap_grew_bytes: u64,
 }
 
 /// Everything the correlator finds in one timeline.
@@ -111,12 +128,30 @@ pub struct Analysis {
     /// One row per write, in write order (`summary` in run.json, as summary.csv).
     #[serde(rename = "summary")]
     pub writes: Vec<WriteSummary>,
+    /// Per op and size: median, min, max and the 95% interval of `set_ms` and `hol_delay_ms`
+    /// over the repeats.
+    pub by_size: Vec<SizeSpread>,
+    /// Least-squares lines of delay against size over the `set` writes (empty with fewer than
+    /// two sizes).
+    pub size_model: Option<SizeModel>,
 }
 
-/// Runs the whole analysis.
+/// Runs the whole analysis, without host memory samples (memory pressure then rests on the
+/// writer's own reading after each write).
 pub fn correlate(
     probes: &[ProbeRecord],
     writes: &[WriteRecord],
+    config: CorrelateConfig,
+) -> Analysis {
+    correlate_with_memory(probes, writes, &[], config)
+}
+
+/// Runs the whole analysis, with the host memory samples of the run (sorted by time) for the
+/// memory-pressure flags.
+pub fn correlate_with_memory(
+    probes: &[ProbeRecord],
+    writes: &[WriteRecord],
+    memory: &[MemorySample],
     config: CorrelateConfig,
 ) -> Analysis {
     let windows: Vec<(u64, u64)> = writes.iter().map(|w| (w.start_us, w.reply_us)).collect();
@@ -135,14 +170,25 @@ pub fn correlate(
             .max_by_key(|&(seq, o)| (o, std::cmp::Reverse(seq)))
             .map(|(seq, _)| seq);
     }
-    let writes = writes
+    let writes: Vec<WriteSummary> = writes
         .iter()
-        .map(|w| summarize_write(w, probes, &stalls, &baseline, config.stall_threshold_us))
+        .map(|w| {
+            summarize_write(
+                w,
+                probes,
+                &stalls,
+                &baseline,
+                memory,
+                config.stall_threshold_us,
+            )
+        })
         .collect();
     Analysis {
         baseline,
         stalls,
         client_hiccups,
+        by_size: by_size(&writes),
+        size_model: size_model(&writes),
         writes,
     }
 }
@@ -226,6 +272,17 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
     }
     let mut by_intended: Vec<&ProbeRecord> = probes.iter().collect();
     by_intended.sort_unstable_by_key(|p| p.intended_us);
+    // Per thread, by send time: a thread has at most one probe outstanding, the last it sent.
+    let mut by_thread: std::collections::BTreeMap<u16, Vec<&ProbeRecord>> = Default::default();
+    for probe in probes {
+        by_thread.entry(probe.thread).or_default().push(probe);
+    }
+    for list in by_thread.values_mut() {
+        list.sort_unstable_by_key(|p| p.sent_us);
+    }
+    let waited_on_wire = |p: &ProbeRecord, end: u64| {
+        p.sent_us < end && end - p.sent_us > threshold_us && p.reply_us.is_none_or(|r| r >= end)
+    };
     let mut stalls = Vec::new();
     let mut hiccups = Vec::new();
     for (start, end) in merged {
@@ -237,9 +294,15 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
             .filter(|p| p.latency_us.is_none_or(|l| l > threshold_us))
             .count() as u64;
         // Was any probe really waiting on the server, sent and unanswered past the threshold?
-        let on_wire = inside.iter().any(|p| {
-            p.sent_us < end && end - p.sent_us > threshold_us && p.reply_us.is_none_or(|r| r >= end)
-        });
+        // Besides the probes intended inside, look at each thread's last probe sent before the
+        // end: at high rates the probe in flight when the server froze was intended (and sent)
+        // just before the episode's start, while every probe intended inside leaves only after
+        // the end, behind it.
+        let on_wire = inside.iter().any(|p| waited_on_wire(p, end))
+            || by_thread.values().any(|list| {
+                let idx = list.partition_point(|p| p.sent_us < end);
+                idx > 0 && waited_on_wire(list[idx - 1], end)
+            });
         let stall = Stall {
             start_us: start,
             end_us: end,
@@ -261,6 +324,7 @@ fn summarize_write(
     probes: &[ProbeRecord],
     stalls: &[Stall],
     baseline: &Baseline,
+    memory: &[MemorySample],
     threshold_us: u64,
 ) -> WriteSummary {
     let (ws, we) = (write.start_us, write.reply_us);
@@ -287,6 +351,7 @@ fn summarize_write(
             / 1e3
     };
     let sent = write.sent_us.clamp(ws, we);
+    let pressure = assess(ws, we, memory, write.host_mem_pct);
     WriteSummary {
         seq: write.seq,
         op: write.op,
@@ -302,6 +367,13 @@ fn summarize_write(
         probes_in_window,
         worst_latency_ms: worst.map(|w| w as f64 / 1e3),
         ok: write.ok,
+        server_exec_us: write.server_exec_us,
+        server_latency_event_ms: write.server_latency_event_ms,
+        server_eventloop_max_us: write.server_eventloop_max_us,
+        server_request_bytes: write.server_request_bytes,
+        memory_pressure: pressure.memory_pressure,
+        host_mem_peak_pct: pressure.host_mem_peak_pct,
+        host_swap_grew_bytes: pressure.host_swap_grew_bytes,
     }
 }
 
@@ -369,6 +441,11 @@ mod tests {
             host_mem_pct: 10.0,
             host_swap_pct: 0.0,
             server_rss_bytes: None,
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_latency_event: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
         }
     }
 
@@ -499,6 +576,35 @@ mod tests {
     }
 
     #[test]
+    fn a_freeze_behind_probes_in_flight_is_a_stall_not_a_hiccup() {
+        // 2 threads x 10 000/s, the threads a little behind schedule when the server froze for
+        // 100 ms (the numbers of a real calibration run): both probes in flight were intended
+        // before the first delayed probe, and every probe intended inside the episode left
+        // only after it, behind them.
+        let rec = |thread: u16, intended: u64, sent: u64, reply: u64| {
+            probe(thread, intended, sent, reply)
+        };
+        let probes = vec![
+            rec(0, 1_044_100, 1_044_100, 1_044_158),
+            rec(0, 1_044_200, 1_044_200, 1_044_387),
+            rec(1, 1_044_150, 1_044_150, 1_044_400),
+            rec(0, 1_044_300, 1_044_391, 1_044_446),
+            rec(1, 1_044_250, 1_044_401, 1_044_475),
+            rec(0, 1_044_400, 1_044_450, 1_144_753),
+            rec(1, 1_044_350, 1_044_475, 1_144_970),
+            rec(0, 1_044_500, 1_144_759, 1_145_054),
+            rec(1, 1_044_450, 1_144_981, 1_145_073),
+            rec(0, 1_044_600, 1_145_065, 1_145_109),
+            rec(1, 1_044_550, 1_145_074, 1_145_127),
+        ];
+        let (stalls, hiccups) = stall_episodes(&probes, 1000);
+        assert!(hiccups.is_empty(), "{hiccups:?}");
+        assert_eq!(stalls.len(), 1);
+        assert_eq!(stalls[0].start_us, 1_044_500);
+        assert_eq!(stalls[0].end_us, 1_144_753);
+    }
+
+    #[test]
     fn baseline_excludes_write_windows() {
         let probes = timeline(0, 1_000_000, &[(400_000, 450_000)]);
         let writes = [write(1, WriteOp::Delete, 399_000, 399_010, 450_100)];
@@ -511,6 +617,30 @@ mod tests {
             analysis.baseline.max_us
         );
         assert!(analysis.writes[0].hol_delay_ms.unwrap() > 49.0);
+    }
+
+    #[test]
+    fn memory_samples_flag_the_write_during_which_swap_grew() {
+        let probes = timeline(0, 1_000_000, &[]);
+        let writes = [
+            write(1, WriteOp::Set, 100_000, 150_000, 200_000),
+            write(2, WriteOp::Set, 500_000, 550_000, 600_000),
+        ];
+        let memory: Vec<MemorySample> = (0..50)
+            .map(|i| MemorySample {
+                at_us: i * 20_000,
+                mem_pct: 50.0,
+                // Swap grows from 0 to 64 MiB between 520 ms and 580 ms: inside write 2.
+                swap_used_bytes: if i * 20_000 >= 520_000 { 64 << 20 } else { 0 },
+            })
+            .collect();
+        let analysis = correlate_with_memory(&probes, &writes, &memory, THRESHOLD);
+        assert!(!analysis.writes[0].memory_pressure);
+        assert!(analysis.writes[1].memory_pressure);
+        assert_eq!(analysis.writes[1].host_swap_grew_bytes, 64 << 20);
+        // Without samples only the after-write reading (10%) is known: no flag.
+        let plain = correlate(&probes, &writes, THRESHOLD);
+        assert!(plain.writes.iter().all(|w| !w.memory_pressure));
     }
 
     #[test]

@@ -74,3 +74,45 @@ fn percent(part: u64, whole: u64) -> f64 {
 pub fn logical_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// How often the sampler thread reads host memory during a run.
+pub const MEMORY_SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Starts a thread that reads host memory every `period` and sends each reading as
+/// [`crate::run::Event::Memory`] on the run's clock, until `stop` is set. Reading
+/// `/proc/meminfo` costs tens of µs, so at 50 Hz it takes well under 1% of a core; it runs on
+/// its own thread, so a slow read never delays a probe.
+pub fn spawn_memory_sampler(
+    clock: crate::clock::RunClock,
+    events: crossbeam_channel::Sender<crate::run::Event>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    period: std::time::Duration,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    use anyhow::Context;
+    use std::sync::atomic::Ordering;
+    std::thread::Builder::new()
+        .name("memory-sampler".into())
+        .spawn(move || {
+            let mut sampler = HostMemorySampler::new();
+            while !stop.load(Ordering::Relaxed) {
+                let reading = sampler.sample();
+                let sample = crate::pressure::MemorySample {
+                    at_us: clock.now_us(),
+                    mem_pct: reading.mem_pct,
+                    swap_used_bytes: reading.swap_used_bytes,
+                };
+                if events
+                    .try_send(crate::run::Event::Memory(sample))
+                    .is_err_and(|e| e.is_disconnected())
+                {
+                    return;
+                }
+                // Sleep in short steps so a stopped run is not held up.
+                let wake = std::time::Instant::now() + period;
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < wake {
+                    std::thread::sleep(period.min(std::time::Duration::from_millis(10)));
+                }
+            }
+        })
+        .context("starting the memory sampler thread")
+}

@@ -14,6 +14,7 @@
 //! server ([`target::Target`]), run probes and writes ([`run::run`]), and correlate any recorded
 //! timeline ([`correlate::correlate`]).
 
+pub mod calibrate;
 pub mod cli;
 pub mod clock;
 pub mod correlate;
@@ -21,11 +22,14 @@ pub mod error;
 pub mod export;
 pub mod hostmem;
 pub mod load;
+pub mod pressure;
 pub mod probe;
 pub mod record;
 pub mod report;
 pub mod resp;
 pub mod run;
+pub mod serverview;
+pub mod stats;
 pub mod target;
 pub mod units;
 pub mod writer;

@@ -67,6 +67,9 @@ pub enum WriteOp {
     /// A command of the library user's own ([`crate::writer::CustomCommand`]), run by the writer
     /// on a key it just wrote and timed like every write.
     Command,
+    /// A stall of known length injected by `probe calibrate` (`DEBUG SLEEP` or a Lua busy loop):
+    /// no value is written; `size_bytes` is 0.
+    Inject,
 }
 
 impl WriteOp {
@@ -77,6 +80,7 @@ impl WriteOp {
             WriteOp::Overwrite => "overwrite",
             WriteOp::Delete => "delete",
             WriteOp::Command => "command",
+            WriteOp::Inject => "inject",
         }
     }
 }
@@ -111,4 +115,21 @@ pub struct WriteRecord {
     pub server_rss_bytes: Option<u64>,
     /// The key written (under the run's prefix).
     pub key: String,
+    /// The server's own execution time of the command, µs: its SLOWLOG entry. Empty when the
+    /// server logged none (the command ran faster than `slowlog-log-slower-than`, or SLOWLOG is
+    /// unavailable). SLOWLOG times execution only, not reading the request.
+    pub server_exec_us: Option<u64>,
+    /// The largest LATENCY monitor event the server recorded during the write, ms (empty: none
+    /// recorded, or the monitor is off).
+    pub server_latency_event_ms: Option<u64>,
+    /// Name of that event (`command`, `fast-command`, ...).
+    pub server_latency_event: Option<String>,
+    /// The server's longest event-loop cycle during the write, µs (`eventloop_duration_max` of
+    /// INFO DEBUG, Redis 7.2+ and Valkey). Empty where the server does not report it, or (on a
+    /// server the tool may not reset) when the longest cycle during the write was no longer
+    /// than an earlier one.
+    pub server_eventloop_max_us: Option<u64>,
+    /// The request size the server logged for the command in Valkey's COMMANDLOG
+    /// `large-request`, bytes (empty: no entry, or no COMMANDLOG).
+    pub server_request_bytes: Option<u64>,
 }

@@ -6,23 +6,27 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{RecvTimeoutError, bounded};
+use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
 use serde::Serialize;
 
 use crate::clock::RunClock;
-use crate::correlate::{Analysis, CorrelateConfig, Stall, WriteSummary, correlate};
+use crate::correlate::{Analysis, CorrelateConfig, Stall, WriteSummary, correlate_with_memory};
 use crate::export::{
     HostInfo, PROBES_CSV, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
     ToolInfo, WRITES_CSV, csv_bytes, write_atomic,
 };
+use crate::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
+use crate::pressure::MemorySample;
 use crate::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
-use crate::target::Target;
+use crate::serverview::{ServerTuning, ViewSetup, Want, settings_for_writes};
+use crate::target::{ConnInfo, Target};
 use crate::units::option_duration_ms;
-use crate::writer::{WriterPlan, random_value, spawn_writer};
+use crate::writer::{WriterActor, WriterPlan};
 
 /// What the measurement threads send to the collector, all on one clock.
 #[derive(Debug)]
@@ -42,6 +46,53 @@ pub enum Event {
     WriterDone,
     /// The writer lost its connection and could not reconnect.
     WriterFailed(String),
+    /// A reading of host memory (for the memory-pressure flags).
+    Memory(MemorySample),
+}
+
+/// A measurement thread that runs beside the probes on the run's clock and decides when the run
+/// ends: the writer of the main job ([`WriterActor`]), the stall injector of `probe calibrate`.
+/// It sends its events as [`Event::Write`] and ends with [`Event::WriterDone`] (or
+/// [`Event::WriterFailed`]); it stops early when its `stop` flag is set.
+pub trait Actor: Send {
+    /// Steps it will take, for progress.
+    fn steps_total(&self) -> usize;
+
+    /// The keys it will create under `key_prefix` (checked to be free before the run).
+    fn keys(&self, _key_prefix: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Work done before the run's clock starts (e.g. generating the value bytes), so that it
+    /// disturbs nothing measured. `key_prefix` is the run's, `holprobe:<run-id>:`.
+    fn prepare(&mut self, _key_prefix: &str) -> Result<()> {
+        Ok(())
+    }
+
+    /// The server settings it needs for the server's own view (applied on the embedded server,
+    /// and on an external one with `--tune-server`; restored afterwards).
+    fn server_settings(&self) -> Vec<(&'static str, Want)> {
+        settings_for_writes()
+    }
+
+    /// Opens its connection and starts its thread.
+    fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>>;
+}
+
+/// What an [`Actor`] gets to run with.
+pub struct ActorContext {
+    /// How to connect to the server.
+    pub conn: ConnInfo,
+    /// The run's clock.
+    pub clock: RunClock,
+    /// The run's event channel.
+    pub events: Sender<Event>,
+    /// Set when the run stops.
+    pub stop: Arc<AtomicBool>,
+    /// Which server counters the actor may reset around its events.
+    pub view: ViewSetup,
+    /// The server runs on this host.
+    pub server_local: bool,
 }
 
 /// Validated options of a probe run (also stored in run.json).
@@ -66,6 +117,14 @@ pub struct RunOptions {
     pub realtime: bool,
     /// Where the exports go.
     pub out: Option<PathBuf>,
+    /// Change the server's SLOWLOG and LATENCY settings for the run on an external server
+    /// (`--tune-server`; always done on the embedded one), restoring them afterwards.
+    pub tune_server: bool,
+    /// Send values even when they would pass maxmemory or push the host into swap
+    /// (`--force-memory`).
+    pub force_memory: bool,
+    /// Sizes to predict the blocking of from the size model (`--predict`), bytes.
+    pub predict_bytes: Vec<u64>,
 }
 
 /// Default of [`RunOptions::probe_threads`] (and of `--probe-threads`).
@@ -93,6 +152,9 @@ impl Default for RunOptions {
             seed: DEFAULT_SEED,
             realtime: false,
             out: None,
+            tune_server: false,
+            force_memory: false,
+            predict_bytes: Vec::new(),
         }
     }
 }
@@ -118,6 +180,8 @@ pub struct RunReport {
     pub warnings: Vec<String>,
     /// Wall-clock time of the run's clock zero, µs since the Unix epoch.
     pub started_unix_us: u64,
+    /// Server settings changed for the run (and restored), as `name old -> new`.
+    pub server_settings: Vec<String>,
 }
 
 /// Something the caller may show while the run goes.
@@ -167,16 +231,48 @@ pub fn run(
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
+    let actor = options.writer.clone().map(|mut plan| {
+        plan.seed = options.seed;
+        Box::new(WriterActor::new(plan, options.force_memory)) as Box<dyn Actor>
+    });
+    run_with_actor(options, target, actor, interrupt, notify)
+}
+
+/// Runs probes with `actor` (in place of the writer `options` may plan) beside them: the same
+/// probe threads, clock, collector, correlator and exports as the main job. Without an actor it
+/// observes (for `options.duration`, or until `interrupt`).
+pub fn run_with_actor(
+    options: &RunOptions,
+    target: &Target,
+    mut actor: Option<Box<dyn Actor>>,
+    interrupt: &AtomicBool,
+    notify: &mut dyn FnMut(Notice<'_>),
+) -> Result<RunReport> {
     let run_id = new_run_id();
     let key_prefix = format!("{KEY_NAMESPACE}:{run_id}:");
     let mut warnings = Vec::new();
     let mut control = target.conn.redis_connection()?;
 
-    let writer_plan = options.writer.clone().map(|mut plan| {
-        plan.key_prefix = key_prefix.clone();
-        plan.seed = options.seed;
-        plan
-    });
+    // The server's settings for its own view; the guard restores them on every way out.
+    let mut tuning = match &actor {
+        Some(actor) => ServerTuning::apply(
+            &target.conn,
+            &actor.server_settings(),
+            target.server.embedded || options.tune_server,
+        ),
+        None => ServerTuning::apply(&target.conn, &[], false),
+    };
+    warnings.append(&mut tuning.notes);
+    let view = ViewSetup {
+        reset_stats: target.server.embedded,
+        reset_latency: target.server.embedded || tuning.latency_monitor_turned_on(),
+    };
+    let server_settings: Vec<String> = tuning
+        .changed()
+        .iter()
+        .map(|c| format!("{} {} -> {}", c.name, c.old, c.new))
+        .collect();
+
     let probe_config = ProbeConfig {
         threads: options.probe_threads,
         rate_per_thread: options.probe_rate,
@@ -186,8 +282,8 @@ pub fn run(
     };
     // The prefix is new by construction; still, never touch a key that is already there.
     let mut own_keys = vec![probe_config.get_key.clone()];
-    if let Some(plan) = &writer_plan {
-        own_keys.extend(plan.steps().into_iter().map(|step| step.key));
+    if let Some(actor) = &actor {
+        own_keys.extend(actor.keys(&key_prefix));
     }
     let existing: i64 = redis::cmd("EXISTS")
         .arg(&own_keys)
@@ -198,6 +294,11 @@ pub fn run(
             "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
         );
     }
+    // The actor prepares before the clock starts (the writer generates its value), so it
+    // disturbs nothing measured.
+    if let Some(actor) = actor.as_mut() {
+        actor.prepare(&key_prefix)?;
+    }
     if options.probe_cmd == ProbeCmd::Get {
         redis::cmd("SET")
             .arg(&probe_config.get_key)
@@ -205,11 +306,6 @@ pub fn run(
             .query::<()>(&mut control)
             .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
     }
-    // The value is generated before the clock starts, so it disturbs nothing measured.
-    let value = Arc::new(match &writer_plan {
-        Some(plan) => random_value(plan.max_size(), options.seed),
-        None => Vec::new(),
-    });
 
     let mut out = match &options.out {
         Some(dir) => Some(OutFiles::create(dir)?),
@@ -235,21 +331,37 @@ pub fn run(
             return Err(err);
         }
     };
-    let steps_total = writer_plan.as_ref().map_or(0, |p| p.steps().len());
+    let steps_total = actor.as_ref().map_or(0, |a| a.steps_total());
+    let has_actor = actor.is_some();
     let mut writer_handle = None;
-    if let Some(plan) = writer_plan.clone() {
-        match spawn_writer(
-            plan,
-            Arc::clone(&value),
-            &target.conn,
+    let mut sampler_handle = None;
+    if let Some(actor) = actor.take() {
+        let spawned = spawn_memory_sampler(
             clock,
             tx.clone(),
             Arc::clone(&writer_stop),
-        ) {
+            MEMORY_SAMPLE_PERIOD,
+        )
+        .and_then(|sampler| {
+            sampler_handle = Some(sampler);
+            actor.spawn(ActorContext {
+                conn: target.conn.clone(),
+                clock,
+                events: tx.clone(),
+                stop: Arc::clone(&writer_stop),
+                view,
+                server_local: target.server.local,
+            })
+        });
+        match spawned {
             Ok(handle) => writer_handle = Some(handle),
             Err(err) => {
                 shared.stop.store(true, Ordering::Relaxed);
+                writer_stop.store(true, Ordering::Relaxed);
                 for handle in probe_handles.drain(..) {
+                    let _ = handle.join();
+                }
+                if let Some(handle) = sampler_handle.take() {
                     let _ = handle.join();
                 }
                 cleanup_keys(&mut control, std::slice::from_ref(&probe_config.get_key));
@@ -269,6 +381,7 @@ pub fn run(
     let mut state = Collector {
         probes: Vec::new(),
         writes: Vec::new(),
+        memory: Vec::new(),
         last_intended: vec![None; options.probe_threads as usize],
         live_threads: vec![true; options.probe_threads as usize],
         writes_notified: 0,
@@ -285,7 +398,11 @@ pub fn run(
     let mut last_checkpoint = Instant::now();
     // run.json stores the options as the run used them (the writer with its real key prefix).
     let effective_options = RunOptions {
-        writer: writer_plan.clone(),
+        writer: options.writer.clone().map(|mut plan| {
+            plan.key_prefix = key_prefix.clone();
+            plan.seed = options.seed;
+            plan
+        }),
         ..options.clone()
     };
     let meta = Meta {
@@ -317,7 +434,7 @@ pub fn run(
         if let Some(deadline) = deadline_us
             && clock.now_us() >= deadline
         {
-            if writer_plan.is_some() {
+            if has_actor {
                 status = RunStatus::Interrupted;
                 status_reason = Some("--duration ended before the writer's plan".into());
             }
@@ -335,7 +452,7 @@ pub fn run(
             && state
                 .watermark()
                 .is_some_and(|mark| state.writes[state.writes_notified].reply_us < mark);
-        let periodic = writer_plan.is_none() && last_checkpoint.elapsed() >= Duration::from_secs(1);
+        let periodic = !has_actor && last_checkpoint.elapsed() >= Duration::from_secs(1);
         if pending_writes || periodic {
             last_checkpoint = Instant::now();
             state.analyze(correlate_config);
@@ -353,6 +470,9 @@ pub fn run(
         let _ = handle.join();
     }
     if let Some(handle) = writer_handle {
+        let _ = handle.join();
+    }
+    if let Some(handle) = sampler_handle {
         let _ = handle.join();
     }
     while let Ok(event) = rx.try_recv() {
@@ -388,6 +508,12 @@ pub fn run(
     state.writes_notified = state.writes_notified.min(state.writes.len());
     state.analyze(correlate_config);
     state.notify_all(notify);
+    if let Err(err) = tuning.restore() {
+        warnings.push(format!(
+            "could not restore the server's settings ({}): {err:#}",
+            server_settings.join(", ")
+        ));
+    }
     let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
     if options.realtime && realtime_threads < u32::from(options.probe_threads) {
         warnings.push(
@@ -420,6 +546,7 @@ pub fn run(
         probes_dropped: dropped,
         warnings,
         started_unix_us: clock.unix_start_us(),
+        server_settings,
     })
 }
 
@@ -452,6 +579,7 @@ struct Meta<'a> {
 struct Collector {
     probes: Vec<ProbeRecord>,
     writes: Vec<WriteRecord>,
+    memory: Vec<MemorySample>,
     last_intended: Vec<Option<u64>>,
     live_threads: Vec<bool>,
     writes_notified: usize,
@@ -491,7 +619,7 @@ impl Collector {
                     }
                     // A custom command may have removed the key: the final cleanup deletes it
                     // again, which is harmless.
-                    WriteOp::Delete | WriteOp::Command => {}
+                    WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
                 }
                 self.writes.push(write);
             }
@@ -504,6 +632,7 @@ impl Collector {
                     Some(format!("probe thread {thread} lost the server: {error}")),
                 )));
             }
+            Event::Memory(sample) => self.memory.push(sample),
             Event::WriterDone => return Ok(Some((RunStatus::Complete, None))),
             Event::WriterFailed(error) => {
                 return Ok(Some((
@@ -527,7 +656,7 @@ impl Collector {
     }
 
     fn analyze(&mut self, config: CorrelateConfig) {
-        self.analysis = correlate(&self.probes, &self.writes, config);
+        self.analysis = correlate_with_memory(&self.probes, &self.writes, &self.memory, config);
     }
 
     fn notify_final(&mut self, notify: &mut dyn FnMut(Notice<'_>)) {
@@ -597,6 +726,11 @@ pub mod columns {
         "host_swap_pct",
         "server_rss_bytes",
         "key",
+        "server_exec_us",
+        "server_latency_event_ms",
+        "server_latency_event",
+        "server_eventloop_max_us",
+        "server_request_bytes",
     ];
     /// stalls.csv
     pub const STALLS: &[&str] = &[
@@ -622,6 +756,13 @@ pub mod columns {
         "probes_in_window",
         "worst_latency_ms",
         "ok",
+        "server_exec_us",
+        "server_latency_event_ms",
+        "server_eventloop_max_us",
+        "server_request_bytes",
+        "memory_pressure",
+        "host_mem_peak_pct",
+        "host_swap_grew_bytes",
     ];
 }
 
@@ -732,6 +873,11 @@ mod tests {
             host_swap_pct: 0.0,
             server_rss_bytes: None,
             key: String::new(),
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_latency_event: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
         };
         assert_eq!(derived_header(&write), columns::WRITES);
         let stall = Stall {
@@ -757,6 +903,13 @@ mod tests {
             probes_in_window: 0,
             worst_latency_ms: None,
             ok: true,
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
+            memory_pressure: false,
+            host_mem_peak_pct: 0.0,
+            host_swap_grew_bytes: 0,
         };
         assert_eq!(derived_header(&summary), columns::SUMMARY);
     }

@@ -19,9 +19,11 @@ use serde::Serialize;
 
 use crate::clock::RunClock;
 use crate::hostmem::HostMemorySampler;
+use crate::pressure::{HostRoom, ServerRoom, check_host, check_maxmemory, server_growth_bytes};
 use crate::record::{WriteOp, WriteRecord};
 use crate::resp::{RawConn, Reply};
-use crate::run::Event;
+use crate::run::{Actor, ActorContext, Event};
+use crate::serverview::{ServerFigures, ServerView, ViewSetup};
 use crate::target::{ConnInfo, info_field};
 use crate::units::format_size;
 
@@ -217,12 +219,138 @@ impl WriterPlan {
     }
 }
 
+/// Checks, before anything is sent, that the whole plan fits: under the server's maxmemory
+/// (INFO memory) and, on this host, in the memory available without swapping (the tool's own
+/// value buffer, plus the server's copies when the server runs here). The error says how much
+/// memory the plan needs. `--force-memory` skips it.
+pub fn check_plan_memory(plan: &WriterPlan, target: &crate::target::Target) -> Result<()> {
+    use crate::error::UsageError;
+    use crate::pressure::{HostRoom, plan_server_peak_bytes};
+
+    let server_peak = plan_server_peak_bytes(&plan.sizes, plan.repeat, plan.overwrite, plan.keep);
+    let sizes: Vec<String> = plan.sizes.iter().map(|&s| format_size(s)).collect();
+    let refuse = |reason: String| -> anyhow::Error {
+        UsageError::invalid(
+            "--writer-sizes",
+            sizes.join(","),
+            format!("{reason}; choose smaller sizes, or pass --force-memory to run anyway"),
+        )
+        .into()
+    };
+    // A server that refuses INFO (renamed on some managed services) only loses this check.
+    let info: String = target
+        .conn
+        .redis_connection()
+        .ok()
+        .and_then(|mut control| redis::cmd("INFO").arg("memory").query(&mut control).ok())
+        .unwrap_or_default();
+    let number = |name: &str| info_field(&info, name).and_then(|v| v.parse::<u64>().ok());
+    if let Some(used_bytes) = number("used_memory") {
+        let room = ServerRoom {
+            used_bytes,
+            maxmemory_bytes: number("maxmemory").unwrap_or(0),
+            policy: info_field(&info, "maxmemory_policy").map(str::to_string),
+        };
+        let what = if plan.keep {
+            "the plan (--keep holds every value until the end)".to_string()
+        } else {
+            format!("the largest value ({})", format_size(plan.max_size()))
+        };
+        check_maxmemory(server_peak, &room, &what).map_err(refuse)?;
+    }
+    let host = HostMemorySampler::new().sample();
+    let (need, what) = if target.server.local {
+        (
+            plan.max_size().saturating_add(server_peak),
+            format!(
+                "the run (the tool's {} value buffer and the server's copy{} on this host)",
+                format_size(plan.max_size()),
+                if plan.keep { "ies of every value" } else { "" }
+            ),
+        )
+    } else {
+        (
+            plan.max_size(),
+            format!("the tool's {} value buffer", format_size(plan.max_size())),
+        )
+    };
+    check_host(
+        need,
+        HostRoom {
+            total_bytes: host.total_bytes,
+            available_bytes: host.available_bytes,
+        },
+        &what,
+    )
+    .map_err(refuse)
+}
+
 /// Fills `len` bytes from a seeded PRNG: incompressible, and the same for the same seed.
 pub fn random_value(len: u64, seed: u64) -> Vec<u8> {
     let mut value = vec![0u8; len as usize];
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     rng.fill_bytes(&mut value);
     value
+}
+
+/// What the writer checks and gathers around each write, beside timing it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriterChecks {
+    /// Which server-side readings may reset counters (see [`ViewSetup`]).
+    pub view: ViewSetup,
+    /// The server runs on this host: a value also takes host memory there.
+    pub server_local: bool,
+    /// Send values even when they would pass the server's maxmemory or push the host into swap
+    /// (`--force-memory`).
+    pub force_memory: bool,
+}
+
+/// The writer as a run's [`Actor`]: generates the value before the clock starts, then runs the
+/// plan on its own thread.
+pub struct WriterActor {
+    plan: WriterPlan,
+    force_memory: bool,
+    value: Arc<Vec<u8>>,
+}
+
+impl WriterActor {
+    /// A writer for `plan` (its key prefix and seed are filled in by the run).
+    pub fn new(plan: WriterPlan, force_memory: bool) -> WriterActor {
+        WriterActor {
+            plan,
+            force_memory,
+            value: Arc::new(Vec::new()),
+        }
+    }
+}
+
+impl Actor for WriterActor {
+    fn steps_total(&self) -> usize {
+        self.plan.steps().len()
+    }
+
+    fn keys(&self, key_prefix: &str) -> Vec<String> {
+        let mut plan = self.plan.clone();
+        plan.key_prefix = key_prefix.to_string();
+        plan.steps().into_iter().map(|step| step.key).collect()
+    }
+
+    fn prepare(&mut self, key_prefix: &str) -> Result<()> {
+        self.plan.key_prefix = key_prefix.to_string();
+        self.value = Arc::new(random_value(self.plan.max_size(), self.plan.seed));
+        Ok(())
+    }
+
+    fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
+        let checks = WriterChecks {
+            view: ctx.view,
+            server_local: ctx.server_local,
+            force_memory: self.force_memory,
+        };
+        spawn_writer(
+            self.plan, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop, checks,
+        )
+    }
 }
 
 /// Starts the writer thread. Its connection is opened (and authenticated) before it returns.
@@ -233,6 +361,7 @@ pub fn spawn_writer(
     clock: RunClock,
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
+    checks: WriterChecks,
 ) -> Result<JoinHandle<()>> {
     if plan.commands.iter().any(|c| c.args.is_empty()) {
         anyhow::bail!("a custom command needs at least its name (CustomCommand::args is empty)");
@@ -248,6 +377,8 @@ pub fn spawn_writer(
         events,
         stop,
         memory: HostMemorySampler::new(),
+        view: ServerView::new(checks.view),
+        checks,
     };
     std::thread::Builder::new()
         .name("writer".into())
@@ -265,6 +396,8 @@ struct Writer {
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
     memory: HostMemorySampler,
+    view: ServerView,
+    checks: WriterChecks,
 }
 
 impl Writer {
@@ -323,11 +456,20 @@ impl Writer {
 
     /// One write; also returns the kind of I/O error when the connection failed.
     fn execute(&mut self, seq: u32, step: &WriteStep) -> (WriteRecord, Option<ErrorKind>) {
+        let room = self.server_room();
+        if step.op != WriteOp::Delete
+            && !self.checks.force_memory
+            && let Err(reason) = self.memory_check(step.size_bytes, &room)
+        {
+            return (self.refused(seq, step, reason, room.rss_bytes), None);
+        }
+        let before = self.view.before(&mut self.conn);
         let start = Instant::now();
         let value = &self.value[..step.size_bytes as usize];
         let sent_result = match step.op {
             WriteOp::Set | WriteOp::Overwrite => self.conn.send_set(step.key.as_bytes(), value),
-            WriteOp::Delete => self
+            // The writer's plan holds no injections (those are `probe calibrate`'s).
+            WriteOp::Delete | WriteOp::Inject => self
                 .conn
                 .send_raw(&crate::resp::encode_command(&[b"DEL", step.key.as_bytes()])),
             WriteOp::Command => {
@@ -354,10 +496,17 @@ impl Writer {
         let memory = self.memory.sample();
         // After an I/O error the connection is unusable: no INFO, and the caller reconnects.
         let io_error = outcome.as_ref().err().map(std::io::Error::kind);
-        let server_rss_bytes = if io_error.is_none() {
-            self.server_rss()
+        let (server_rss_bytes, figures) = if io_error.is_none() {
+            let command = match step.op {
+                WriteOp::Delete => "DEL",
+                _ => "SET",
+            };
+            let figures = self
+                .view
+                .after(&mut self.conn, command, step.key.as_bytes(), &before);
+            (self.server_room().rss_bytes, figures)
         } else {
-            None
+            (None, ServerFigures::default())
         };
         let start_us = self.clock.us_at(start);
         let reply_us = self.clock.us_at(reply);
@@ -375,20 +524,94 @@ impl Writer {
             host_mem_pct: memory.mem_pct,
             host_swap_pct: memory.swap_pct,
             server_rss_bytes,
+            server_exec_us: figures.exec_us,
+            server_latency_event_ms: figures.latency_event_ms,
+            server_latency_event: figures.latency_event,
+            server_eventloop_max_us: figures.eventloop_max_us,
+            server_request_bytes: figures.request_bytes,
         };
         (record, io_error)
     }
 
-    fn server_rss(&mut self) -> Option<u64> {
-        match self.conn.command(&[b"INFO", b"memory"]).ok()? {
-            Reply::Bulk(Some(bytes)) => {
-                info_field(&String::from_utf8_lossy(&bytes), "used_memory_rss")?
-                    .parse()
-                    .ok()
-            }
-            _ => None,
+    /// INFO memory: what the server holds, its limit and policy.
+    fn server_room(&mut self) -> Room {
+        let Ok(Reply::Bulk(Some(bytes))) = self.conn.command(&[b"INFO", b"memory"]) else {
+            return Room::default();
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let number = |name: &str| info_field(&text, name).and_then(|v| v.parse::<u64>().ok());
+        Room {
+            rss_bytes: number("used_memory_rss"),
+            server: number("used_memory").map(|used_bytes| ServerRoom {
+                used_bytes,
+                maxmemory_bytes: number("maxmemory").unwrap_or(0),
+                policy: info_field(&text, "maxmemory_policy").map(str::to_string),
+            }),
         }
     }
+
+    /// Refuses a value that would pass the server's maxmemory or, for a server on this host,
+    /// push the host into swap.
+    fn memory_check(&mut self, size_bytes: u64, room: &Room) -> Result<(), String> {
+        let need = server_growth_bytes(size_bytes);
+        let what = format!("writing a {} value", format_size(size_bytes));
+        if let Some(server) = &room.server {
+            check_maxmemory(need, server, &what)?;
+        }
+        if self.checks.server_local {
+            let host = self.memory.sample();
+            check_host(
+                need,
+                HostRoom {
+                    total_bytes: host.total_bytes,
+                    available_bytes: host.available_bytes,
+                },
+                &what,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The record of a write that was not sent.
+    fn refused(
+        &mut self,
+        seq: u32,
+        step: &WriteStep,
+        reason: String,
+        rss: Option<u64>,
+    ) -> WriteRecord {
+        let now = self.clock.now_us();
+        let memory = self.memory.sample();
+        WriteRecord {
+            seq,
+            op: step.op,
+            key: step.key.clone(),
+            size_bytes: step.size_bytes,
+            start_us: now,
+            sent_us: now,
+            reply_us: now,
+            set_ms: 0.0,
+            ok: false,
+            error: Some(format!(
+                "not sent: {reason}; pass --force-memory to send it anyway"
+            )),
+            host_mem_pct: memory.mem_pct,
+            host_swap_pct: memory.swap_pct,
+            server_rss_bytes: rss,
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_latency_event: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
+        }
+    }
+}
+
+/// The server's memory as INFO memory reports it.
+#[derive(Debug, Default)]
+struct Room {
+    rss_bytes: Option<u64>,
+    server: Option<ServerRoom>,
 }
 
 #[cfg(test)]

@@ -294,7 +294,8 @@ fn acl_denied_oom_and_a_replica_give_clear_failures() {
         .stdout(predicate::str::contains("NOPERM"))
         .stderr(predicate::str::contains("write(s) failed"));
 
-    // maxmemory too small for the value.
+    // maxmemory too small for the value: past the tool's own check (--force-memory), the
+    // server's OOM reply.
     let small = TestServer::start(&["maxmemory 8mb"]);
     probe_cmd()
         .args([
@@ -304,6 +305,7 @@ fn acl_denied_oom_and_a_replica_give_clear_failures() {
             "16M",
             "--gap",
             "50ms",
+            "--force-memory",
         ])
         .assert()
         .code(1)

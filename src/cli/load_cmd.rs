@@ -776,6 +776,10 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("--clients"), "{err}");
+        let err = options(&["--url", "rediss://127.0.0.1:1"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--url") && err.contains("TLS"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The `probe` command line: parse (clap), validate into typed options, run, print.
 
+mod calibrate_cmd;
 mod clean_cmd;
 mod load_cmd;
 mod output;
@@ -54,6 +55,9 @@ pub struct Cli {
 /// `run(args, interrupt, output) -> anyhow::Result<i32>` returning the exit status.
 #[derive(Debug, clap::Subcommand)]
 enum Command {
+    /// Inject stalls of known length while probing, and check the measured stalls against the
+    /// accuracy the tool claims (exit 0 when all are within it, 1 otherwise).
+    Calibrate(calibrate_cmd::CalibrateArgs),
     /// Fill holprobe:load:0..N-1 with random values for `probe load`.
     Populate(PopulateArgs),
     /// Concurrent clients against populated servers: the seed's load benchmark, optionally
@@ -83,6 +87,7 @@ pub fn main_entry() -> i32 {
     let mut output = Output::new(Arc::clone(&interrupt));
     let result = match &cli.command {
         None => probe_cmd::run(&cli.target, &cli.probe, &interrupt, &mut output),
+        Some(Command::Calibrate(args)) => calibrate_cmd::run(args, &interrupt, &mut output),
         Some(Command::Populate(args)) => populate_cmd::run(args, &interrupt, &mut output),
         Some(Command::Load(args)) => load_cmd::run(args, &interrupt, &mut output),
         Some(Command::Clean(args)) => clean_cmd::run(args, &interrupt, &mut output),

@@ -93,6 +93,22 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub force: bool,
 
+    /// On a server given by --url, lower slowlog-log-slower-than and switch the latency
+    /// monitor on for the run, so the server's own view of each write is complete; the old
+    /// values are restored afterwards, also on failure. (The embedded server is always tuned.)
+    #[arg(long)]
+    pub tune_server: bool,
+
+    /// Send values even when they would pass the server's maxmemory or push this host into
+    /// swap (by default such a write is refused with how much memory it needs).
+    #[arg(long)]
+    pub force_memory: bool,
+
+    /// After the sweep, predict the blocking of these sizes (comma-separated, e.g. 1G,2G) from
+    /// the size model; sizes outside the measured range are flagged as extrapolations.
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    pub predict: Option<String>,
+
     /// Print the plan, the memory the server and the client will need, and the commands the
     /// run would send; start, connect to and send nothing.
     #[arg(long)]
@@ -168,7 +184,13 @@ impl ProbeArgs {
                         "nothing to do: give --writer-sizes (e.g. --writer-sizes 64M,128M) to measure large writes, or --duration (e.g. --duration 30s) to observe the server".into(),
                     ));
                 }
-                for (flag, set) in [("--overwrite", self.overwrite), ("--keep", self.keep)] {
+                for (flag, set) in [
+                    ("--overwrite", self.overwrite),
+                    ("--keep", self.keep),
+                    ("--force-memory", self.force_memory),
+                    ("--tune-server", self.tune_server),
+                    ("--predict", self.predict.is_some()),
+                ] {
                     if set {
                         return Err(UsageError::Conflict(format!(
                             "{flag} applies to writes: it needs --writer-sizes"
@@ -177,6 +199,24 @@ impl ProbeArgs {
                 }
                 None
             }
+        };
+        let predict_bytes = match &self.predict {
+            Some(list) => {
+                let sizes = parse_size_list("--predict", list)?;
+                let distinct: std::collections::BTreeSet<u64> = writer
+                    .as_ref()
+                    .map(|w| w.sizes.iter().copied().collect())
+                    .unwrap_or_default();
+                if distinct.len() < 2 {
+                    return Err(UsageError::invalid(
+                        "--predict",
+                        list,
+                        "the size model needs a sweep of at least two distinct --writer-sizes, e.g. --writer-sizes 16M,64M,128M",
+                    ));
+                }
+                sizes
+            }
+            None => Vec::new(),
         };
         Ok(RunOptions {
             probe_threads: probe_threads as u16,
@@ -188,6 +228,9 @@ impl ProbeArgs {
             seed: self.seed,
             realtime: self.realtime,
             out: self.out.clone(),
+            tune_server: self.tune_server,
+            force_memory: self.force_memory,
+            predict_bytes,
         })
     }
 }
@@ -274,6 +317,18 @@ mod tests {
             (vec!["--writer-sizes", "1M", "--repeat", "0"], "--repeat"),
             (vec!["--writer-sizes", "1M", "--gap", "soon"], "--gap"),
             (vec!["--duration", "0s"], "--duration"),
+            (
+                vec!["--writer-sizes", "64M", "--predict", "1G"],
+                "--predict",
+            ),
+            (
+                vec!["--writer-sizes", "64M,64M", "--predict", "1G"],
+                "--predict",
+            ),
+            (
+                vec!["--writer-sizes", "1M,2M", "--predict", "1X"],
+                "--predict",
+            ),
         ] {
             let err = options(&argv).unwrap_err().to_string();
             assert!(err.contains(flag), "{argv:?}: {err}");

@@ -71,6 +71,15 @@ pub fn run(
     if out.stdout_closed() {
         return Ok(EXIT_INTERRUPTED);
     }
+    for line in report::trust_lines(&report.analysis, &options) {
+        out.line(&line);
+    }
+    if !report.server_settings.is_empty() {
+        out.note(&format!(
+            "server settings changed for the run and restored: {}",
+            report.server_settings.join(", ")
+        ));
+    }
     for line in report::closing_lines(
         &report.analysis,
         options.stall_threshold_us,
@@ -152,6 +161,9 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
             ),
         )
         .into());
+    }
+    if !options.force_memory {
+        crate::writer::check_plan_memory(writer, target)?;
     }
     if !target.server.embedded {
         out.warn(&format!(
@@ -235,7 +247,7 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
             plan.key_prefix = run_prefix.clone();
             let steps = plan.steps();
             lines.push(format!(
-                "writes: {} events, each followed by {:?} of quiet probing (at least {:.1} s), each followed by INFO memory:",
+                "writes: {} events, each followed by {:?} of quiet probing (at least {:.1} s); around each, the server-view reads (before: INFO memory, INFO debug, LATENCY LATEST, on the embedded server CONFIG RESETSTAT and LATENCY RESET; after: SLOWLOG GET 256, COMMANDLOG GET 16 large-request, LATENCY LATEST, INFO debug, INFO memory):",
                 steps.len(),
                 plan.gap,
                 plan.minimum_duration().as_secs_f64()
@@ -257,17 +269,20 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
                 ));
             }
             let largest = plan.max_size();
-            let server_peak = if plan.keep {
-                plan.sizes.iter().sum::<u64>() * u64::from(plan.repeat)
-            } else if plan.overwrite {
-                2 * largest
-            } else {
-                largest
-            };
+            let server_peak = crate::pressure::plan_server_peak_bytes(
+                &plan.sizes,
+                plan.repeat,
+                plan.overwrite,
+                plan.keep,
+            );
             lines.push(format!(
-                "memory: client about {} (one buffer of the largest value, sliced for every write); server up to {} of values{}",
+                "server settings: on the embedded server{} CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1, each restored at the end",
+                if options.tune_server { " and with --tune-server" } else { "" }
+            ));
+            lines.push(format!(
+                "memory: client about {} (one buffer of the largest value, sliced for every write); server up to {} (a SET holds its value twice while it executes; the allocator may round each up by 25%){}",
                 format_size(largest),
-                format_size(server_peak),
+                crate::pressure::human_bytes(server_peak),
                 if plan.keep {
                     " (--keep holds every value until the end)"
                 } else if plan.overwrite {

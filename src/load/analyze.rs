@@ -203,6 +203,11 @@ mod tests {
             host_swap_pct: 0.0,
             server_rss_bytes: None,
             key: "k".into(),
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_latency_event: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
         }
     }
 

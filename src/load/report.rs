@@ -46,6 +46,7 @@ pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
         WriteOp::Delete => "del",
         WriteOp::Set | WriteOp::Overwrite => "set",
         WriteOp::Command => "cmd",
+        WriteOp::Inject => "inj",
     };
     let worst = finding
         .worst_latency_us

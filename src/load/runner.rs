@@ -21,9 +21,10 @@ use crate::clock::RunClock;
 use crate::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
 use crate::record::{WriteOp, WriteRecord};
 use crate::run::{Event, KEY_NAMESPACE, new_run_id};
+use crate::serverview::ViewSetup;
 use crate::target::{ServerFacts, Target};
 use crate::units::option_duration_ms;
-use crate::writer::{WriterPlan, random_value, spawn_writer};
+use crate::writer::{WriterChecks, WriterPlan, random_value, spawn_writer};
 
 /// The timeline, one row per second (and per server when there are several).
 pub const TIMELINE_CSV: &str = "load_timeline.csv";
@@ -284,6 +285,13 @@ pub fn run_load(
                 clock,
                 wtx,
                 Arc::clone(&writer_stop),
+                // No CONFIG RESETSTAT / LATENCY RESET under load: the writer only reads the
+                // server's view; it refuses a value that would not fit, as in the main job.
+                WriterChecks {
+                    view: ViewSetup::default(),
+                    server_local: servers[0].target.server.local,
+                    force_memory: false,
+                },
             ) {
                 Ok(handle) => (Some(handle), wrx),
                 Err(err) => {
@@ -566,7 +574,7 @@ impl Collector {
                     }
                     // A custom command may have removed the key: the final cleanup deletes it
                     // again, which is harmless.
-                    WriteOp::Delete | WriteOp::Command => {}
+                    WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
                 }
                 self.writes.push(write);
             }
@@ -575,7 +583,7 @@ impl Collector {
                 self.writer_done = true;
                 self.writer_failed = Some(error);
             }
-            Event::Probe(_) | Event::ProbeFailed { .. } => {}
+            Event::Probe(_) | Event::ProbeFailed { .. } | Event::Memory(_) => {}
         }
     }
 

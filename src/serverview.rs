@@ -1,0 +1,644 @@
+//! The server's own view of each write, next to what the probes saw: its SLOWLOG execution time,
+//! the LATENCY monitor's events, the event loop's longest cycle (INFO DEBUG
+//! `eventloop_duration_max`, Redis 7.2+ and Valkey) and Valkey's COMMANDLOG `large-request`
+//! entry. A big SET executes in microseconds (the server adopts the received buffer), so SLOWLOG
+//! misses what the probes saw: showing that side by side is the point.
+//!
+//! # Where it is gathered
+//! In the writer's thread (and the calibration injector's), on its own connection, right before
+//! and right after each write, inside the quiet gaps. The probe threads have their own
+//! connections and never wait on this; the few small commands (a SLOWLOG page, INFO, LATENCY
+//! LATEST) cost the server tens of µs outside every write window, where they belong to the
+//! baseline like any other client's traffic. The collector thread stays a pure consumer of the
+//! event channel, and the figures arrive inside the write's own record, so nothing has to be
+//! matched up afterwards.
+//!
+//! # Settings
+//! [`ServerTuning`] changes `slowlog-log-slower-than`, `slowlog-max-len` and
+//! `latency-monitor-threshold` as a run needs them, and restores the old values when dropped, so
+//! every exit path (an error, a lost connection, Ctrl-C, a panic) puts them back. On the
+//! embedded server this always happens; on someone else's server only with `--tune-server`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+
+use crate::resp::{RawConn, Reply};
+use crate::target::{ConnInfo, info_field};
+
+/// What a run wants of a numeric server setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// A "log when slower than" threshold (negative = off): at most this.
+    LogAtMost(i64),
+    /// A monitor threshold where 0 means off: on, and at most this.
+    OnAndAtMost(i64),
+    /// A capacity: at least this.
+    AtLeast(i64),
+}
+
+impl Want {
+    /// The value to set when `current` does not satisfy the want, `None` when it does.
+    pub fn change(self, current: i64) -> Option<i64> {
+        match self {
+            Want::LogAtMost(limit) => (current < 0 || current > limit).then_some(limit),
+            Want::OnAndAtMost(limit) => (current <= 0 || current > limit).then_some(limit),
+            Want::AtLeast(floor) => (current < floor).then_some(floor),
+        }
+    }
+}
+
+/// The settings the main job needs: every command in SLOWLOG (a large SET executes in a few µs),
+/// a log long enough to still hold the write's entry after the probes' own, and the latency
+/// monitor at its finest (1 ms).
+pub fn settings_for_writes() -> Vec<(&'static str, Want)> {
+    vec![
+        ("slowlog-log-slower-than", Want::LogAtMost(0)),
+        ("slowlog-max-len", Want::AtLeast(1024)),
+        ("latency-monitor-threshold", Want::OnAndAtMost(1)),
+    ]
+}
+
+/// The settings calibration needs: injected stalls (5 ms and up) in SLOWLOG, the probes not.
+pub fn settings_for_calibration() -> Vec<(&'static str, Want)> {
+    vec![
+        ("slowlog-log-slower-than", Want::LogAtMost(1000)),
+        ("slowlog-max-len", Want::AtLeast(128)),
+        ("latency-monitor-threshold", Want::OnAndAtMost(1)),
+    ]
+}
+
+/// Server settings changed for a run; the old values are put back by [`ServerTuning::restore`]
+/// or, failing that, when the guard is dropped. Restoring opens a fresh connection, so it works
+/// even when the run's connections were killed.
+pub struct ServerTuning {
+    conn: ConnInfo,
+    changed: Vec<Changed>,
+    /// The effective values after tuning, by setting name (as read or as set).
+    effective: Vec<(String, i64)>,
+    /// Notes for the user (what was changed, what could not be).
+    pub notes: Vec<String>,
+}
+
+/// One setting the guard changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// Setting name.
+    pub name: String,
+    /// The value before the run, as CONFIG GET returned it.
+    pub old: String,
+    /// The value the run set.
+    pub new: String,
+}
+
+impl ServerTuning {
+    /// Reads each setting and, when `allowed`, sets the ones that do not satisfy their want.
+    /// Without `allowed` (someone else's server, no `--tune-server`) it only reads them, so the
+    /// run knows what the server will log. A server without CONFIG (disabled or renamed) gives
+    /// a note, never an error.
+    pub fn apply(conn: &ConnInfo, wants: &[(&str, Want)], allowed: bool) -> ServerTuning {
+        let mut tuning = ServerTuning {
+            conn: conn.clone(),
+            changed: Vec::new(),
+            effective: Vec::new(),
+            notes: Vec::new(),
+        };
+        if wants.is_empty() {
+            return tuning;
+        }
+        let mut control = match conn.redis_connection() {
+            Ok(control) => control,
+            Err(err) => {
+                tuning
+                    .notes
+                    .push(format!("server view: cannot read the settings: {err:#}"));
+                return tuning;
+            }
+        };
+        for &(name, want) in wants {
+            let current = match config_get(&mut control, name) {
+                Ok(Some(value)) => value,
+                Ok(None) => continue, // not a setting of this server
+                Err(err) => {
+                    tuning
+                        .notes
+                        .push(format!("server view: CONFIG GET {name} failed ({err})"));
+                    continue;
+                }
+            };
+            let Ok(current_value) = current.trim().parse::<i64>() else {
+                continue;
+            };
+            let target = want.change(current_value);
+            match (target, allowed) {
+                (Some(new), true) => {
+                    let result = redis::cmd("CONFIG")
+                        .arg("SET")
+                        .arg(name)
+                        .arg(new.to_string())
+                        .query::<()>(&mut control);
+                    match result {
+                        Ok(()) => {
+                            tuning.changed.push(Changed {
+                                name: name.to_string(),
+                                old: current,
+                                new: new.to_string(),
+                            });
+                            tuning.effective.push((name.to_string(), new));
+                        }
+                        Err(err) => {
+                            tuning.notes.push(format!(
+                                "server view: CONFIG SET {name} {new} failed ({err})"
+                            ));
+                            tuning.effective.push((name.to_string(), current_value));
+                        }
+                    }
+                }
+                (Some(new), false) => {
+                    tuning.notes.push(format!(
+                        "server view: {name} is {current_value} on this server (the run would use {new}); pass --tune-server to change it for the run (it is restored afterwards)"
+                    ));
+                    tuning.effective.push((name.to_string(), current_value));
+                }
+                (None, _) => tuning.effective.push((name.to_string(), current_value)),
+            }
+        }
+        tuning
+    }
+
+    /// The settings changed, with their old values.
+    pub fn changed(&self) -> &[Changed] {
+        &self.changed
+    }
+
+    /// The value a setting has for the run (after tuning), when it could be read.
+    pub fn effective(&self, name: &str) -> Option<i64> {
+        self.effective
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, v)| v)
+    }
+
+    /// True when the tool itself switched the latency monitor on: its history then holds only
+    /// the run's own events and may be reset before each write.
+    pub fn latency_monitor_turned_on(&self) -> bool {
+        self.changed
+            .iter()
+            .any(|c| c.name == "latency-monitor-threshold" && c.old.trim() == "0")
+    }
+
+    /// Puts every changed setting back (in reverse order) on a fresh connection. Settings that
+    /// were restored are forgotten, so a second call (or the drop) does nothing more.
+    pub fn restore(&mut self) -> Result<()> {
+        if self.changed.is_empty() {
+            return Ok(());
+        }
+        let mut control = self
+            .conn
+            .redis_connection()
+            .context("reconnecting to restore the server's settings")?;
+        while let Some(change) = self.changed.last() {
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(&change.name)
+                .arg(&change.old)
+                .query::<()>(&mut control)
+                .with_context(|| format!("restoring {} to {}", change.name, change.old))?;
+            self.changed.pop();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ServerTuning {
+    fn drop(&mut self) {
+        // The normal paths call restore() and report its error; this is the safety net for the
+        // others (an early `?`, a panic).
+        let _ = self.restore();
+    }
+}
+
+fn config_get(control: &mut redis::Connection, name: &str) -> redis::RedisResult<Option<String>> {
+    let pairs: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(control)?;
+    Ok(pairs.get(1).cloned())
+}
+
+/// What the per-write collection may do on this server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ViewSetup {
+    /// `CONFIG RESETSTAT` before each write, so `eventloop_duration_max` covers exactly the
+    /// write (the embedded server only: it clears every INFO counter).
+    pub reset_stats: bool,
+    /// `LATENCY RESET` before each write (the embedded server, or when the tool switched the
+    /// monitor on and the history holds nothing but the run's own events).
+    pub reset_latency: bool,
+}
+
+/// One SLOWLOG or COMMANDLOG entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    /// Entry id (increasing).
+    pub id: i64,
+    /// Unix time of the entry, s.
+    pub timestamp: i64,
+    /// Execution time in µs (SLOWLOG, COMMANDLOG slow) or size in bytes (COMMANDLOG large-*).
+    pub value: i64,
+    /// The command and its arguments (each possibly truncated by the server).
+    pub args: Vec<Vec<u8>>,
+}
+
+/// Parses a `SLOWLOG GET` / `COMMANDLOG GET` reply. Malformed entries are skipped.
+pub fn parse_log_entries(reply: &Reply) -> Vec<LogEntry> {
+    let Reply::Array(Some(entries)) = reply else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let Reply::Array(Some(fields)) = entry else {
+                return None;
+            };
+            let int = |i: usize| match fields.get(i)? {
+                Reply::Integer(n) => Some(*n),
+                _ => None,
+            };
+            let args = match fields.get(3)? {
+                Reply::Array(Some(args)) => args
+                    .iter()
+                    .filter_map(|a| match a {
+                        Reply::Bulk(Some(bytes)) => Some(bytes.clone()),
+                        Reply::Status(text) => Some(text.as_bytes().to_vec()),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => return None,
+            };
+            Some(LogEntry {
+                id: int(0)?,
+                timestamp: int(1)?,
+                value: int(2)?,
+                args,
+            })
+        })
+        .collect()
+}
+
+/// The newest entry whose command is `command` (any case) and one of whose arguments is `arg`.
+pub fn find_entry<'a>(entries: &'a [LogEntry], command: &str, arg: &[u8]) -> Option<&'a LogEntry> {
+    entries
+        .iter()
+        .filter(|e| {
+            e.args
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(command.as_bytes()))
+                && e.args.iter().skip(1).any(|a| a.as_slice() == arg)
+        })
+        .max_by_key(|e| e.id)
+}
+
+/// One row of `LATENCY LATEST`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatencyEvent {
+    /// Event name: `command`, `fast-command`, `expire-cycle`, ...
+    pub name: String,
+    /// Unix time of the latest spike, s.
+    pub at_unix_s: i64,
+    /// The latest spike, ms.
+    pub latest_ms: i64,
+    /// The all-time worst, ms.
+    pub max_ms: i64,
+}
+
+/// Parses `LATENCY LATEST` (Redis: 4 fields per event; Valkey adds more, ignored).
+pub fn parse_latency_latest(reply: &Reply) -> Vec<LatencyEvent> {
+    let Reply::Array(Some(rows)) = reply else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter_map(|row| {
+            let Reply::Array(Some(fields)) = row else {
+                return None;
+            };
+            let name = match fields.first()? {
+                Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+                Reply::Status(text) => text.clone(),
+                _ => return None,
+            };
+            let int = |i: usize| match fields.get(i)? {
+                Reply::Integer(n) => Some(*n),
+                _ => None,
+            };
+            Some(LatencyEvent {
+                name,
+                at_unix_s: int(1)?,
+                latest_ms: int(2)?,
+                max_ms: int(3)?,
+            })
+        })
+        .collect()
+}
+
+/// The largest latency event recorded between two `LATENCY LATEST` readings: an event counts
+/// when it is new or its latest spike changed. The monitor keeps one figure per second (the
+/// worst), so a spike in the same second as an earlier, larger one leaves no trace: then this
+/// says nothing (reset the monitor before the write to avoid that).
+pub fn latency_between(before: &[LatencyEvent], after: &[LatencyEvent]) -> Option<(String, i64)> {
+    after
+        .iter()
+        .filter(|event| {
+            !before.iter().any(|b| {
+                b.name == event.name
+                    && b.at_unix_s == event.at_unix_s
+                    && b.latest_ms == event.latest_ms
+            })
+        })
+        .max_by_key(|event| event.latest_ms)
+        .map(|event| (event.name.clone(), event.latest_ms))
+}
+
+/// The longest event-loop cycle during a window, from `eventloop_duration_max` read before and
+/// after it: exact when the counter was reset before the window; otherwise only a rise says
+/// something (the maximum is since the last reset, so an unchanged value means the window's
+/// longest cycle was no longer than an earlier one, length unknown).
+pub fn eventloop_max_during(
+    before: Option<u64>,
+    after: Option<u64>,
+    was_reset: bool,
+) -> Option<u64> {
+    let after = after?;
+    if was_reset {
+        return Some(after);
+    }
+    match before {
+        Some(before) if after > before => Some(after),
+        _ => None,
+    }
+}
+
+/// The server's figures for one write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerFigures {
+    /// SLOWLOG execution time, µs.
+    pub exec_us: Option<u64>,
+    /// The largest LATENCY event, ms.
+    pub latency_event_ms: Option<u64>,
+    /// Its name.
+    pub latency_event: Option<String>,
+    /// The longest event-loop cycle, µs.
+    pub eventloop_max_us: Option<u64>,
+    /// COMMANDLOG large-request size, bytes.
+    pub request_bytes: Option<u64>,
+}
+
+/// Readings taken right before a write.
+#[derive(Debug, Clone, Default)]
+pub struct Before {
+    eventloop_max_us: Option<u64>,
+    latency: Vec<LatencyEvent>,
+    reset: bool,
+    latency_reset: bool,
+}
+
+/// Which sources this server answers; a source that errs once (unknown command, no
+/// permission) is not asked again.
+#[derive(Debug, Clone)]
+pub struct ServerView {
+    setup: ViewSetup,
+    slowlog: bool,
+    latency: bool,
+    eventloop: bool,
+    commandlog: bool,
+    /// SLOWLOG entries read after each write: enough to reach back past the probes' own.
+    slowlog_page: usize,
+}
+
+impl ServerView {
+    /// A view for a server with `setup`; every source is tried until it fails.
+    pub fn new(setup: ViewSetup) -> ServerView {
+        ServerView {
+            setup,
+            slowlog: true,
+            latency: true,
+            eventloop: true,
+            commandlog: true,
+            slowlog_page: 256,
+        }
+    }
+
+    /// Readings right before a write (resets where allowed).
+    pub fn before(&mut self, conn: &mut RawConn) -> Before {
+        let mut before = Before::default();
+        if self.setup.reset_stats && self.eventloop {
+            before.reset = matches!(
+                conn.command(&[b"CONFIG", b"RESETSTAT"]),
+                Ok(Reply::Status(_))
+            );
+        }
+        if self.eventloop && !before.reset {
+            before.eventloop_max_us = self.eventloop_max(conn);
+        }
+        if self.latency {
+            if self.setup.reset_latency {
+                before.latency_reset =
+                    matches!(conn.command(&[b"LATENCY", b"RESET"]), Ok(Reply::Integer(_)));
+            }
+            if !before.latency_reset {
+                before.latency = self.latency_latest(conn).unwrap_or_default();
+            }
+        }
+        before
+    }
+
+    /// Readings right after a write whose command was `command` with argument `arg` (the key,
+    /// or a nonce the command carried).
+    pub fn after(
+        &mut self,
+        conn: &mut RawConn,
+        command: &str,
+        arg: &[u8],
+        before: &Before,
+    ) -> ServerFigures {
+        let mut figures = ServerFigures::default();
+        // SLOWLOG first: the probes keep adding entries.
+        if self.slowlog {
+            let page = self.slowlog_page.to_string();
+            match conn.command(&[b"SLOWLOG", b"GET", page.as_bytes()]) {
+                Ok(reply @ Reply::Array(_)) => {
+                    let entries = parse_log_entries(&reply);
+                    figures.exec_us = find_entry(&entries, command, arg)
+                        .and_then(|e| u64::try_from(e.value).ok());
+                }
+                Ok(_) => self.slowlog = false,
+                Err(_) => return figures,
+            }
+        }
+        if self.commandlog {
+            match conn.command(&[b"COMMANDLOG", b"GET", b"16", b"large-request"]) {
+                Ok(reply @ Reply::Array(_)) => {
+                    let entries = parse_log_entries(&reply);
+                    figures.request_bytes = find_entry(&entries, command, arg)
+                        .and_then(|e| u64::try_from(e.value).ok());
+                }
+                Ok(_) => self.commandlog = false,
+                Err(_) => return figures,
+            }
+        }
+        if self.latency
+            && let Some(after) = self.latency_latest(conn)
+        {
+            let found = if before.latency_reset {
+                latency_between(&[], &after)
+            } else {
+                latency_between(&before.latency, &after)
+            };
+            if let Some((name, ms)) = found {
+                figures.latency_event = Some(name);
+                figures.latency_event_ms = u64::try_from(ms).ok();
+            }
+        }
+        if self.eventloop {
+            let after = self.eventloop_max(conn);
+            figures.eventloop_max_us =
+                eventloop_max_during(before.eventloop_max_us, after, before.reset);
+        }
+        figures
+    }
+
+    fn latency_latest(&mut self, conn: &mut RawConn) -> Option<Vec<LatencyEvent>> {
+        match conn.command(&[b"LATENCY", b"LATEST"]) {
+            Ok(reply @ Reply::Array(_)) => Some(parse_latency_latest(&reply)),
+            Ok(_) => {
+                self.latency = false;
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    fn eventloop_max(&mut self, conn: &mut RawConn) -> Option<u64> {
+        match conn.command(&[b"INFO", b"debug"]) {
+            Ok(Reply::Bulk(Some(bytes))) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let value =
+                    info_field(&text, "eventloop_duration_max").and_then(|v| v.parse().ok());
+                if value.is_none() {
+                    self.eventloop = false; // Redis before 7.2: not reported
+                }
+                value
+            }
+            Ok(_) => {
+                self.eventloop = false;
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// Unix time now, s (for messages).
+pub fn unix_now_s() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(text: &str) -> Reply {
+        Reply::Bulk(Some(text.as_bytes().to_vec()))
+    }
+
+    fn entry(id: i64, value: i64, args: &[&str]) -> Reply {
+        Reply::Array(Some(vec![
+            Reply::Integer(id),
+            Reply::Integer(1_700_000_000),
+            Reply::Integer(value),
+            Reply::Array(Some(args.iter().map(|a| bulk(a)).collect())),
+            bulk("127.0.0.1:5000"),
+            bulk(""),
+        ]))
+    }
+
+    #[test]
+    fn wants() {
+        assert_eq!(Want::LogAtMost(0).change(10_000), Some(0));
+        assert_eq!(Want::LogAtMost(0).change(-1), Some(0));
+        assert_eq!(Want::LogAtMost(0).change(0), None);
+        assert_eq!(Want::LogAtMost(1000).change(500), None);
+        assert_eq!(Want::OnAndAtMost(1).change(0), Some(1));
+        assert_eq!(Want::OnAndAtMost(1).change(100), Some(1));
+        assert_eq!(Want::OnAndAtMost(1).change(1), None);
+        assert_eq!(Want::AtLeast(1024).change(128), Some(1024));
+        assert_eq!(Want::AtLeast(1024).change(4096), None);
+    }
+
+    #[test]
+    fn slowlog_entries_are_matched_by_command_and_argument() {
+        let reply = Reply::Array(Some(vec![
+            entry(12, 3, &["PING"]),
+            entry(
+                11,
+                14,
+                &[
+                    "SET",
+                    "holprobe:ab:w1:64M:1",
+                    "xyz... (67108800 more bytes)",
+                ],
+            ),
+            entry(9, 20, &["set", "holprobe:ab:w1:64M:1", "older"]),
+            entry(8, 4_100, &["DEL", "holprobe:ab:w1:64M:1"]),
+            Reply::Integer(5), // malformed: skipped
+        ]));
+        let entries = parse_log_entries(&reply);
+        assert_eq!(entries.len(), 4);
+        let set = find_entry(&entries, "SET", b"holprobe:ab:w1:64M:1").unwrap();
+        assert_eq!((set.id, set.value), (11, 14));
+        let del = find_entry(&entries, "del", b"holprobe:ab:w1:64M:1").unwrap();
+        assert_eq!(del.value, 4_100);
+        assert!(find_entry(&entries, "SET", b"other").is_none());
+        // The command name alone does not match: an argument must.
+        assert!(find_entry(&entries, "PING", b"PING").is_none());
+        assert!(parse_log_entries(&Reply::Error("ERR unknown".into())).is_empty());
+    }
+
+    #[test]
+    fn latency_events_new_or_changed_count() {
+        let row = |name: &str, at: i64, latest: i64, max: i64| {
+            Reply::Array(Some(vec![
+                bulk(name),
+                Reply::Integer(at),
+                Reply::Integer(latest),
+                Reply::Integer(max),
+                Reply::Integer(latest), // Valkey's extra fields
+            ]))
+        };
+        let before = parse_latency_latest(&Reply::Array(Some(vec![row("command", 100, 7, 30)])));
+        assert_eq!(before[0].latest_ms, 7);
+        let after = parse_latency_latest(&Reply::Array(Some(vec![
+            row("command", 100, 7, 30),
+            row("fast-command", 105, 3, 3),
+        ])));
+        assert_eq!(
+            latency_between(&before, &after),
+            Some(("fast-command".to_string(), 3))
+        );
+        let after = parse_latency_latest(&Reply::Array(Some(vec![row("command", 106, 42, 42)])));
+        assert_eq!(
+            latency_between(&before, &after),
+            Some(("command".into(), 42))
+        );
+        assert_eq!(latency_between(&before, &before), None);
+    }
+
+    #[test]
+    fn eventloop_max_only_says_what_it_knows() {
+        assert_eq!(eventloop_max_during(None, Some(900), true), Some(900));
+        assert_eq!(eventloop_max_during(Some(500), Some(900), false), Some(900));
+        assert_eq!(eventloop_max_during(Some(900), Some(900), false), None);
+        assert_eq!(eventloop_max_during(Some(900), None, false), None);
+        assert_eq!(eventloop_max_during(None, Some(900), false), None);
+    }
+}

