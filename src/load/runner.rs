@@ -860,7 +860,7 @@ impl Collector {
             None => format!("{} thread(s), CPU use unknown on this OS", meta.threads),
         };
         if let Some(wait) = max_wait {
-            verdict.push_str(&format!(", waiting for a CPU {wait:.0}% of the time"));
+            verdict.push_str(&format!(", waiting for a CPU {wait:.1}% of the time"));
         }
         if open_loop {
             verdict.push_str(&format!(
