@@ -620,9 +620,9 @@ impl Worker {
             for event in events.iter() {
                 let token = event.token();
                 if token == TIMER {
-                    if let Some(timer) = &self.timer {
-                        timer.clear();
-                    }
+                    // No read of the expiry count: the next `arm` (timerfd_settime) resets it,
+                    // and every expiry wakes the edge-triggered registration anew. One
+                    // syscall less per open-loop wake-up.
                     self.armed_for = 0;
                     continue;
                 }
@@ -1191,19 +1191,6 @@ mod timer {
             #[cfg(not(target_os = "linux"))]
             {
                 let _ = after;
-            }
-        }
-
-        /// Consumes the expiry so the edge-triggered registration fires again next time.
-        pub fn clear(&self) {
-            #[cfg(target_os = "linux")]
-            {
-                use std::os::fd::AsRawFd;
-                let mut expirations = [0u8; 8];
-                // SAFETY: reading 8 bytes into our buffer from a non-blocking timerfd.
-                unsafe {
-                    libc::read(self.fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8);
-                }
             }
         }
     }
