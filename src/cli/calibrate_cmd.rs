@@ -56,7 +56,12 @@ pub struct CalibrateArgs {
     method: Option<StallMethod>,
 
     /// Quiet probing before and after each injection.
-    #[arg(long, value_name = "DURATION", default_value = "300ms")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "300ms"
+    )]
     gap: String,
 
     /// Dedicated probe threads, as in the main job.
@@ -77,7 +82,12 @@ pub struct CalibrateArgs {
     probe_cmd: ProbeCmd,
 
     /// A probe waiting longer than this is delayed; a silence longer than this is a stall.
-    #[arg(long, value_name = "DURATION", default_value = "1ms")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "1ms"
+    )]
     stall_threshold: String,
 
     /// Give the probe threads real-time (SCHED_FIFO) priority where permitted, as in the main

@@ -46,11 +46,21 @@ pub struct LoadArgs {
     server_arg: Vec<String>,
 
     /// Limit on establishing each connection.
-    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "5s"
+    )]
     connect_timeout: String,
 
     /// A request unanswered this long is a timeout (its connection is reopened).
-    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
     timeout: String,
 
     /// Concurrent clients (connections) in total, spread evenly over the servers.
@@ -68,7 +78,7 @@ pub struct LoadArgs {
     threads: Option<String>,
 
     /// Length of the load [default: 30s; with --writer-sizes, until the writer is done].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     duration: Option<String>,
 
     /// Open loop: this many requests per second in total, on a fixed schedule; latency counts
@@ -114,7 +124,12 @@ pub struct LoadArgs {
 
     /// Quiet load before and after each write; at least 1s so that the seconds around a write
     /// hold none.
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "2s"
+    )]
     gap: String,
 
     /// Write each size twice to the same key (the second write also frees the first value).
@@ -126,7 +141,12 @@ pub struct LoadArgs {
     keep: bool,
 
     /// A request slower than this counts as delayed.
-    #[arg(long, value_name = "DURATION", default_value = "1ms")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "1ms"
+    )]
     stall_threshold: String,
 
     /// Seed of key choice, SET bytes and the writer's value.

@@ -82,7 +82,10 @@ pub fn main_entry() -> i32 {
                 // One line, like every other usage error: clap's first line, without its
                 // tips and usage block.
                 let rendered = err.render().to_string();
-                let first = rendered.lines().next().unwrap_or("error: invalid arguments");
+                let first = rendered
+                    .lines()
+                    .next()
+                    .unwrap_or("error: invalid arguments");
                 eprintln!("{first} (see probe --help)");
             } else {
                 let _ = err.print();

@@ -54,7 +54,12 @@ pub struct ProbeArgs {
     pub repeat: String,
 
     /// Quiet probing before and after each write, so the baseline shows.
-    #[arg(long, value_name = "DURATION", default_value = "500ms")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "500ms"
+    )]
     pub gap: String,
 
     /// Write each size twice to the same key: the second SET also frees the first value on the
@@ -69,11 +74,16 @@ pub struct ProbeArgs {
 
     /// Observe mode (no --writer-sizes): probe for this long and report every stall. With a
     /// writer: a cap on the run.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub duration: Option<String>,
 
     /// A probe waiting longer than this is delayed; a silence longer than this is a stall.
-    #[arg(long, value_name = "DURATION", default_value = "1ms")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "1ms"
+    )]
     pub stall_threshold: String,
 
     /// Seed of the random value bytes, so runs repeat.

@@ -29,11 +29,21 @@ pub struct TargetArgs {
     pub server_arg: Vec<String>,
 
     /// Limit on establishing each connection.
-    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "5s"
+    )]
     pub connect_timeout: String,
 
     /// Limit on waiting for any one reply before the server is declared unresponsive.
-    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
     pub timeout: String,
 
     /// With a rediss:// URL: PEM file of the CA that signed the server's certificate

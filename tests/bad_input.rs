@@ -1,0 +1,113 @@
+//! Every command's bad input: one line naming the flag and the value, exit 2, no panic, and
+//! nothing started or sent (a server binary that does not exist proves no server was started;
+//! an unreachable --url proves nothing was connected to).
+
+mod common;
+
+use common::probe_cmd;
+
+/// (arguments, text the one-line error must contain)
+const CASES: &[(&[&str], &str)] = &[
+    (&["--writer-sizes", "64X"], "'64X' for --writer-sizes"),
+    (&["--writer-sizes", "-1M"], "'-1M' for --writer-sizes"),
+    (&["--writer-sizes", "0"], "'0' for --writer-sizes"),
+    (&["--writer-sizes", "1.5.2M"], "'1.5.2M' for --writer-sizes"),
+    (&["--writer-sizes", ""], "for --writer-sizes"),
+    (
+        &["--writer-sizes", "1M", "--probe-rate", "0"],
+        "'0' for --probe-rate",
+    ),
+    (
+        &["--writer-sizes", "1M", "--probe-rate", "-5"],
+        "'-5' for --probe-rate",
+    ),
+    (
+        &["--writer-sizes", "1M", "--probe-rate", "1e9"],
+        "sustains at most",
+    ),
+    (
+        &["--writer-sizes", "1M", "--probe-threads", "0"],
+        "--probe-threads",
+    ),
+    (
+        &["--writer-sizes", "1M", "--probe-threads", "x"],
+        "--probe-threads",
+    ),
+    (
+        &["--writer-sizes", "1M", "--gap", "soon"],
+        "'soon' for --gap",
+    ),
+    (
+        &["--writer-sizes", "1M", "--repeat", "0"],
+        "'0' for --repeat",
+    ),
+    (&["--duration", "-3s"], "--duration"),
+    (
+        &["--duration", "1s", "--stall-threshold", "1us"],
+        "--stall-threshold",
+    ),
+    (&["--duration", "1s", "--timeout", "0s"], "--timeout"),
+    (
+        &["--duration", "1s", "--connect-timeout", "x"],
+        "--connect-timeout",
+    ),
+    (&["--duration", "1s", "--url", "http://h:1"], "for --url"),
+    (&["--duration", "1s", "--url", "redis://h:0"], "for --url"),
+    (
+        &["--duration", "1s", "--url", "redis://h:port"],
+        "for --url",
+    ),
+    (&["--bogus"], "unexpected argument '--bogus'"),
+    (&[], "nothing to do"),
+    (&["calibrate", "--stalls", "abc"], "'abc' for --stalls"),
+    (&["calibrate", "--stalls", "0"], "'0' for --stalls"),
+    (&["calibrate", "--times", "0"], "'0' for --times"),
+    (&["calibrate", "--probe-rate", "0"], "--probe-rate"),
+    (&["populate", "--keys", "0"], "'0' for --keys"),
+    (
+        &["populate", "--value-size", "4096..1024"],
+        "for --value-size",
+    ),
+    (&["populate", "--value-size", "2Q"], "for --value-size"),
+    (&["load", "--clients", "0"], "'0' for --clients"),
+    (&["load", "--rate", "-1"], "'-1' for --rate"),
+    (&["load", "--ratio", "1:x"], "'1:x' for --ratio"),
+    (&["load", "--pipeline", "0"], "'0' for --pipeline"),
+    (&["load", "--duration", "0s"], "'0s' for --duration"),
+    (
+        &["load", "--writer-sizes", "64X"],
+        "'64X' for --writer-sizes",
+    ),
+    (&["clean", "--batch", "0"], "'0' for --batch"),
+    (&["clean", "--url", "redis://h:99999"], "for --url"),
+    (&["load", "--bogus"], "unexpected argument '--bogus'"),
+];
+
+#[test]
+fn every_bad_input_is_one_line_exit_2_and_no_panic() {
+    for (args, needle) in CASES {
+        let mut cmd = probe_cmd();
+        cmd.args(*args);
+        if !args.contains(&"--url") && !args.contains(&"--bogus") {
+            cmd.args(["--server-bin", "/nonexistent/redis-server"]);
+        }
+        let output = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: expected '{needle}' in: {stderr}"
+        );
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "{args:?}: not one line: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            output.stdout.is_empty(),
+            "{args:?}: printed {:?}",
+            output.stdout
+        );
+    }
+}
