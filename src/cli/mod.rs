@@ -1,15 +1,18 @@
 //! The `probe` command line: parse (clap), validate into typed options, run, print.
 
+mod compare_cmd;
 mod output;
 mod probe_args;
 mod probe_cmd;
 mod target_args;
+mod versions;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
+pub use compare_cmd::{CompareArgs, RulesArgs};
 pub use output::Output;
 pub use probe_args::{MAX_PROBE_RATE, MAX_PROBE_THREADS, ProbeArgs, parse_rate};
 pub use target_args::TargetArgs;
@@ -42,12 +45,19 @@ pub struct Cli {
 
     #[command(flatten)]
     probe: ProbeArgs,
+
+    #[command(flatten)]
+    baseline: versions::BaselineArgs,
 }
 
 /// The subcommands. Each lives in its own `cli/<name>_cmd.rs` with its own `Args` struct and a
 /// `run(args, interrupt, output) -> anyhow::Result<i32>` returning the exit status.
 #[derive(Debug, clap::Subcommand)]
-enum Command {}
+enum Command {
+    /// Compare runs (probe --out directories): per size, baseline vs candidate head-of-line
+    /// delay and SET time over the repeats, with a verdict. Exit 1 on a regression.
+    Compare(CompareArgs),
+}
 
 /// Runs the command line and returns the process exit status. Errors are printed here, as one
 /// line each, never as a panic.
@@ -68,8 +78,14 @@ pub fn main_entry() -> i32 {
     install_signal_handler(Arc::clone(&interrupt));
     let mut output = Output::new(Arc::clone(&interrupt));
     let result = match &cli.command {
-        None => probe_cmd::run(&cli.target, &cli.probe, &interrupt, &mut output),
-        Some(command) => match *command {},
+        None => versions::run(
+            &cli.target,
+            &cli.probe,
+            &cli.baseline,
+            &interrupt,
+            &mut output,
+        ),
+        Some(Command::Compare(args)) => compare_cmd::run(args, &mut output),
     };
     match result {
         Ok(code) => code,
