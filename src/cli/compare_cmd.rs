@@ -18,17 +18,17 @@ use crate::error::{EXIT_FAILURE, EXIT_OK, UsageError};
 pub struct RulesArgs {
     /// A regression needs the candidate's median to be at least this many times the
     /// baseline's (and an improvement at most 1/this).
-    #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_THRESHOLD)]
+    #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_THRESHOLD, allow_negative_numbers = true)]
     pub threshold: f64,
 
     /// Largest one-sided Mann-Whitney p-value over the repeats that counts as beyond the noise.
     /// With 5 vs 5 repeats the smallest possible p is 1/252 = 0.004.
-    #[arg(long, value_name = "P", default_value_t = DEFAULT_ALPHA)]
+    #[arg(long, value_name = "P", default_value_t = DEFAULT_ALPHA, allow_negative_numbers = true)]
     pub alpha: f64,
 
     /// Smallest difference of medians that counts, ms (for hol_delay_ms at least one probe
     /// interval, the resolution of a probe).
-    #[arg(long, value_name = "MS", default_value_t = DEFAULT_MIN_DIFF_MS)]
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_MIN_DIFF_MS, allow_negative_numbers = true)]
     pub min_diff_ms: f64,
 }
 
