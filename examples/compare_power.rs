@@ -10,7 +10,8 @@
 //!    and per (size, op, metric) the share of pairs in which the slowdown was flagged.
 //!
 //! ```sh
-//! cargo run --release --example compare_power -- /tmp/aa/run-*
+//! cargo run --release --example compare_power -- /tmp/aa/run-*/
+//! cargo run --release --example compare_power -- --alpha 0.05 /tmp/aa/run-*/   # other rules
 //! ```
 
 use std::path::PathBuf;
@@ -22,15 +23,33 @@ use holprobe::units::format_size;
 const FACTORS: &[f64] = &[1.1, 1.2, 1.3, 1.5, 2.0, 3.0];
 
 fn main() -> Result<()> {
-    let dirs: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let mut rules = Rules::default();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| -> Result<f64> {
+            let text = args
+                .next()
+                .with_context(|| format!("{name} needs a value"))?;
+            text.parse()
+                .with_context(|| format!("invalid value '{text}' for {name}"))
+        };
+        match arg.as_str() {
+            "--alpha" => rules.alpha = value("--alpha")?,
+            "--threshold" => rules.threshold = value("--threshold")?,
+            "--min-diff-ms" => rules.min_diff_ms = value("--min-diff-ms")?,
+            _ => dirs.push(PathBuf::from(arg)),
+        }
+    }
     if dirs.len() < 2 {
-        bail!("usage: compare_power RUN_DIR RUN_DIR... (two or more A/A runs)");
+        bail!(
+            "usage: compare_power [--alpha P] [--threshold R] [--min-diff-ms MS] RUN_DIR RUN_DIR... (two or more A/A runs)"
+        );
     }
     let runs = dirs
         .iter()
         .map(|d| load_run("RUN_DIR", d).with_context(|| d.display().to_string()))
         .collect::<Result<Vec<_>>>()?;
-    let rules = Rules::default();
     println!(
         "rules: threshold {}x, alpha {} (one-sided exact Mann-Whitney), min difference {} ms",
         rules.threshold, rules.alpha, rules.min_diff_ms
@@ -119,9 +138,9 @@ fn main() -> Result<()> {
                     let hit = c.rows.iter().any(|r| {
                         r.size_bytes == row.size_bytes
                             && r.op == row.op
-                            && [&r.hol_delay, &r.set].into_iter().any(|m| {
-                                m.metric == metric && m.verdict == Verdict::Regression
-                            })
+                            && [&r.hol_delay, &r.set]
+                                .into_iter()
+                                .any(|m| m.metric == metric && m.verdict == Verdict::Regression)
                     });
                     caught += usize::from(hit);
                 }

@@ -260,9 +260,7 @@ fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
     }
     let writer = json.pointer("/options/writer");
     if writer.is_none_or(Value::is_null) {
-        return Err(format!(
-            "an observe-mode run (no --writer-sizes): it has no writes to compare"
-        ));
+        return Err("an observe-mode run (no --writer-sizes): it has no writes to compare".into());
     }
     let planned_sizes_bytes = json
         .pointer("/options/writer/sizes")
