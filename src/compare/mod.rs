@@ -178,10 +178,8 @@ pub fn compare(
 
     let only = |a: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>,
                 b: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>| {
-        a.keys()
-            .filter(|k| !b.contains_key(*k))
-            .map(|(size, op)| format!("{op} {}", format_size(*size)))
-            .collect::<Vec<_>>()
+        let missing: Vec<&(u64, String)> = a.keys().filter(|k| !b.contains_key(*k)).collect();
+        describe_keys(&missing)
     };
     let base_only = only(&base_groups, &cand_groups);
     let cand_only = only(&cand_groups, &base_groups);
@@ -199,16 +197,10 @@ pub fn compare(
         )));
     }
     if !base_only.is_empty() {
-        warnings.push(format!(
-            "only in the baseline (not compared): {}",
-            base_only.join(", ")
-        ));
+        warnings.push(format!("only in the baseline (not compared): {base_only}"));
     }
     if !cand_only.is_empty() {
-        warnings.push(format!(
-            "only in the candidate (not compared): {}",
-            cand_only.join(", ")
-        ));
+        warnings.push(format!("only in the candidate (not compared): {cand_only}"));
     }
 
     // Head-of-line delay is resolved to one aggregate probe interval of the coarser run.
@@ -321,11 +313,25 @@ fn describe_groups(
     if groups.is_empty() {
         return "no successful writes".into();
     }
-    groups
-        .keys()
-        .map(|(size, op)| format!("{op} {}", format_size(*size)))
+    describe_keys(&groups.keys().collect::<Vec<_>>())
+}
+
+/// `set 1M,2M; delete 1M,2M`: the sizes of each operation, operations in run order.
+fn describe_keys(keys: &[&(u64, String)]) -> String {
+    let mut ops: Vec<&str> = keys.iter().map(|(_, op)| op.as_str()).collect();
+    ops.sort_by_key(|op| op_order(op));
+    ops.dedup();
+    ops.iter()
+        .map(|op| {
+            let sizes: Vec<String> = keys
+                .iter()
+                .filter(|(_, o)| o == op)
+                .map(|(size, _)| format_size(*size))
+                .collect();
+            format!("{op} {}", sizes.join(","))
+        })
         .collect::<Vec<_>>()
-        .join(", ")
+        .join("; ")
 }
 
 /// Applies the rule to one metric.
@@ -440,7 +446,7 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
     let mut differ = |what: &str, b: String, c: String, why: &str| {
         if b != c {
             warnings.push(format!(
-                "{what} differs (baseline {b}, candidate {c}){why}: compared only on the sizes both runs have"
+                "the runs differ in {what} (baseline {b}, candidate {c}){why}"
             ));
         }
     };
@@ -449,7 +455,7 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
         "probe rate",
         show(base.probe_rate.map(|r| format!("{r}/s"))),
         show(cand.probe_rate.map(|r| format!("{r}/s"))),
-        ": head-of-line delay is resolved to one probe interval",
+        ": head-of-line delay is resolved to one probe interval of the coarser run",
     );
     differ(
         "probe threads",
@@ -494,7 +500,12 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(",")
     };
-    differ("sizes", sizes(base), sizes(cand), "");
+    differ(
+        "sizes",
+        sizes(base),
+        sizes(cand),
+        ": only the sizes both have are compared",
+    );
     if base.hostname != cand.hostname || base.cpus != cand.cpus {
         warnings.push(format!(
             "the runs were made on different hosts ({} with {} cpus, {} with {} cpus): host speed is part of every figure",
@@ -764,7 +775,7 @@ mod tests {
             text.contains("only in the candidate (not compared): set 128M"),
             "{text}"
         );
-        assert!(text.contains("probe rate differs"), "{text}");
+        assert!(text.contains("differ in probe rate"), "{text}");
         // The coarser probe interval (1 ms at 2 x 500/s) sets the hol resolution.
         assert_eq!(c.rows[0].hol_delay.min_diff_ms, 1.0);
     }
