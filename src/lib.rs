@@ -8,6 +8,8 @@
 //!   -> probe threads + writer thread, one event channel, one clock (run, probe, writer)
 //!   -> correlate (pure: timeline in, findings out)
 //!   -> report (terminal) and export (CSV, JSON)
+//!
+//! compare: --out directories (load) -> per size/op statistics and verdicts (pure) -> render
 //! ```
 //!
 //! The library is what the binary uses: examples and other programs can start or connect to a
@@ -17,6 +19,7 @@
 pub mod calibrate;
 pub mod cli;
 pub mod clock;
+pub mod compare;
 pub mod correlate;
 pub mod error;
 pub mod export;

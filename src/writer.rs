@@ -156,15 +156,21 @@ impl WriterPlan {
         self.sizes.iter().copied().max().unwrap_or(0)
     }
 
-    /// The ordered steps: each size `repeat` times to a fresh key; with `overwrite` a second SET
-    /// to the same key; then each custom command; then, unless `keep`, the key's deletion. With
-    /// `keep`, every key is deleted at the end, each deletion measured like any write. A key
-    /// that a custom command removes is not deleted again.
+    /// The ordered steps: every size to a fresh key; with `overwrite` a second SET to the same
+    /// key; then each custom command; then, unless `keep`, the key's deletion. With `keep`,
+    /// every key is deleted at the end, each deletion measured like any write. A key that a
+    /// custom command removes is not deleted again.
+    ///
+    /// Repeats are interleaved: the plan goes through all the sizes once, then again, `repeat`
+    /// times. A disturbance of the host that lasts a few seconds (another process's burst of
+    /// work) then touches one repeat of several sizes rather than every repeat of one size, so
+    /// it shows as an outlier among the repeats instead of shifting that size's median: what
+    /// a comparison over the repeats (`probe compare`) needs.
     pub fn steps(&self) -> Vec<WriteStep> {
         let mut steps = Vec::new();
         let mut kept = Vec::new();
-        for (index, &size) in self.sizes.iter().enumerate() {
-            for rep in 1..=self.repeat {
+        for rep in 1..=self.repeat {
+            for (index, &size) in self.sizes.iter().enumerate() {
                 let key = format!(
                     "{}w{}:{}:{rep}",
                     self.key_prefix,
@@ -648,7 +654,10 @@ mod tests {
         assert_eq!(steps[0].key, steps[1].key);
         assert_ne!(steps[0].key, steps[2].key);
         assert!(steps.iter().all(|s| s.key.starts_with("holprobe:t:")));
-        assert_eq!(steps[4].size_bytes, 4 << 20);
+        // Repeats interleave: 1M, 4M, then 1M, 4M again.
+        let sizes: Vec<u64> = steps.iter().step_by(2).map(|s| s.size_bytes).collect();
+        assert_eq!(sizes, [1 << 20, 4 << 20, 1 << 20, 4 << 20]);
+        assert_ne!(steps[0].key, steps[4].key);
     }
 
     #[test]

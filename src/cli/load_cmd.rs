@@ -319,7 +319,7 @@ impl LoadArgs {
     fn target_args(&self) -> TargetArgs {
         TargetArgs {
             url: None,
-            server_bin: self.server_bin.clone(),
+            server_bin: self.server_bin.iter().cloned().collect(),
             server_arg: self.server_arg.clone(),
             connect_timeout: self.connect_timeout.clone(),
             timeout: self.timeout.clone(),

@@ -2,12 +2,14 @@
 
 mod calibrate_cmd;
 mod clean_cmd;
+mod compare_cmd;
 mod load_cmd;
 mod output;
 mod populate_cmd;
 mod probe_args;
 mod probe_cmd;
 mod target_args;
+mod versions;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::Parser;
 
 pub use clean_cmd::CleanArgs;
+pub use compare_cmd::{CompareArgs, RulesArgs};
 pub use load_cmd::{LoadArgs, LoadTargets};
 pub use output::Output;
 pub use populate_cmd::PopulateArgs;
@@ -49,6 +52,9 @@ pub struct Cli {
 
     #[command(flatten)]
     probe: ProbeArgs,
+
+    #[command(flatten)]
+    baseline: versions::BaselineArgs,
 }
 
 /// The subcommands. Each lives in its own `cli/<name>_cmd.rs` with its own `Args` struct and a
@@ -65,6 +71,9 @@ enum Command {
     Load(Box<LoadArgs>),
     /// Remove every key under holprobe:load: (SCAN + UNLINK in batches).
     Clean(CleanArgs),
+    /// Compare runs (probe --out directories): per size, baseline vs candidate head-of-line
+    /// delay and SET time over the repeats, with a verdict. Exit 1 on a regression.
+    Compare(CompareArgs),
 }
 
 /// Runs the command line and returns the process exit status. Errors are printed here, as one
@@ -97,11 +106,18 @@ pub fn main_entry() -> i32 {
     install_signal_handler(Arc::clone(&interrupt));
     let mut output = Output::new(Arc::clone(&interrupt));
     let result = match &cli.command {
-        None => probe_cmd::run(&cli.target, &cli.probe, &interrupt, &mut output),
         Some(Command::Calibrate(args)) => calibrate_cmd::run(args, &interrupt, &mut output),
         Some(Command::Populate(args)) => populate_cmd::run(args, &interrupt, &mut output),
         Some(Command::Load(args)) => load_cmd::run(args, &interrupt, &mut output),
         Some(Command::Clean(args)) => clean_cmd::run(args, &interrupt, &mut output),
+        None => versions::run(
+            &cli.target,
+            &cli.probe,
+            &cli.baseline,
+            &interrupt,
+            &mut output,
+        ),
+        Some(Command::Compare(args)) => compare_cmd::run(args, &mut output),
     };
     match result {
         Ok(code) => code,

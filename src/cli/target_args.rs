@@ -20,11 +20,13 @@ pub struct TargetArgs {
     pub url: Option<String>,
 
     /// The server binary to start when no --url is given [default: redis-server from PATH].
+    /// Repeatable: the main job then runs the same plan against each binary in turn (a fresh
+    /// server each, one at a time) and compares each with the first.
     #[arg(long, value_name = "PATH")]
-    pub server_bin: Option<PathBuf>,
+    pub server_bin: Vec<PathBuf>,
 
     /// An extra setting for the started server, "NAME VALUE" (repeatable), e.g.
-    /// --server-arg "maxmemory 2gb".
+    /// --server-arg "maxmemory 2gb". Applies to every --server-bin.
     #[arg(long, value_name = "NAME VALUE")]
     pub server_arg: Vec<String>,
 
@@ -90,7 +92,7 @@ impl TargetArgs {
         }
         match &self.url {
             Some(url) => {
-                if self.server_bin.is_some() || !self.server_arg.is_empty() {
+                if !self.server_bin.is_empty() || !self.server_arg.is_empty() {
                     return Err(UsageError::Conflict(
                         "--server-bin and --server-arg apply to a server the tool starts: they cannot be used with --url".into(),
                     ));
@@ -136,11 +138,16 @@ impl TargetArgs {
                         "{flag} needs a TLS server: use --url rediss://host:port"
                     )));
                 }
+                if self.server_bin.len() > 1 {
+                    return Err(UsageError::Conflict(
+                        "several --server-bin: only the main job (probe --writer-sizes ...) runs them, one after another".into(),
+                    ));
+                }
                 for setting in &self.server_arg {
                     crate::target::server_arg_tokens(setting)?;
                 }
                 Ok(TargetSpec::Embedded {
-                    binary: self.server_bin.clone(),
+                    binary: self.server_bin.first().cloned(),
                     extra_args: self.server_arg.clone(),
                     connect_timeout,
                     command_timeout,

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use holprobe::target::EmbeddedServer;
 
@@ -89,4 +90,26 @@ pub fn csv_header(path: &Path) -> Vec<String> {
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("valid JSON")
+}
+
+/// The path of one of the three servers, from scripts/servers.sh (which never downloads here).
+/// `None` with the reason printed when it is not there; in CI (HOLPROBE_REQUIRE_SERVERS=1) a
+/// missing server fails the test instead.
+pub fn server(name: &str) -> Option<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/servers.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .args(["--no-fetch", name])
+        .output()
+        .expect("run scripts/servers.sh");
+    let path = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    if output.status.success() && !path.is_empty() {
+        return Some(PathBuf::from(path));
+    }
+    let reason = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    if std::env::var("HOLPROBE_REQUIRE_SERVERS").is_ok_and(|v| v == "1") {
+        panic!("{name} is required (HOLPROBE_REQUIRE_SERVERS=1) but not found: {reason}");
+    }
+    eprintln!("skipping {name}: {reason} (run scripts/servers.sh to fetch it)");
+    None
 }

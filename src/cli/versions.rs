@@ -1,0 +1,225 @@
+//! The main job run more than once, then compared: `probe --baseline DIR ...` (run, then judge
+//! against a stored run) and `probe --server-bin A --server-bin B ...` (the same plan against
+//! each binary in turn, on a fresh embedded server each, one at a time; then the runs side by
+//! side and each against the first). Exit status as `probe compare` when every run completed.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use super::compare_cmd::RulesArgs;
+use super::{Output, ProbeArgs, TargetArgs, probe_cmd};
+use crate::compare::render::{Format, render};
+use crate::compare::{compare_all, load_run};
+use crate::error::{EXIT_FAILURE, EXIT_OK, UsageError};
+use crate::export::prepare_out_dir;
+use crate::target::{ServerBinary, ServerFlavor};
+use crate::units::format_size;
+
+/// `--baseline` and the rules of its compare.
+#[derive(Debug, Clone, Args)]
+pub struct BaselineArgs {
+    /// After the run, compare it with the run stored in DIR (a `probe --out` directory) and
+    /// exit 1 on a regression, as `probe compare` does. The new run goes to --out (or a
+    /// temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub rules: RulesArgs,
+}
+
+/// Runs the main job, once or per `--server-bin`, and compares when asked; returns the exit
+/// status.
+pub fn run(
+    target: &TargetArgs,
+    probe: &ProbeArgs,
+    baseline_args: &BaselineArgs,
+    interrupt: &AtomicBool,
+    out: &mut Output,
+) -> Result<i32> {
+    let several = target.server_bin.len() > 1;
+    if !several && baseline_args.baseline.is_none() {
+        return probe_cmd::run(target, probe, interrupt, out);
+    }
+    // Check everything before anything runs.
+    let rules = baseline_args.rules.to_rules()?;
+    let options = probe.to_options()?;
+    let Some(writer) = &options.writer else {
+        return Err(UsageError::Conflict(
+            "--baseline and several --server-bin compare writes: they need --writer-sizes".into(),
+        )
+        .into());
+    };
+    let first = single(target, target.server_bin.first().map(PathBuf::as_path));
+    first.to_spec(None)?;
+    let baseline = match &baseline_args.baseline {
+        Some(dir) => {
+            let run = load_run("--baseline", dir)?;
+            let planned: BTreeSet<u64> = writer.sizes.iter().copied().collect();
+            let stored: BTreeSet<u64> = run.writes.iter().map(|w| w.size_bytes).collect();
+            if planned.is_disjoint(&stored) {
+                return Err(UsageError::invalid(
+                    "--baseline",
+                    dir.display(),
+                    format!(
+                        "its run wrote {}, none of the sizes planned here ({}): nothing to compare",
+                        list_sizes(&stored),
+                        list_sizes(&planned)
+                    ),
+                )
+                .into());
+            }
+            Some(run)
+        }
+        None => None,
+    };
+    let binaries = if several {
+        target
+            .server_bin
+            .iter()
+            .map(|bin| ServerBinary::resolve(Some(bin)))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+
+    let _temp;
+    let root = match &probe.out {
+        Some(dir) => dir.clone(),
+        None => {
+            let temp = tempfile::Builder::new()
+                .prefix("holprobe-")
+                .tempdir()
+                .context("creating a temporary directory for the run's exports")?;
+            out.note(&format!(
+                "no --out given: the run's exports go to {} (removed at the end; pass --out DIR to keep them)",
+                temp.path().display()
+            ));
+            let path = temp.path().to_path_buf();
+            _temp = temp;
+            path
+        }
+    };
+    let dirs: Vec<PathBuf> = if several {
+        run_dir_names(&binaries)
+            .into_iter()
+            .map(|name| root.join(name))
+            .collect()
+    } else {
+        vec![root.clone()]
+    };
+    for dir in &dirs {
+        prepare_out_dir(dir, probe.force)?;
+    }
+
+    for (i, dir) in dirs.iter().enumerate() {
+        let bin = target.server_bin.get(i).map(PathBuf::as_path);
+        let this_target = single(target, bin);
+        let mut this_probe = probe.clone();
+        this_probe.out = Some(dir.clone());
+        this_probe.force = true; // checked above for every directory
+        if several {
+            out.note(&format!(
+                "== run {} of {}: {} {} ({}) -> {}",
+                i + 1,
+                dirs.len(),
+                flavor_name(binaries[i].flavor),
+                binaries[i].version,
+                binaries[i].path.display(),
+                dir.display()
+            ));
+        }
+        let code = probe_cmd::run(&this_target, &this_probe, interrupt, out)?;
+        if code != EXIT_OK {
+            if several && i + 1 < dirs.len() {
+                out.note(&format!(
+                    "stopped after run {} of {}: no compare",
+                    i + 1,
+                    dirs.len()
+                ));
+            }
+            return Ok(code);
+        }
+    }
+
+    let mut runs = Vec::new();
+    runs.extend(baseline);
+    for dir in &dirs {
+        runs.push(load_run("--out", dir)?);
+    }
+    let report = compare_all(&runs, rules)?;
+    out.line("");
+    for line in render(&report, Format::Table).lines() {
+        out.line(line);
+    }
+    Ok(if report.regression {
+        EXIT_FAILURE
+    } else {
+        EXIT_OK
+    })
+}
+
+/// The target flags with one server binary (or the default).
+fn single(target: &TargetArgs, bin: Option<&Path>) -> TargetArgs {
+    let mut one = target.clone();
+    one.server_bin = bin.map(Path::to_path_buf).into_iter().collect();
+    one
+}
+
+fn flavor_name(flavor: ServerFlavor) -> &'static str {
+    match flavor {
+        ServerFlavor::Redis => "redis",
+        ServerFlavor::Valkey => "valkey",
+    }
+}
+
+/// `redis-7.0.15`, `valkey-9.1.2`, ...; a second binary of the same version gets `-2`.
+pub fn run_dir_names(binaries: &[ServerBinary]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for binary in binaries {
+        let base = format!("{}-{}", flavor_name(binary.flavor), binary.version);
+        let mut name = base.clone();
+        let mut n = 1;
+        while names.contains(&name) {
+            n += 1;
+            name = format!("{base}-{n}");
+        }
+        names.push(name);
+    }
+    names
+}
+
+fn list_sizes(sizes: &BTreeSet<u64>) -> String {
+    if sizes.is_empty() {
+        return "no sizes".into();
+    }
+    sizes
+        .iter()
+        .map(|&s| format_size(s))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_directories_are_named_by_flavor_and_version() {
+        let bin = |flavor, version: &str| ServerBinary {
+            path: PathBuf::from("/x"),
+            flavor,
+            version: version.into(),
+        };
+        let names = run_dir_names(&[
+            bin(ServerFlavor::Redis, "7.0.15"),
+            bin(ServerFlavor::Valkey, "9.1.2"),
+            bin(ServerFlavor::Redis, "7.0.15"),
+        ]);
+        assert_eq!(names, ["redis-7.0.15", "valkey-9.1.2", "redis-7.0.15-2"]);
+    }
+}

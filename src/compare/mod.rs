@@ -1,0 +1,832 @@
+//! Compares runs read back from their `--out` directories: per size and operation, the
+//! baseline's and candidate's head-of-line delay and SET time (median and range over the
+//! repeats), their ratio, and a verdict: regression, improvement or no change. Also the
+//! side-by-side view of several runs (one column per server).
+//!
+//! Everything here but [`load`] is pure: runs in, findings out, so the rules are unit-tested on
+//! synthetic runs. Rendering (table, markdown, JSON) is in [`render`].
+//!
+//! # The rule
+//! A metric of a (size, op) row regressed when all three hold:
+//! 1. **large enough to matter:** candidate median ≥ `threshold` × baseline median;
+//! 2. **larger than the measurement's resolution:** candidate median − baseline median ≥
+//!    `min_diff_ms` (for head-of-line delay, at least one aggregate probe interval of the
+//!    coarser run, since that is how finely a probe can see a stall);
+//! 3. **beyond the noise of the repeats:** a one-sided exact Mann-Whitney test of candidate >
+//!    baseline over the repeats gives p ≤ `alpha`.
+//!
+//! Improvement is the mirror image. With 5 vs 5 repeats the smallest one-sided p is 1/252 ≈
+//! 0.004; at the default `alpha` = 0.01 the test flags only when at least 24 of the 25
+//! (baseline, candidate) pairs are ordered the same way (p = 2/252 ≈ 0.008). Why a strict
+//! alpha and no multiple-test correction: a sweep compares ~28 cells (7 sizes × set/delete ×
+//! 2 metrics) and a Bonferroni or Holm correction at 0.05 would ask each for p ≤ 0.0018, which
+//! 5 repeats can never give; instead each cell needs near-complete separation *and* a ratio and
+//! a difference past the noise floor, and the false-alarm rate is measured on real A/A runs
+//! (README).
+
+pub mod load;
+pub mod render;
+pub mod stats;
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+pub use load::{RunData, RunMeta, WriteSample, load_run};
+pub use stats::{MannWhitney, Spread, mann_whitney, smallest_one_sided_p};
+
+use crate::error::UsageError;
+use crate::units::format_size;
+
+/// When a difference counts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rules {
+    /// A regression needs candidate median ≥ threshold × baseline median (and an improvement
+    /// ≤ baseline / threshold). Default 1.2.
+    pub threshold: f64,
+    /// Largest one-sided Mann-Whitney p-value that counts as beyond the noise. Default 0.01.
+    pub alpha: f64,
+    /// Smallest difference of medians that counts, ms. Default 1.
+    pub min_diff_ms: f64,
+}
+
+/// Default `--threshold`.
+pub const DEFAULT_THRESHOLD: f64 = 1.2;
+/// Default `--alpha`.
+pub const DEFAULT_ALPHA: f64 = 0.01;
+/// Default `--min-diff-ms`: the tool's stated accuracy for a stall (about 1 ms at the default
+/// probe rate), so smaller differences are not resolved.
+pub const DEFAULT_MIN_DIFF_MS: f64 = 1.0;
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            threshold: DEFAULT_THRESHOLD,
+            alpha: DEFAULT_ALPHA,
+            min_diff_ms: DEFAULT_MIN_DIFF_MS,
+        }
+    }
+}
+
+/// The outcome for one metric or one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The candidate is slower, beyond threshold, resolution and noise.
+    Regression,
+    /// The candidate is faster, beyond threshold, resolution and noise.
+    Improvement,
+    /// Neither.
+    NoChange,
+}
+
+impl Verdict {
+    /// `regression`, `improvement`, `no change`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Regression => "regression",
+            Verdict::Improvement => "improvement",
+            Verdict::NoChange => "no change",
+        }
+    }
+}
+
+/// Baseline vs candidate for one metric of one (size, op).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricComparison {
+    /// `hol_delay_ms` or `set_ms`.
+    pub metric: &'static str,
+    /// The baseline's repeats (none when it has no value for this metric).
+    pub baseline_ms: Option<Spread>,
+    /// The candidate's repeats.
+    pub candidate_ms: Option<Spread>,
+    /// Candidate median / baseline median (empty when the baseline median is not above 0).
+    pub ratio: Option<f64>,
+    /// Candidate median − baseline median, ms.
+    pub diff_ms: Option<f64>,
+    /// Mann-Whitney one-sided p for "candidate slower".
+    pub p_slower: Option<f64>,
+    /// Mann-Whitney one-sided p for "candidate faster".
+    pub p_faster: Option<f64>,
+    /// The smallest difference that counted for this metric, ms.
+    pub min_diff_ms: f64,
+    /// The outcome.
+    pub verdict: Verdict,
+    /// Why, in a few words (which condition held or failed).
+    pub reason: String,
+}
+
+impl MetricComparison {
+    /// The p-value in the direction the medians moved.
+    pub fn p_in_direction(&self) -> Option<f64> {
+        match self.diff_ms {
+            Some(d) if d < 0.0 => self.p_faster,
+            _ => self.p_slower,
+        }
+    }
+}
+
+/// One (size, op) of a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowComparison {
+    /// Value size, bytes.
+    pub size_bytes: u64,
+    /// `set`, `overwrite` or `delete`.
+    pub op: String,
+    /// Head-of-line delay: what the other clients saw.
+    pub hol_delay: MetricComparison,
+    /// The writer's own time.
+    pub set: MetricComparison,
+    /// Regression when either metric regressed; improvement when one improved and none
+    /// regressed.
+    pub verdict: Verdict,
+}
+
+/// A candidate run against a baseline run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The reference run.
+    pub baseline: RunMeta,
+    /// The run judged.
+    pub candidate: RunMeta,
+    /// The rules applied.
+    pub rules: Rules,
+    /// One row per (size, op) both runs have, in size order.
+    pub rows: Vec<RowComparison>,
+    /// Differences between the runs' options, sizes only one has, incomplete runs.
+    pub warnings: Vec<String>,
+    /// Rows that regressed.
+    pub regressions: usize,
+    /// Rows that improved.
+    pub improvements: usize,
+    /// Regression when any row regressed.
+    pub verdict: Verdict,
+}
+
+/// Compares `candidate` with `baseline` on every (size, op) both have. An error when they
+/// share none.
+pub fn compare(
+    baseline: &RunData,
+    candidate: &RunData,
+    rules: Rules,
+) -> Result<Comparison, UsageError> {
+    let base_groups = baseline.groups();
+    let cand_groups = candidate.groups();
+    let mut warnings = option_warnings(&baseline.meta, &candidate.meta);
+    warnings.extend(baseline.warnings.iter().cloned());
+    warnings.extend(candidate.warnings.iter().cloned());
+
+    let only = |a: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>,
+                b: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>| {
+        let missing: Vec<&(u64, String)> = a.keys().filter(|k| !b.contains_key(*k)).collect();
+        describe_keys(&missing)
+    };
+    let base_only = only(&base_groups, &cand_groups);
+    let cand_only = only(&cand_groups, &base_groups);
+    let shared: Vec<&(u64, String)> = base_groups
+        .keys()
+        .filter(|k| cand_groups.contains_key(*k))
+        .collect();
+    if shared.is_empty() {
+        return Err(UsageError::Conflict(format!(
+            "the runs share no size and operation: {} has {}; {} has {}",
+            baseline.meta.dir.display(),
+            describe_groups(&base_groups),
+            candidate.meta.dir.display(),
+            describe_groups(&cand_groups)
+        )));
+    }
+    if !base_only.is_empty() {
+        warnings.push(format!("only in the baseline (not compared): {base_only}"));
+    }
+    if !cand_only.is_empty() {
+        warnings.push(format!("only in the candidate (not compared): {cand_only}"));
+    }
+
+    // Head-of-line delay is resolved to one aggregate probe interval of the coarser run.
+    let interval_ms = [
+        baseline.meta.probe_interval_ms(),
+        candidate.meta.probe_interval_ms(),
+    ]
+    .into_iter()
+    .flatten()
+    .fold(0.0_f64, f64::max);
+    let hol_min_diff = rules.min_diff_ms.max(interval_ms);
+
+    let mut rows = Vec::new();
+    for key in shared {
+        let (base, cand) = (&base_groups[key], &cand_groups[key]);
+        let values = |group: &[&WriteSample], hol: bool| -> Vec<f64> {
+            group
+                .iter()
+                .filter_map(|w| if hol { w.hol_delay_ms } else { Some(w.set_ms) })
+                .collect()
+        };
+        let hol_delay = compare_metric(
+            "hol_delay_ms",
+            &values(base, true),
+            &values(cand, true),
+            rules,
+            hol_min_diff,
+        );
+        let set = compare_metric(
+            "set_ms",
+            &values(base, false),
+            &values(cand, false),
+            rules,
+            rules.min_diff_ms,
+        );
+        let verdict = combine(&[hol_delay.verdict, set.verdict]);
+        rows.push(RowComparison {
+            size_bytes: key.0,
+            op: key.1.clone(),
+            hol_delay,
+            set,
+            verdict,
+        });
+    }
+    rows.sort_by(|a, b| (a.size_bytes, op_order(&a.op)).cmp(&(b.size_bytes, op_order(&b.op))));
+    if let Some(best) = rows
+        .iter()
+        .filter_map(|r| {
+            let (b, c) = (r.set.baseline_ms?, r.set.candidate_ms?);
+            Some((b.n, c.n))
+        })
+        .map(|(b, c)| (smallest_one_sided_p(b, c), b, c))
+        .find(|&(p, _, _)| p > rules.alpha)
+    {
+        warnings.push(format!(
+            "with {} vs {} repeats the test cannot reach p <= {} (its smallest p is {:.3}): such rows can never be flagged; record with --repeat 5 or more",
+            best.1, best.2, rules.alpha, best.0
+        ));
+    }
+    let regressions = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Regression)
+        .count();
+    let improvements = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Improvement)
+        .count();
+    Ok(Comparison {
+        baseline: baseline.meta.clone(),
+        candidate: candidate.meta.clone(),
+        rules,
+        rows,
+        warnings,
+        regressions,
+        improvements,
+        verdict: if regressions > 0 {
+            Verdict::Regression
+        } else if improvements > 0 {
+            Verdict::Improvement
+        } else {
+            Verdict::NoChange
+        },
+    })
+}
+
+/// Rows of one size in the order a run makes them: set, overwrite, delete, then anything else.
+pub fn op_order(op: &str) -> (u8, &str) {
+    let rank = match op {
+        "set" => 0,
+        "overwrite" => 1,
+        "delete" => 2,
+        _ => 3,
+    };
+    (rank, op)
+}
+
+fn combine(verdicts: &[Verdict]) -> Verdict {
+    if verdicts.contains(&Verdict::Regression) {
+        Verdict::Regression
+    } else if verdicts.contains(&Verdict::Improvement) {
+        Verdict::Improvement
+    } else {
+        Verdict::NoChange
+    }
+}
+
+fn describe_groups(
+    groups: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>,
+) -> String {
+    if groups.is_empty() {
+        return "no successful writes".into();
+    }
+    describe_keys(&groups.keys().collect::<Vec<_>>())
+}
+
+/// `set 1M,2M; delete 1M,2M`: the sizes of each operation, operations in run order.
+fn describe_keys(keys: &[&(u64, String)]) -> String {
+    let mut ops: Vec<&str> = keys.iter().map(|(_, op)| op.as_str()).collect();
+    ops.sort_by_key(|op| op_order(op));
+    ops.dedup();
+    ops.iter()
+        .map(|op| {
+            let sizes: Vec<String> = keys
+                .iter()
+                .filter(|(_, o)| o == op)
+                .map(|(size, _)| format_size(*size))
+                .collect();
+            format!("{op} {}", sizes.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Applies the rule to one metric.
+pub fn compare_metric(
+    metric: &'static str,
+    baseline: &[f64],
+    candidate: &[f64],
+    rules: Rules,
+    min_diff_ms: f64,
+) -> MetricComparison {
+    let baseline_ms = Spread::of(baseline);
+    let candidate_ms = Spread::of(candidate);
+    let mut result = MetricComparison {
+        metric,
+        baseline_ms,
+        candidate_ms,
+        ratio: None,
+        diff_ms: None,
+        p_slower: None,
+        p_faster: None,
+        min_diff_ms,
+        verdict: Verdict::NoChange,
+        reason: String::new(),
+    };
+    let (Some(base), Some(cand)) = (baseline_ms, candidate_ms) else {
+        result.reason = format!(
+            "no {metric} values in the {}",
+            if baseline_ms.is_none() {
+                "baseline"
+            } else {
+                "candidate"
+            }
+        );
+        return result;
+    };
+    let diff = cand.median - base.median;
+    result.diff_ms = Some(diff);
+    result.ratio = (base.median > 0.0).then(|| cand.median / base.median);
+    let Some(mw) = mann_whitney(baseline, candidate) else {
+        result.reason = "no test possible".into();
+        return result;
+    };
+    result.p_slower = Some(mw.p_larger);
+    result.p_faster = Some(mw.p_smaller);
+
+    let slower_direction = diff >= 0.0;
+    let p = if slower_direction {
+        mw.p_larger
+    } else {
+        mw.p_smaller
+    };
+    let ratio_ok = match result.ratio {
+        Some(r) if slower_direction => r >= rules.threshold,
+        Some(r) => r <= 1.0 / rules.threshold,
+        // The baseline median is not above 0: only a rise to above 0 is a ratio past any
+        // threshold.
+        None => slower_direction && cand.median > 0.0,
+    };
+    let diff_ok = diff.abs() >= min_diff_ms;
+    let p_ok = p <= rules.alpha;
+    let mut failed = Vec::new();
+    if !ratio_ok {
+        failed.push(match result.ratio {
+            Some(r) => format!("ratio {r:.2} within {:.2}x", rules.threshold),
+            None => "no ratio".into(),
+        });
+    }
+    if !diff_ok {
+        failed.push(format!(
+            "difference {:.2} ms below {min_diff_ms:.2} ms",
+            diff.abs()
+        ));
+    }
+    if !p_ok {
+        let best = smallest_one_sided_p(base.n, cand.n);
+        failed.push(if best > rules.alpha {
+            format!(
+                "{} vs {} repeats cannot reach p <= {}",
+                base.n, cand.n, rules.alpha
+            )
+        } else {
+            format!("p {p:.3} > {}", rules.alpha)
+        });
+    }
+    if failed.is_empty() {
+        result.verdict = if slower_direction {
+            Verdict::Regression
+        } else {
+            Verdict::Improvement
+        };
+        result.reason = format!(
+            "{} {:.2} ms ({}), p {p:.3}",
+            if slower_direction {
+                "slower by"
+            } else {
+                "faster by"
+            },
+            diff.abs(),
+            result
+                .ratio
+                .map_or("from 0".to_string(), |r| format!("x{r:.2}"))
+        );
+    } else {
+        result.reason = failed.join("; ");
+    }
+    result
+}
+
+/// Differences between two runs' options that make their figures less comparable.
+fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut differ = |what: &str, b: String, c: String, why: &str| {
+        if b != c {
+            warnings.push(format!(
+                "the runs differ in {what} (baseline {b}, candidate {c}){why}"
+            ));
+        }
+    };
+    let show = |v: Option<String>| v.unwrap_or_else(|| "unknown".into());
+    differ(
+        "probe rate",
+        show(base.probe_rate.map(|r| format!("{r}/s"))),
+        show(cand.probe_rate.map(|r| format!("{r}/s"))),
+        ": head-of-line delay is resolved to one probe interval of the coarser run",
+    );
+    differ(
+        "probe threads",
+        show(base.probe_threads.map(|n| n.to_string())),
+        show(cand.probe_threads.map(|n| n.to_string())),
+        "",
+    );
+    differ(
+        "probe command",
+        show(base.probe_cmd.clone()),
+        show(cand.probe_cmd.clone()),
+        "",
+    );
+    differ(
+        "stall threshold",
+        show(base.stall_threshold_us.map(|n| format!("{n}us"))),
+        show(cand.stall_threshold_us.map(|n| format!("{n}us"))),
+        "",
+    );
+    differ(
+        "gap",
+        show(base.gap_ms.map(|n| format!("{n}ms"))),
+        show(cand.gap_ms.map(|n| format!("{n}ms"))),
+        "",
+    );
+    differ(
+        "--keep",
+        show(base.keep.map(|b| b.to_string())),
+        show(cand.keep.map(|b| b.to_string())),
+        ": server memory differs",
+    );
+    differ(
+        "repeats",
+        show(base.repeat.map(|n| n.to_string())),
+        show(cand.repeat.map(|n| n.to_string())),
+        "",
+    );
+    let sizes = |m: &RunMeta| {
+        let set: BTreeSet<u64> = m.planned_sizes_bytes.iter().copied().collect();
+        set.iter()
+            .map(|&s| format_size(s))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    differ(
+        "sizes",
+        sizes(base),
+        sizes(cand),
+        ": only the sizes both have are compared",
+    );
+    if base.hostname != cand.hostname || base.cpus != cand.cpus {
+        warnings.push(format!(
+            "the runs were made on different hosts ({} with {} cpus, {} with {} cpus): host speed is part of every figure",
+            show(base.hostname.clone()),
+            show(base.cpus.map(|n| n.to_string())),
+            show(cand.hostname.clone()),
+            show(cand.cpus.map(|n| n.to_string())),
+        ));
+    }
+    if base.tool_version != cand.tool_version {
+        warnings.push(format!(
+            "made by different holprobe versions ({} and {})",
+            base.tool_version, cand.tool_version
+        ));
+    }
+    if base.run_id == cand.run_id {
+        warnings.push(format!(
+            "both directories hold the same run ({}): the compare can only say no change",
+            base.run_id
+        ));
+    }
+    warnings
+}
+
+/// Several runs side by side: per (size, op), each run's median and range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideBySide {
+    /// Each run's server, in column order.
+    pub runs: Vec<RunMeta>,
+    /// Every (size, op) any run has, in size order.
+    pub rows: Vec<SideBySideRow>,
+}
+
+/// One (size, op) across the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideBySideRow {
+    /// Value size, bytes.
+    pub size_bytes: u64,
+    /// `set`, `overwrite` or `delete`.
+    pub op: String,
+    /// Head-of-line delay per run (empty where the run has no value), ms.
+    pub hol_delay_ms: Vec<Option<Spread>>,
+    /// Writer's time per run, ms.
+    pub set_ms: Vec<Option<Spread>>,
+}
+
+/// The runs side by side, one column each.
+pub fn side_by_side(runs: &[RunData]) -> SideBySide {
+    let groups: Vec<_> = runs.iter().map(RunData::groups).collect();
+    let keys: BTreeSet<(u64, String)> = groups.iter().flat_map(|g| g.keys().cloned()).collect();
+    let mut rows: Vec<SideBySideRow> = keys
+        .into_iter()
+        .map(|key| {
+            let per_run = |hol: bool| -> Vec<Option<Spread>> {
+                groups
+                    .iter()
+                    .map(|g| {
+                        let values: Vec<f64> = g
+                            .get(&key)?
+                            .iter()
+                            .filter_map(|w| if hol { w.hol_delay_ms } else { Some(w.set_ms) })
+                            .collect();
+                        Spread::of(&values)
+                    })
+                    .collect()
+            };
+            SideBySideRow {
+                size_bytes: key.0,
+                op: key.1.clone(),
+                hol_delay_ms: per_run(true),
+                set_ms: per_run(false),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| (a.size_bytes, op_order(&a.op)).cmp(&(b.size_bytes, op_order(&b.op))));
+    SideBySide {
+        runs: runs.iter().map(|r| r.meta.clone()).collect(),
+        rows,
+    }
+}
+
+/// Everything one `probe compare` (or a run with `--baseline` / several `--server-bin`) finds:
+/// the runs side by side (when more than two) and each candidate against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareReport {
+    /// Every run side by side, baseline first (only with more than one candidate).
+    pub side_by_side: Option<SideBySide>,
+    /// Each candidate against the baseline.
+    pub comparisons: Vec<Comparison>,
+    /// True when any comparison found a regression (exit status 1).
+    pub regression: bool,
+}
+
+/// Compares every candidate with the baseline (`runs[0]`).
+pub fn compare_all(runs: &[RunData], rules: Rules) -> Result<CompareReport, UsageError> {
+    let Some((baseline, candidates)) = runs.split_first() else {
+        return Err(UsageError::Conflict("nothing to compare".into()));
+    };
+    let comparisons = candidates
+        .iter()
+        .map(|candidate| compare(baseline, candidate, rules))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CompareReport {
+        side_by_side: (runs.len() > 2).then(|| side_by_side(runs)),
+        regression: comparisons.iter().any(|c| c.verdict == Verdict::Regression),
+        comparisons,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn meta(run_id: &str) -> RunMeta {
+        RunMeta {
+            dir: PathBuf::from(run_id),
+            run_id: run_id.into(),
+            status: "complete".into(),
+            tool_version: "0.1.0".into(),
+            server_flavor: "redis".into(),
+            server_version: "7.0.15".into(),
+            server_binary: None,
+            server_appendonly: Some("no".into()),
+            hostname: Some("vm".into()),
+            cpus: Some(2),
+            probe_threads: Some(2),
+            probe_rate: Some(1000.0),
+            probe_cmd: Some("ping".into()),
+            stall_threshold_us: Some(1000),
+            repeat: Some(5),
+            gap_ms: Some(500.0),
+            overwrite: Some(false),
+            keep: Some(false),
+            planned_sizes_bytes: vec![64 << 20],
+            started_unix_us: Some(0),
+        }
+    }
+
+    /// A run with `hol` and `set` values per (size, op).
+    fn run(run_id: &str, rows: &[(u64, &str, &[f64], &[f64])]) -> RunData {
+        let mut writes = Vec::new();
+        let mut seq = 0;
+        for (size, op, hol, set) in rows {
+            for (h, s) in hol.iter().zip(set.iter()) {
+                seq += 1;
+                writes.push(WriteSample {
+                    seq,
+                    op: op.to_string(),
+                    size_bytes: *size,
+                    set_ms: *s,
+                    hol_delay_ms: Some(*h),
+                });
+            }
+        }
+        RunData {
+            meta: meta(run_id),
+            writes,
+            failed_writes: vec![],
+            warnings: vec![],
+        }
+    }
+
+    const M64: u64 = 64 << 20;
+
+    #[test]
+    fn a_clear_slowdown_is_a_regression() {
+        let base = run(
+            "a",
+            &[(
+                M64,
+                "delete",
+                &[40.0, 42.0, 41.0, 43.0, 39.0],
+                &[40.0, 42.0, 41.0, 43.0, 39.0],
+            )],
+        );
+        let cand = run(
+            "b",
+            &[(
+                M64,
+                "delete",
+                &[55.0, 52.0, 58.0, 51.0, 60.0],
+                &[40.5, 42.0, 41.0, 43.0, 39.5],
+            )],
+        );
+        let c = compare(&base, &cand, Rules::default()).unwrap();
+        assert_eq!(c.verdict, Verdict::Regression);
+        let row = &c.rows[0];
+        assert_eq!(row.hol_delay.verdict, Verdict::Regression);
+        assert_eq!(row.set.verdict, Verdict::NoChange);
+        assert!((row.hol_delay.p_slower.unwrap() - 1.0 / 252.0).abs() < 1e-12);
+        assert!((row.hol_delay.ratio.unwrap() - 55.0 / 41.0).abs() < 1e-12);
+        // The same runs swapped: an improvement, not a regression.
+        let back = compare(&cand, &base, Rules::default()).unwrap();
+        assert_eq!(back.verdict, Verdict::Improvement);
+        assert_eq!(back.regressions, 0);
+    }
+
+    #[test]
+    fn each_condition_alone_is_not_enough() {
+        let base = [40.0, 42.0, 41.0, 43.0, 39.0];
+        // Separated but only 10% slower: below the ratio threshold.
+        let small = compare_metric(
+            "x",
+            &base,
+            &[44.0, 45.0, 46.0, 44.5, 45.5],
+            Rules::default(),
+            1.0,
+        );
+        assert_eq!(small.verdict, Verdict::NoChange);
+        assert!(small.reason.contains("ratio"), "{}", small.reason);
+        // 1.5x in median but overlapping (one huge baseline outlier, one low candidate).
+        let noisy = compare_metric(
+            "x",
+            &base,
+            &[62.0, 60.0, 38.0, 61.0, 63.0],
+            Rules::default(),
+            1.0,
+        );
+        assert_eq!(noisy.verdict, Verdict::NoChange, "{noisy:?}");
+        assert!(noisy.reason.contains("p 0.0"), "{}", noisy.reason);
+        // 2x, separated, but a tiny absolute difference (0.3 ms vs 0.6 ms).
+        let tiny = compare_metric(
+            "x",
+            &[0.30, 0.31, 0.29, 0.32, 0.28],
+            &[0.60, 0.61, 0.62, 0.59, 0.63],
+            Rules::default(),
+            1.0,
+        );
+        assert_eq!(tiny.verdict, Verdict::NoChange);
+        assert!(tiny.reason.contains("difference"), "{}", tiny.reason);
+        // Too few repeats to reach alpha at all.
+        let few = compare_metric("x", &[40.0, 41.0], &[80.0, 81.0], Rules::default(), 1.0);
+        assert_eq!(few.verdict, Verdict::NoChange);
+        assert!(few.reason.contains("cannot reach"), "{}", few.reason);
+    }
+
+    #[test]
+    fn a_zero_baseline_needs_a_rise_above_zero() {
+        let m = compare_metric(
+            "hol_delay_ms",
+            &[0.0, -0.1, 0.0, 0.1, -0.2],
+            &[5.0, 6.0, 5.5, 7.0, 6.5],
+            Rules::default(),
+            1.0,
+        );
+        assert_eq!(m.ratio, None);
+        assert_eq!(m.verdict, Verdict::Regression);
+    }
+
+    #[test]
+    fn only_shared_sizes_are_compared_with_a_warning() {
+        let v: &[f64] = &[1.0, 1.1, 1.2, 1.0, 1.1];
+        let base = run("a", &[(1 << 20, "set", v, v), (M64, "set", v, v)]);
+        let mut cand = run("b", &[(M64, "set", v, v), (128 << 20, "set", v, v)]);
+        cand.meta.probe_rate = Some(500.0);
+        let c = compare(&base, &cand, Rules::default()).unwrap();
+        assert_eq!(c.rows.len(), 1);
+        assert_eq!(c.rows[0].size_bytes, M64);
+        let text = c.warnings.join("\n");
+        assert!(
+            text.contains("only in the baseline (not compared): set 1M"),
+            "{text}"
+        );
+        assert!(
+            text.contains("only in the candidate (not compared): set 128M"),
+            "{text}"
+        );
+        assert!(text.contains("differ in probe rate"), "{text}");
+        // The coarser probe interval (1 ms at 2 x 500/s) sets the hol resolution.
+        assert_eq!(c.rows[0].hol_delay.min_diff_ms, 1.0);
+    }
+
+    #[test]
+    fn runs_that_share_nothing_are_an_error() {
+        let v: &[f64] = &[1.0; 5];
+        let base = run("a", &[(1 << 20, "set", v, v)]);
+        let cand = run("b", &[(M64, "set", v, v)]);
+        let err = compare(&base, &cand, Rules::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("share no size"), "{err}");
+        assert!(err.contains("set 1M") && err.contains("set 64M"), "{err}");
+    }
+
+    #[test]
+    fn the_same_run_twice_is_no_change() {
+        let base = run(
+            "a",
+            &[(
+                M64,
+                "set",
+                &[1.0, 9.0, 3.0, 4.0, 20.0],
+                &[5.0, 6.0, 7.0, 8.0, 9.0],
+            )],
+        );
+        let c = compare(&base, &base, Rules::default()).unwrap();
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert!(c.warnings.iter().any(|w| w.contains("same run")));
+    }
+
+    #[test]
+    fn side_by_side_has_a_column_per_run_and_every_row() {
+        let v: &[f64] = &[1.0, 2.0, 3.0];
+        let a = run("a", &[(1 << 20, "set", v, v)]);
+        let b = run("b", &[(1 << 20, "set", v, v), (M64, "set", v, v)]);
+        let c = run("c", &[(M64, "set", v, v)]);
+        let report = compare_all(&[a, b, c], Rules::default());
+        // a and c share nothing: an error, even though b is fine.
+        assert!(report.is_err());
+        let v: &[f64] = &[1.0, 2.0, 3.0];
+        let a = run("a", &[(1 << 20, "set", v, v), (M64, "set", v, v)]);
+        let b = run("b", &[(1 << 20, "set", v, v)]);
+        let c = run("c", &[(M64, "set", v, v)]);
+        let report = compare_all(&[a, b, c], Rules::default()).unwrap();
+        let sbs = report.side_by_side.unwrap();
+        assert_eq!(sbs.runs.len(), 3);
+        assert_eq!(sbs.rows.len(), 2);
+        assert!(sbs.rows[0].hol_delay_ms[2].is_none());
+        assert_eq!(sbs.rows[1].set_ms[2].unwrap().median, 2.0);
+        assert!(!report.regression);
+    }
+}

