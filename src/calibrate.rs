@@ -398,7 +398,7 @@ impl InjectorThread {
             if let Ok(mut list) = self.injections.lock() {
                 list.push(injection);
             }
-            let _ = self.events.send(Event::Write(record));
+            let _ = self.events.send(Event::Write(Box::new(record)));
             if io_failed {
                 let _ = self.events.send(Event::WriterFailed(
                     "the injector lost its connection".into(),

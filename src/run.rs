@@ -33,8 +33,9 @@ use crate::writer::{WriterActor, WriterPlan};
 pub enum Event {
     /// One probe, answered or failed.
     Probe(ProbeRecord),
-    /// One write event.
-    Write(WriteRecord),
+    /// One write event (boxed: it is rare and large, and the channel's slots are sized by the
+    /// largest variant).
+    Write(Box<WriteRecord>),
     /// A probe thread lost its connection and could not reconnect.
     ProbeFailed {
         /// Which thread.
@@ -313,7 +314,9 @@ pub fn run_with_actor(
     };
     let host = HostInfo::read();
     let clock = RunClock::start();
-    let (tx, rx) = bounded::<Event>(1 << 18);
+    // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
+    // at the default rates if the collector stalls (what does not fit is counted as dropped).
+    let (tx, rx) = bounded::<Event>(1 << 16);
     let shared = Arc::new(ProbeShared::default());
     let writer_stop = Arc::new(AtomicBool::new(false));
     let schedule_start_us = 20_000;
@@ -621,7 +624,7 @@ impl Collector {
                     // again, which is harmless.
                     WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
                 }
-                self.writes.push(write);
+                self.writes.push(*write);
             }
             Event::ProbeFailed { thread, error } => {
                 if let Some(live) = self.live_threads.get_mut(thread as usize) {

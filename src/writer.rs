@@ -417,7 +417,7 @@ impl Writer {
                 break;
             }
             let (record, io_error) = self.execute(index as u32 + 1, &step);
-            let _ = self.events.send(Event::Write(record));
+            let _ = self.events.send(Event::Write(Box::new(record)));
             match io_error {
                 None => {}
                 // No reply within --timeout: reconnecting would only wait again.

@@ -576,7 +576,7 @@ impl Collector {
                     // again, which is harmless.
                     WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
                 }
-                self.writes.push(write);
+                self.writes.push(*write);
             }
             Event::WriterDone => self.writer_done = true,
             Event::WriterFailed(error) => {
