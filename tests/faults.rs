@@ -398,3 +398,45 @@ fn dry_run_connects_to_nothing() {
         "dry run connected to the server"
     );
 }
+
+#[test]
+fn reset_probe_connections_reconnect_and_the_run_completes() {
+    let server = TestServer::start(&[]);
+    let port = server.port();
+    let killer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(700));
+        let mut conn = holprobe::target::ConnInfo::loopback(port)
+            .redis_connection()
+            .unwrap();
+        // Every other client: the probe threads' connections (and the control one).
+        redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+            .query::<i64>(&mut conn)
+            .unwrap()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    probe_cmd()
+        .args(["--url", &server.url(), "--duration", "1500ms", "--out"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    assert!(
+        killer.join().unwrap() >= 2,
+        "the probe connections were not killed"
+    );
+    let probes = read_csv(&dir.path().join("probes.csv"));
+    let failed: Vec<_> = probes.iter().filter(|p| p["ok"] == "false").collect();
+    assert!(!failed.is_empty(), "no probe saw the reset");
+    assert!(failed.iter().all(|p| !p["error"].is_empty()));
+    // Both threads went on probing after the reset.
+    for thread in ["0", "1"] {
+        let after = probes
+            .iter()
+            .filter(|p| p["thread"] == thread && p["ok"] == "true")
+            .filter(|p| p["intended_us"].parse::<u64>().unwrap() > 1_000_000)
+            .count();
+        assert!(after > 100, "thread {thread} stopped after the reset");
+    }
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "complete");
+}
