@@ -300,6 +300,12 @@ pub fn run_with_actor(
     if let Some(actor) = actor.as_mut() {
         actor.prepare(&key_prefix)?;
     }
+    // The export files first: if they cannot be created, nothing has been written to the
+    // server yet.
+    let mut out = match &options.out {
+        Some(dir) => Some(OutFiles::create(dir)?),
+        None => None,
+    };
     if options.probe_cmd == ProbeCmd::Get {
         redis::cmd("SET")
             .arg(&probe_config.get_key)
@@ -307,11 +313,6 @@ pub fn run_with_actor(
             .query::<()>(&mut control)
             .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
     }
-
-    let mut out = match &options.out {
-        Some(dir) => Some(OutFiles::create(dir)?),
-        None => None,
-    };
     let host = HostInfo::read();
     let clock = RunClock::start();
     // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
