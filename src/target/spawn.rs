@@ -307,10 +307,12 @@ fn terminate(child: &mut Child) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
+    // The server leads its own process group (see `start_once`): signal the whole group, so a
+    // wrapper script given as --server-bin takes its server down with it.
     #[cfg(unix)]
-    // SAFETY: kill(2) with a pid we own and a valid signal number.
+    // SAFETY: kill(2) with a process group we created and a valid signal number.
     unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM);
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
@@ -318,6 +320,11 @@ fn terminate(child: &mut Child) {
             return;
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+    #[cfg(unix)]
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
     }
     let _ = child.kill();
     let _ = child.wait();
