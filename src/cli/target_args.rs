@@ -98,6 +98,14 @@ impl TargetArgs {
                     ));
                 }
                 let mut conn = ConnInfo::from_url(url, env_password)?;
+                // An unknown host is a mistake in the flag, found before anything is sent.
+                if conn.socket_addr().is_err() {
+                    return Err(UsageError::invalid(
+                        "--url",
+                        crate::target::redact_url(url),
+                        format!("unknown host '{}'", conn.host),
+                    ));
+                }
                 conn.connect_timeout = connect_timeout;
                 conn.command_timeout = command_timeout;
                 match conn.tls.as_mut() {
