@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import holprobe_data as hd
@@ -169,7 +170,9 @@ def render(args: argparse.Namespace) -> None:
                 ax.plot(i + dx + jitter, values, linestyle="none", marker="o", markersize=3.5, alpha=0.35, color=colour, markeredgewidth=0, zorder=2)
             ratio, word = verdict(b, c, args.threshold)
             ext = external.get((int(size), metric)) or external.get((int(size), None))
-            text = f"\u00d7{ratio:.2f}\n{word}" if np.isfinite(ratio) else word
+            # Many sizes side by side: two-word verdicts on two lines, or they run into each other.
+            shown_word = textwrap.fill(word, width=9) if len(shared) > 6 else word
+            text = f"\u00d7{ratio:.2f}\n{shown_word}" if np.isfinite(ratio) else shown_word
             if ext:
                 text += f"\n(given: {ext})"
             ax.annotate(text, xy=(i, 1.0), xycoords=("data", "axes fraction"), xytext=(0, -4), textcoords="offset points", ha="center", va="top", fontsize=7.5, color=VERDICT_COLOURS.get(word, "black"))

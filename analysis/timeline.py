@@ -24,6 +24,7 @@ SEND_COLOUR = "#f4a259"  # send phase: start -> last byte sent
 AFTER_COLOUR = "#8e7dbe"  # after-send phase: last byte -> reply
 STALL_COLOUR = "#d62728"
 THREAD_COLOURS = plt.get_cmap("tab10").colors
+MAX_WRITE_LABELS = 30  # more writes in view than this: label only the largest size
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -129,10 +130,16 @@ def render(args: argparse.Namespace) -> None:
     sizes = writes.num("size_bytes")
     seqs = writes.num("seq")
     span = hi - lo
+    in_view = np.isfinite(starts) & np.isfinite(replies) & (replies >= lo) & (starts <= hi)
+    # Too many writes for their labels to be read (a whole sweep has about 100): label only the
+    # largest size in view; every write keeps its shading and its thin start line.
+    only_size = None
+    if int(in_view.sum()) > MAX_WRITE_LABELS and np.isfinite(sizes[in_view]).any():
+        only_size = np.nanmax(sizes[in_view])
     shown_writes = 0
     for i in range(len(writes)):
         start, sent, reply = starts[i], sents[i], replies[i]
-        if not (np.isfinite(start) and np.isfinite(reply)) or reply < lo or start > hi:
+        if not in_view[i]:
             continue
         shown_writes += 1
         sent = min(max(sent, start), reply) if np.isfinite(sent) else reply
@@ -140,6 +147,8 @@ def render(args: argparse.Namespace) -> None:
         ax.axvspan(sent, reply, color=AFTER_COLOUR, alpha=0.45, lw=0, zorder=0)
         # A thin edge keeps writes too short to shade at this zoom visible.
         ax.axvline(start, color=hd.OP_COLOURS.get(ops[i], "black"), lw=0.6, alpha=0.7, zorder=0.5)
+        if only_size is not None and sizes[i] != only_size:
+            continue
         label = f"{ops[i]} {hd.size_label(sizes[i])}"
         if zoomed_write is not None or span < 5:
             label += f" (#{int(seqs[i])}, {1e3 * (reply - start):.1f} ms)"
@@ -208,13 +217,15 @@ def render(args: argparse.Namespace) -> None:
             if len(placed) == 8:
                 break
             x = s0[inside][j]
-            if any(abs(x - p) < span / 30 for p in placed):
+            if any(abs(x - p) < span / 15 for p in placed):
                 continue
             placed.append(x)
             ax.text(x, 0.045, f"{dur[inside][j]:.1f} ms", transform=bar_transform, fontsize=6.5, color=STALL_COLOUR, ha="left", va="bottom", zorder=4)
     handles.append(Patch(color=STALL_COLOUR, label=f"stall episode ({stall_count} here; longest labelled)"))
     handles.append(Patch(color=SEND_COLOUR, alpha=0.45, label="write: send phase (start \u2192 last byte sent)"))
     handles.append(Patch(color=AFTER_COLOUR, alpha=0.45, label="write: after send (last byte \u2192 reply)"))
+    if only_size is not None:
+        handles.append(Line2D([], [], color="0.3", lw=0.6, label=f"thin line: a write's start; only the {hd.size_label(only_size)}\nwrites labelled ({shown_writes} here: zoom for the rest)"))
 
     ax.set_xlabel("time since the run's start (s)")
     ax.set_ylabel("probe latency (ms, log scale)\nreply \u2212 intended send")

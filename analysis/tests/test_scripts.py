@@ -111,6 +111,26 @@ class Timeline(PictureChecks):
             self.assertIn("<image", text)
             self.assertGreater(out.stat().st_size, 20_000)
 
+    def test_a_crowded_window_labels_only_its_largest_writes(self):
+        """A whole sweep (100 writes) labels only the largest size; a window of 20 labels all."""
+        run = sweep_runs()[0]
+        writes = list(csv.DictReader((run / "writes.csv").open()))
+        self.assertGreater(len(writes), 30, "the first sweep should be a whole 1M..512M run")
+        largest = max(int(w["size_bytes"]) for w in writes)
+        label = lambda w: f"{w['op']} {int(w['size_bytes']) >> 20}M"
+        # matplotlib's SVG keeps each text as a comment beside its glyph paths.
+        labels = lambda svg: re.findall(r"<!-- ((?:set|delete) \d+M)(?: \(#\d+, [\d.]+ ms\))? -->", svg)
+        with tempfile.TemporaryDirectory() as tmp:
+            whole = Path(tmp) / "whole.svg"
+            script("timeline.py", run, "-o", whole)
+            expected = sorted(label(w) for w in writes if int(w["size_bytes"]) == largest)
+            self.assertEqual(sorted(labels(whole.read_text())), expected)
+            first = [w for w in writes if int(w["seq"]) <= 20]
+            window = Path(tmp) / "window.svg"
+            end = max(int(w["reply_us"]) for w in first) / 1e6 + 0.01
+            script("timeline.py", run, "--from", "0", "--to", f"{end:.3f}", "-o", window)
+            self.assertEqual(sorted(labels(window.read_text())), sorted(label(w) for w in first))
+
     def test_bad_input_is_one_line_and_exit_2(self):
         run = data_runs()[0]
         with tempfile.TemporaryDirectory() as tmp:
