@@ -156,19 +156,9 @@ pub fn correlate_with_memory(
 ) -> Analysis {
     let windows: Vec<(u64, u64)> = writes.iter().map(|w| (w.start_us, w.reply_us)).collect();
     let baseline = baseline(probes, &windows);
-    let (mut stalls, client_hiccups) = stall_episodes(probes, config.stall_threshold_us);
-    for stall in &mut stalls {
-        stall.write_seq = writes
-            .iter()
-            .map(|w| {
-                (
-                    w.seq,
-                    overlap(stall.start_us, stall.end_us, w.start_us, w.reply_us),
-                )
-            })
-            .filter(|&(_, o)| o > 0)
-            .max_by_key(|&(seq, o)| (o, std::cmp::Reverse(seq)))
-            .map(|(seq, _)| seq);
+    let (mut stalls, mut client_hiccups) = stall_episodes(probes, config.stall_threshold_us);
+    for episode in stalls.iter_mut().chain(client_hiccups.iter_mut()) {
+        episode.write_seq = overlapping_write(episode, writes);
     }
     let writes: Vec<WriteSummary> = writes
         .iter()
@@ -191,6 +181,21 @@ pub fn correlate_with_memory(
         size_model: size_model(&writes),
         writes,
     }
+}
+
+/// The write whose window overlaps the episode most (the earlier on a tie), if any does.
+fn overlapping_write(episode: &Stall, writes: &[WriteRecord]) -> Option<u32> {
+    writes
+        .iter()
+        .map(|w| {
+            (
+                w.seq,
+                overlap(episode.start_us, episode.end_us, w.start_us, w.reply_us),
+            )
+        })
+        .filter(|&(_, o)| o > 0)
+        .max_by_key(|&(seq, o)| (o, std::cmp::Reverse(seq)))
+        .map(|(seq, _)| seq)
 }
 
 /// Nearest-rank percentile of an ascending slice (0 when empty).
@@ -569,9 +574,12 @@ mod tests {
                 t += 1000;
             }
         }
-        let analysis = correlate(&probes, &[], THRESHOLD);
+        let writes = [write(1, WriteOp::Set, 49_000, 52_000, 56_000)];
+        let analysis = correlate(&probes, &writes, THRESHOLD);
         assert!(analysis.stalls.is_empty(), "{:?}", analysis.stalls);
         assert_eq!(analysis.client_hiccups.len(), 1);
+        // Tied to the write it fell in, like a stall.
+        assert_eq!(analysis.client_hiccups[0].write_seq, Some(1));
         assert!(analysis.baseline.send_lag_max_us >= 4_000);
     }
 
