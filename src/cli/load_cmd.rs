@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::{Output, TargetArgs};
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::export::{RunStatus, prepare_out_dir};
+use crate::export::prepare_out_dir;
 use crate::load::keyspace::{
     KeyNaming, LOAD_PREFIX, MemoryRoom, PopulationMeta, ValueSize, check_fit, default_keys,
     read_meta,
@@ -574,31 +574,17 @@ fn run_opened(
         out.note(&format!("results in {}", dir.display()));
     }
     let failed_writes = report.writes.iter().filter(|w| !w.ok).count();
-    Ok(match report.status {
-        RunStatus::Interrupted => {
-            out.error(&format!(
-                "{}; results measured so far were kept",
-                report.status_reason.as_deref().unwrap_or("interrupted")
-            ));
-            EXIT_INTERRUPTED
-        }
-        RunStatus::Failed => {
-            out.error(&format!(
-                "{}; results measured so far were kept",
-                report.status_reason.as_deref().unwrap_or("the run failed")
-            ));
-            EXIT_FAILURE
-        }
-        _ if failed_writes > 0 => {
-            out.error(&format!("{failed_writes} write(s) failed (see above)"));
-            EXIT_FAILURE
-        }
-        _ if report.generator.disconnected_at_end > 0 => {
-            out.error("connections to a server were lost and could not be reopened");
-            EXIT_FAILURE
-        }
-        _ => EXIT_OK,
-    })
+    let code = super::output::run_exit_status(
+        out,
+        report.status,
+        report.status_reason.as_deref(),
+        failed_writes,
+    );
+    if code == EXIT_OK && report.generator.disconnected_at_end > 0 {
+        out.error("connections to a server were lost and could not be reopened");
+        return Ok(EXIT_FAILURE);
+    }
+    Ok(code)
 }
 
 /// Fills the started server: `--keys` (default as populate's, at most 100000) values of

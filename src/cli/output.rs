@@ -96,3 +96,36 @@ impl Output {
         }
     }
 }
+
+/// The exit status of a run that produced a report, saying on stderr why it is not 0.
+pub fn run_exit_status(
+    out: &mut Output,
+    status: crate::export::RunStatus,
+    reason: Option<&str>,
+    failed_writes: usize,
+) -> i32 {
+    use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
+    use crate::export::RunStatus;
+    match status {
+        RunStatus::Interrupted if out.stdout_closed() => EXIT_INTERRUPTED,
+        RunStatus::Interrupted => {
+            out.error(&format!(
+                "{}; results measured so far were kept",
+                reason.unwrap_or("interrupted")
+            ));
+            EXIT_INTERRUPTED
+        }
+        RunStatus::Failed => {
+            out.error(&format!(
+                "{}; results measured so far were kept",
+                reason.unwrap_or("the run failed")
+            ));
+            EXIT_FAILURE
+        }
+        _ if failed_writes > 0 => {
+            out.error(&format!("{failed_writes} write(s) failed (see above)"));
+            EXIT_FAILURE
+        }
+        _ => EXIT_OK,
+    }
+}

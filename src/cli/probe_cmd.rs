@@ -5,8 +5,8 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Result;
 
 use super::{Output, ProbeArgs, TargetArgs};
-use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::export::{RunStatus, prepare_out_dir};
+use crate::error::{EXIT_INTERRUPTED, EXIT_OK, UsageError};
+use crate::export::prepare_out_dir;
 use crate::report;
 use crate::run::{self, Notice, RunOptions};
 use crate::target::{ServerBinary, Target, TargetSpec};
@@ -94,28 +94,12 @@ pub fn run(
         out.note(&format!("results in {}", dir.display()));
     }
     let failed_writes = report.writes.iter().filter(|w| !w.ok).count();
-    Ok(match report.status {
-        RunStatus::Interrupted if out.stdout_closed() => EXIT_INTERRUPTED,
-        RunStatus::Interrupted => {
-            out.error(&format!(
-                "{}; results measured so far were kept",
-                report.status_reason.as_deref().unwrap_or("interrupted")
-            ));
-            EXIT_INTERRUPTED
-        }
-        RunStatus::Failed => {
-            out.error(&format!(
-                "{}; results measured so far were kept",
-                report.status_reason.as_deref().unwrap_or("the run failed")
-            ));
-            EXIT_FAILURE
-        }
-        _ if failed_writes > 0 => {
-            out.error(&format!("{failed_writes} write(s) failed (see above)"));
-            EXIT_FAILURE
-        }
-        _ => EXIT_OK,
-    })
+    Ok(super::output::run_exit_status(
+        out,
+        report.status,
+        report.status_reason.as_deref(),
+        failed_writes,
+    ))
 }
 
 fn describe_target(target: &Target, out: &Output) {

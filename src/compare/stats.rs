@@ -24,24 +24,14 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// The spread of `values`; `None` when there are none (or one is not finite).
+    /// The spread of `values`; `None` when there are none (or one is not finite). The same
+    /// median, min and max as the run's own per-size table ([`crate::stats::spread`]).
     pub fn of(values: &[f64]) -> Option<Spread> {
-        if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
-            return None;
-        }
-        let mut sorted = values.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        Some(Spread {
-            n,
-            median,
-            min: sorted[0],
-            max: sorted[n - 1],
+        crate::stats::spread(values).map(|s| Spread {
+            n: s.n,
+            median: s.median,
+            min: s.min,
+            max: s.max,
         })
     }
 }
