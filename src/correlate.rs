@@ -114,6 +114,10 @@ pub struct WriteSummary {
     pub host_mem_peak_pct: f64,
     /// How much host swap use grew during the write, bytes.
     pub host_swap_grew_bytes: u64,
+    /// The head-of-line delay without the client's own lateness: the same worst-minus-median,
+    /// over latencies replayed as if every probe had left on time or right after its thread's
+    /// previous reply ([`replay_without_client_lag`]). Empty when no probe overlapped.
+    pub hol_delay_server_ms: Option<f64>,
 }
 
 /// Everything the correlator finds in one timeline.
@@ -160,12 +164,14 @@ pub fn correlate_with_memory(
     for episode in stalls.iter_mut().chain(client_hiccups.iter_mut()) {
         episode.write_seq = overlapping_write(episode, writes);
     }
+    let replayed = replay_without_client_lag(probes);
     let writes: Vec<WriteSummary> = writes
         .iter()
         .map(|w| {
             summarize_write(
                 w,
                 probes,
+                &replayed,
                 &stalls,
                 &baseline,
                 memory,
@@ -236,6 +242,39 @@ fn baseline(probes: &[ProbeRecord], windows: &[(u64, u64)]) -> Baseline {
         send_lag_p99_us: percentile(&lags, 99.0),
         send_lag_max_us: lags.last().copied().unwrap_or(0),
     }
+}
+
+/// Open-loop latencies with the client's own lateness taken out, one per probe (in `probes`'
+/// order; `None` without a reply).
+///
+/// Each thread is replayed as a perfect client: a probe leaves at its intended time, or when the
+/// thread's previous (replayed) reply came if that is later, and spends on the wire what it
+/// really spent (`reply - sent`). A probe that left late only because its thread was not
+/// scheduled gets its on-time latency back; a probe held behind a stalled reply keeps all of its
+/// wait, so server stalls and the queueing they cause are untouched. What cannot be taken out:
+/// a reply that sat in the socket while the thread was descheduled counts as the server's.
+pub fn replay_without_client_lag(probes: &[ProbeRecord]) -> Vec<Option<u64>> {
+    let mut order: Vec<usize> = (0..probes.len()).collect();
+    order.sort_unstable_by_key(|&i| (probes[i].thread, probes[i].seq));
+    let mut out = vec![None; probes.len()];
+    let mut previous: Option<(u16, u64)> = None; // (thread, replayed reply)
+    for i in order {
+        let probe = &probes[i];
+        let free_at = match previous {
+            Some((thread, reply)) if thread == probe.thread => reply,
+            _ => 0,
+        };
+        let Some(reply) = probe.reply_us else {
+            // No reply: the thread reconnected; its next probe starts afresh.
+            previous = None;
+            continue;
+        };
+        let v_sent = probe.intended_us.max(free_at);
+        let v_reply = v_sent + reply.saturating_sub(probe.sent_us);
+        out[i] = Some(v_reply - probe.intended_us);
+        previous = Some((probe.thread, v_reply));
+    }
+    out
 }
 
 /// Send lag (actual − intended) of the probes whose thread was idle at their intended time: the
@@ -327,6 +366,7 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
 fn summarize_write(
     write: &WriteRecord,
     probes: &[ProbeRecord],
+    replayed: &[Option<u64>],
     stalls: &[Stall],
     baseline: &Baseline,
     memory: &[MemorySample],
@@ -336,7 +376,8 @@ fn summarize_write(
     let mut probes_in_window = 0;
     let mut probes_delayed = 0;
     let mut worst: Option<u64> = None;
-    for probe in probes {
+    let mut worst_server: Option<u64> = None;
+    for (probe, server_latency) in probes.iter().zip(replayed) {
         let (Some(reply), Some(latency)) = (probe.reply_us, probe.latency_us) else {
             continue;
         };
@@ -346,6 +387,9 @@ fn summarize_write(
                 probes_delayed += 1;
             }
             worst = Some(worst.map_or(latency, |w| w.max(latency)));
+            if let Some(v) = *server_latency {
+                worst_server = Some(worst_server.map_or(v, |w| w.max(v)));
+            }
         }
     }
     let covered = |from: u64, to: u64| -> f64 {
@@ -369,6 +413,7 @@ fn summarize_write(
         stall_after_send_ms: covered(sent, we),
         host_mem_pct: write.host_mem_pct,
         host_swap_pct: write.host_swap_pct,
+        hol_delay_server_ms: worst_server.map(|w| w.saturating_sub(baseline.p50_us) as f64 / 1e3),
         probes_in_window,
         worst_latency_ms: worst.map(|w| w as f64 / 1e3),
         ok: write.ok,
@@ -649,6 +694,39 @@ mod tests {
         // Without samples only the after-write reading (10%) is known: no flag.
         let plain = correlate(&probes, &writes, THRESHOLD);
         assert!(plain.writes.iter().all(|w| !w.memory_pressure));
+    }
+
+    #[test]
+    fn replay_keeps_server_waits_and_drops_the_clients_own_lateness() {
+        // A server freeze: replayed latencies equal the measured ones (catch-up included).
+        let frozen = timeline(0, 1_000_000, &[(300_200, 400_200)]);
+        let replayed = replay_without_client_lag(&frozen);
+        for (probe, v) in frozen.iter().zip(&replayed) {
+            assert_eq!(*v, probe.latency_us, "{probe:?}");
+        }
+        let writes = [write(1, WriteOp::Delete, 300_000, 300_010, 400_200)];
+        let analysis = correlate(&frozen, &writes, THRESHOLD);
+        assert_eq!(
+            analysis.writes[0].hol_delay_server_ms,
+            analysis.writes[0].hol_delay_ms
+        );
+
+        // A probe thread descheduled for 8 ms during a 30 µs DEL: the probes left late and were
+        // answered at once. Open-loop latency shows 8 ms; the server's part is 30 µs.
+        let mut late = timeline(0, 100_000, &[]);
+        for probe in late
+            .iter_mut()
+            .filter(|p| (50_000..58_000).contains(&p.intended_us))
+        {
+            probe.sent_us = 58_000 + probe.intended_us % 1000;
+            probe.reply_us = Some(probe.sent_us + 30);
+            probe.latency_us = Some(probe.sent_us + 30 - probe.intended_us);
+        }
+        let writes = [write(1, WriteOp::Delete, 50_100, 50_110, 50_130)];
+        let analysis = correlate(&late, &writes, THRESHOLD);
+        let summary = &analysis.writes[0];
+        assert!(summary.hol_delay_ms.unwrap() > 7.0, "{summary:?}");
+        assert!(summary.hol_delay_server_ms.unwrap() < 0.1, "{summary:?}");
     }
 
     #[test]

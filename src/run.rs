@@ -767,6 +767,7 @@ pub mod columns {
         "memory_pressure",
         "host_mem_peak_pct",
         "host_swap_grew_bytes",
+        "hol_delay_server_ms",
     ];
 }
 
@@ -914,6 +915,7 @@ mod tests {
             memory_pressure: false,
             host_mem_peak_pct: 0.0,
             host_swap_grew_bytes: 0,
+            hol_delay_server_ms: None,
         };
         assert_eq!(derived_header(&summary), columns::SUMMARY);
     }
