@@ -114,7 +114,8 @@ class Timeline(PictureChecks):
     def test_a_crowded_window_labels_only_its_largest_writes(self):
         """A whole sweep (100 writes) labels only the largest size; a window of 20 labels all."""
         run = sweep_runs()[0]
-        writes = list(csv.DictReader((run / "writes.csv").open()))
+        with (run / "writes.csv").open() as f:
+            writes = list(csv.DictReader(f))
         self.assertGreater(len(writes), 30, "the first sweep should be a whole 1M..512M run")
         largest = max(int(w["size_bytes"]) for w in writes)
         label = lambda w: f"{w['op']} {int(w['size_bytes']) >> 20}M"
