@@ -97,6 +97,9 @@ impl Write for Stream {
     }
 }
 
+/// Size of the slices a large value is written in (see [`RawConn::send_set`]).
+pub const WRITE_SLICE_BYTES: usize = 256 * 1024;
+
 /// One connection to the server, blocking, with its own small read buffer.
 pub struct RawConn {
     stream: Stream,
@@ -206,7 +209,13 @@ impl RawConn {
         header.extend_from_slice(key);
         header.extend_from_slice(format!("\r\n${}\r\n", value.len()).as_bytes());
         self.stream.write_all(&header)?;
-        self.stream.write_all(value)?;
+        // In slices: every write(2) that returns is a point where the kernel can switch to a
+        // probe thread that is due; one call for the whole value keeps a core in the kernel for
+        // as long as the socket accepts data. Measured with `cargo bench --bench core` and
+        // --realtime: the worst probe wake-up lag during writes fell from 2.4-4.9 ms to 0.6 ms.
+        for part in value.chunks(WRITE_SLICE_BYTES) {
+            self.stream.write_all(part)?;
+        }
         self.stream.write_all(b"\r\n")
     }
 
