@@ -165,12 +165,14 @@ pub fn correlate_with_memory(
         episode.write_seq = overlapping_write(episode, writes);
     }
     let replayed = replay_without_client_lag(probes);
+    let index = ByIntended::new(probes);
     let writes: Vec<WriteSummary> = writes
         .iter()
         .map(|w| {
             summarize_write(
                 w,
                 probes,
+                &index,
                 &replayed,
                 &stalls,
                 &baseline,
@@ -186,6 +188,39 @@ pub fn correlate_with_memory(
         by_size: by_size(&writes),
         size_model: size_model(&writes),
         writes,
+    }
+}
+
+/// Probe indices by intended send time, so that a write looks only at the probes that can
+/// overlap it (a run has ~100k probes and ~100 writes, and is analysed after every write).
+struct ByIntended {
+    order: Vec<usize>,
+    intended: Vec<u64>,
+    max_latency_us: u64,
+}
+
+impl ByIntended {
+    fn new(probes: &[ProbeRecord]) -> Self {
+        let mut order: Vec<usize> = (0..probes.len()).collect();
+        order.sort_unstable_by_key(|&i| probes[i].intended_us);
+        ByIntended {
+            intended: order.iter().map(|&i| probes[i].intended_us).collect(),
+            order,
+            max_latency_us: probes
+                .iter()
+                .filter_map(|p| p.latency_us)
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
+    /// Indices of the probes whose [intended, reply] can meet [from, to].
+    fn around(&self, from: u64, to: u64) -> &[usize] {
+        let lo = self
+            .intended
+            .partition_point(|&t| t < from.saturating_sub(self.max_latency_us));
+        let hi = self.intended.partition_point(|&t| t <= to);
+        &self.order[lo..hi.max(lo)]
     }
 }
 
@@ -366,6 +401,7 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
 fn summarize_write(
     write: &WriteRecord,
     probes: &[ProbeRecord],
+    index: &ByIntended,
     replayed: &[Option<u64>],
     stalls: &[Stall],
     baseline: &Baseline,
@@ -377,7 +413,8 @@ fn summarize_write(
     let mut probes_delayed = 0;
     let mut worst: Option<u64> = None;
     let mut worst_server: Option<u64> = None;
-    for (probe, server_latency) in probes.iter().zip(replayed) {
+    for &i in index.around(ws, we) {
+        let (probe, server_latency) = (&probes[i], &replayed[i]);
         let (Some(reply), Some(latency)) = (probe.reply_us, probe.latency_us) else {
             continue;
         };
