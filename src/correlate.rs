@@ -164,16 +164,13 @@ pub fn correlate_with_memory(
     for episode in stalls.iter_mut().chain(client_hiccups.iter_mut()) {
         episode.write_seq = overlapping_write(episode, writes);
     }
-    let replayed = replay_without_client_lag(probes);
-    let index = ByIntended::new(probes);
+    let index = ProbeIndex::new(probes);
     let writes: Vec<WriteSummary> = writes
         .iter()
         .map(|w| {
             summarize_write(
                 w,
-                probes,
                 &index,
-                &replayed,
                 &stalls,
                 &baseline,
                 memory,
@@ -193,17 +190,22 @@ pub fn correlate_with_memory(
 
 /// Probe indices by intended send time, so that a write looks only at the probes that can
 /// overlap it (a run has ~100k probes and ~100 writes, and is analysed after every write).
-struct ByIntended {
+/// Each probe also carries its latency without the client's own lateness.
+struct ProbeIndex<'a> {
+    probes: &'a [ProbeRecord],
+    replayed: Vec<Option<u64>>,
     order: Vec<usize>,
     intended: Vec<u64>,
     max_latency_us: u64,
 }
 
-impl ByIntended {
-    fn new(probes: &[ProbeRecord]) -> Self {
+impl<'a> ProbeIndex<'a> {
+    fn new(probes: &'a [ProbeRecord]) -> Self {
         let mut order: Vec<usize> = (0..probes.len()).collect();
         order.sort_unstable_by_key(|&i| probes[i].intended_us);
-        ByIntended {
+        ProbeIndex {
+            probes,
+            replayed: replay_without_client_lag(probes),
             intended: order.iter().map(|&i| probes[i].intended_us).collect(),
             order,
             max_latency_us: probes
@@ -214,13 +216,15 @@ impl ByIntended {
         }
     }
 
-    /// Indices of the probes whose [intended, reply] can meet [from, to].
-    fn around(&self, from: u64, to: u64) -> &[usize] {
+    /// The probes whose [intended, reply] can meet [from, to], each with its replayed latency.
+    fn around(&self, from: u64, to: u64) -> impl Iterator<Item = (&'a ProbeRecord, Option<u64>)> {
         let lo = self
             .intended
             .partition_point(|&t| t < from.saturating_sub(self.max_latency_us));
-        let hi = self.intended.partition_point(|&t| t <= to);
-        &self.order[lo..hi.max(lo)]
+        let hi = self.intended.partition_point(|&t| t <= to).max(lo);
+        self.order[lo..hi]
+            .iter()
+            .map(|&i| (&self.probes[i], self.replayed[i]))
     }
 }
 
@@ -400,9 +404,7 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
 
 fn summarize_write(
     write: &WriteRecord,
-    probes: &[ProbeRecord],
-    index: &ByIntended,
-    replayed: &[Option<u64>],
+    index: &ProbeIndex<'_>,
     stalls: &[Stall],
     baseline: &Baseline,
     memory: &[MemorySample],
@@ -413,8 +415,7 @@ fn summarize_write(
     let mut probes_delayed = 0;
     let mut worst: Option<u64> = None;
     let mut worst_server: Option<u64> = None;
-    for &i in index.around(ws, we) {
-        let (probe, server_latency) = (&probes[i], &replayed[i]);
+    for (probe, server_latency) in index.around(ws, we) {
         let (Some(reply), Some(latency)) = (probe.reply_us, probe.latency_us) else {
             continue;
         };
@@ -424,7 +425,7 @@ fn summarize_write(
                 probes_delayed += 1;
             }
             worst = Some(worst.map_or(latency, |w| w.max(latency)));
-            if let Some(v) = *server_latency {
+            if let Some(v) = server_latency {
                 worst_server = Some(worst_server.map_or(v, |w| w.max(v)));
             }
         }
