@@ -437,7 +437,7 @@ pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
     let mut opened: Vec<Target> = Vec::new();
     for spec in &targets.specs {
         let target = Target::open(spec)?;
-        describe_target(&target, out);
+        super::probe_cmd::describe_target(&target, "loading", out);
         opened.push(target);
     }
     let result = run_opened(&options, &targets, &opened, interrupt, out);
@@ -445,25 +445,6 @@ pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         target.shutdown();
     }
     result
-}
-
-fn describe_target(target: &Target, out: &Output) {
-    let server = &target.server;
-    match (&target.embedded, &server.binary) {
-        (Some(embedded), Some(binary)) => out.note(&format!(
-            "started {} {} ({binary}) on 127.0.0.1:{}, persistence off; it is stopped when the run ends",
-            server.flavor,
-            server.version,
-            embedded.port()
-        )),
-        _ => out.note(&format!(
-            "loading {} ({} {})",
-            target.conn, server.flavor, server.version
-        )),
-    }
-    for warning in target.persistence_warnings() {
-        out.warn(&warning);
-    }
 }
 
 fn run_opened(

@@ -31,7 +31,7 @@ pub fn run(
         prepare_out_dir(dir, probe_args.force)?;
     }
     let mut target = Target::open(&spec)?;
-    describe_target(&target, out);
+    describe_target(&target, "measuring", out);
     preflight(&options, &target, out)?;
     describe_plan(&options, out);
 
@@ -102,7 +102,9 @@ pub fn run(
     ))
 }
 
-fn describe_target(target: &Target, out: &Output) {
+/// Says which server the command works on: the one it started, or the one at `--url`
+/// (`verb`: "measuring", "loading"), and warns about its persistence.
+pub(super) fn describe_target(target: &Target, verb: &str, out: &Output) {
     let server = &target.server;
     match (&target.embedded, &server.binary) {
         (Some(embedded), Some(binary)) => out.note(&format!(
@@ -112,7 +114,7 @@ fn describe_target(target: &Target, out: &Output) {
             embedded.port()
         )),
         _ => out.note(&format!(
-            "measuring {} ({} {})",
+            "{verb} {} ({} {})",
             target.conn, server.flavor, server.version
         )),
     }
