@@ -156,23 +156,9 @@ struct Validated {
 
 impl CalibrateArgs {
     fn validate(&self) -> Result<Validated, UsageError> {
-        let probe_threads = self.probe_threads;
-        if probe_threads == 0 || probe_threads > u32::from(super::MAX_PROBE_THREADS) {
-            return Err(UsageError::invalid(
-                "--probe-threads",
-                probe_threads,
-                format!("expected 1 to {}", super::MAX_PROBE_THREADS),
-            ));
-        }
+        let probe_threads = super::parse_probe_threads(self.probe_threads)?;
         let probe_rate = parse_rate("--probe-rate", &self.probe_rate)?;
-        let threshold = parse_duration("--stall-threshold", &self.stall_threshold)?;
-        if threshold < Duration::from_micros(10) {
-            return Err(UsageError::invalid(
-                "--stall-threshold",
-                &self.stall_threshold,
-                "must be at least 10us",
-            ));
-        }
+        let threshold = super::parse_stall_threshold(&self.stall_threshold)?;
         let interval = Duration::from_secs_f64(1.0 / (probe_rate * f64::from(probe_threads)));
         let mut stalls_us = Vec::new();
         let mut short_stalls = Vec::new();
@@ -216,7 +202,7 @@ impl CalibrateArgs {
         }
         Ok(Validated {
             options: RunOptions {
-                probe_threads: probe_threads as u16,
+                probe_threads,
                 probe_rate,
                 probe_cmd: self.probe_cmd,
                 writer: None,

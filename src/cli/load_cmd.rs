@@ -202,14 +202,7 @@ impl LoadArgs {
             }
             None => None,
         };
-        let stall_threshold = parse_duration("--stall-threshold", &self.stall_threshold)?;
-        if stall_threshold < Duration::from_micros(10) {
-            return Err(UsageError::invalid(
-                "--stall-threshold",
-                &self.stall_threshold,
-                "must be at least 10us",
-            ));
-        }
+        let stall_threshold = super::parse_stall_threshold(&self.stall_threshold)?;
         let keys = self
             .keys
             .as_deref()

@@ -21,7 +21,10 @@ pub use compare_cmd::{CompareArgs, RulesArgs};
 pub use load_cmd::{LoadArgs, LoadTargets};
 pub use output::Output;
 pub use populate_cmd::PopulateArgs;
-pub use probe_args::{MAX_PROBE_RATE, MAX_PROBE_THREADS, ProbeArgs, parse_rate};
+pub use probe_args::{
+    MAX_PROBE_RATE, MAX_PROBE_THREADS, ProbeArgs, parse_probe_threads, parse_rate,
+    parse_stall_threshold,
+};
 pub use target_args::TargetArgs;
 
 use crate::error::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_status};

@@ -129,23 +129,9 @@ impl ProbeArgs {
     /// Checks every value and builds the run's options. Nothing is sent anywhere before this
     /// succeeds.
     pub fn to_options(&self) -> Result<RunOptions, UsageError> {
-        let probe_threads = self.probe_threads;
-        if probe_threads == 0 || probe_threads > u32::from(MAX_PROBE_THREADS) {
-            return Err(UsageError::invalid(
-                "--probe-threads",
-                probe_threads,
-                format!("expected 1 to {MAX_PROBE_THREADS}"),
-            ));
-        }
+        let probe_threads = parse_probe_threads(self.probe_threads)?;
         let probe_rate = parse_rate("--probe-rate", &self.probe_rate)?;
-        let stall_threshold = parse_duration("--stall-threshold", &self.stall_threshold)?;
-        if stall_threshold < Duration::from_micros(10) {
-            return Err(UsageError::invalid(
-                "--stall-threshold",
-                &self.stall_threshold,
-                "must be at least 10us: below that, every loopback round trip would count",
-            ));
-        }
+        let stall_threshold = parse_stall_threshold(&self.stall_threshold)?;
         let duration = match &self.duration {
             Some(text) => {
                 let d = parse_duration("--duration", text)?;
@@ -229,7 +215,7 @@ impl ProbeArgs {
             None => Vec::new(),
         };
         Ok(RunOptions {
-            probe_threads: probe_threads as u16,
+            probe_threads,
             probe_rate,
             probe_cmd: self.probe_cmd,
             writer,
@@ -243,6 +229,33 @@ impl ProbeArgs {
             predict_bytes,
         })
     }
+}
+
+/// Checks `--probe-threads`: 1 to [`MAX_PROBE_THREADS`].
+pub fn parse_probe_threads(threads: u32) -> Result<u16, UsageError> {
+    u16::try_from(threads)
+        .ok()
+        .filter(|&n| (1..=MAX_PROBE_THREADS).contains(&n))
+        .ok_or_else(|| {
+            UsageError::invalid(
+                "--probe-threads",
+                threads,
+                format!("expected 1 to {MAX_PROBE_THREADS}"),
+            )
+        })
+}
+
+/// Parses `--stall-threshold`: a duration of at least 10 µs.
+pub fn parse_stall_threshold(text: &str) -> Result<Duration, UsageError> {
+    let threshold = parse_duration("--stall-threshold", text)?;
+    if threshold < Duration::from_micros(10) {
+        return Err(UsageError::invalid(
+            "--stall-threshold",
+            text,
+            "must be at least 10us: below that, every loopback round trip would count",
+        ));
+    }
+    Ok(threshold)
 }
 
 /// Parses a per-thread rate: positive, finite, at most [`MAX_PROBE_RATE`].
