@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use holprobe::correlate::{on_time_send_lags, percentile};
+use holprobe::correlate::{percentile, send_lags};
 use holprobe::record::{ProbeRecord, WriteOp, WriteRecord};
 use holprobe::target::{ConnInfo, EmbeddedServer};
 use holprobe::units::{format_size, parse_size_list};
@@ -96,8 +96,8 @@ fn bench() -> anyhow::Result<()> {
             })
             .cloned()
             .collect();
-        let mut all_lags = on_time_send_lags(&probes);
-        let mut write_lags = on_time_send_lags(&in_writes);
+        let mut all_lags = send_lags(&probes);
+        let mut write_lags = send_lags(&in_writes);
         all_lags.sort_unstable();
         write_lags.sort_unstable();
         println!(

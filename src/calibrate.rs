@@ -711,7 +711,6 @@ mod tests {
             memory_pressure: false,
             host_mem_peak_pct: 0.0,
             host_swap_grew_bytes: 0,
-            hol_delay_server_ms: None,
         }
     }
 

@@ -35,16 +35,24 @@ pub struct ProbeRecord {
     pub cmd: ProbeCmd,
     /// When the schedule said the probe should go.
     pub intended_us: u64,
-    /// When its first byte went to the kernel.
+    /// When it was handed to the kernel. Probes are pipelined: a probe goes out at its intended
+    /// time whether or not earlier ones were answered, so this is late only when the probe
+    /// thread itself was (the tool's own jitter).
     pub sent_us: u64,
-    /// When its reply was read; empty when none came (connection error or timeout).
+    /// When its reply arrived: the kernel's receive stamp where the socket has them (run.json
+    /// `probe_engine.reply_clock`), else when the thread read it. Empty when no reply came
+    /// (connection error or timeout).
     pub reply_us: Option<u64>,
-    /// `reply_us - intended_us`: open-loop latency, counted from the intended send time.
+    /// `reply_us - intended_us`: open-loop latency, counted from the intended send time: how
+    /// long a client arriving at that moment waited for the server.
     pub latency_us: Option<u64>,
     /// True when the expected reply came back.
     pub ok: bool,
     /// What went wrong, when `ok` is false: the server's error reply or the I/O error.
     pub error: Option<String>,
+    /// When the probe thread read the reply (≥ `reply_us`; the gap is the thread's own wait for
+    /// a core).
+    pub read_us: Option<u64>,
 }
 
 impl ProbeRecord {

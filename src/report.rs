@@ -16,14 +16,9 @@ pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
         WriteOp::Command => "cmd",
         WriteOp::Inject => "inj",
     };
-    let blocked = match (summary.hol_delay_ms, summary.hol_delay_server_ms) {
-        // The probe threads themselves were late by a millisecond or more: say how much of
-        // the figure was the server's.
-        (Some(ms), Some(server)) if ms - server >= 1.0 => {
-            format!("{ms:.1}ms ({server:.1}ms without the probes' own lateness)")
-        }
-        (Some(ms), _) => format!("{ms:.1}ms"),
-        (None, _) => "n/a (no probe overlapped)".to_string(),
+    let blocked = match summary.hol_delay_ms {
+        Some(ms) => format!("{ms:.1}ms"),
+        None => "n/a (no probe overlapped)".to_string(),
     };
     let mut line = format!(
         "{:<9}  length: {:>4}  {label}: {:.1}ms  others blocked: {blocked}  stalled: {:.1}ms (send {:.1} + after {:.1})  delayed probes: {}  memory {:.1}%  swap {:.1}%",

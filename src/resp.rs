@@ -188,6 +188,19 @@ impl RawConn {
         }
     }
 
+    /// Gives up the connection for the pipelined probes: its socket, its TLS session (if any),
+    /// and any bytes the server sent that were not read yet.
+    pub fn into_parts(self) -> (TcpStream, Option<rustls::ClientConnection>, Vec<u8>) {
+        let unread = self.buf[self.start..self.end].to_vec();
+        match self.stream {
+            Stream::Plain(socket) => (socket, None, unread),
+            Stream::Tls(tls) => {
+                let tls = *tls;
+                (tls.sock, Some(tls.conn), unread)
+            }
+        }
+    }
+
     /// Sends pre-encoded bytes.
     #[inline]
     pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -313,6 +326,115 @@ impl RawConn {
     }
 }
 
+/// Bounds on a reply parsed by [`parse_reply`]: a misbehaving server cannot make the reader
+/// allocate or recurse without limit.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplyLimits {
+    /// Longest status, error or length line, bytes.
+    pub max_line: usize,
+    /// Longest bulk string, bytes.
+    pub max_bulk: usize,
+    /// Deepest nesting of arrays.
+    pub max_depth: usize,
+}
+
+impl ReplyLimits {
+    /// For the probes' replies (`+PONG`, a short GET value, an error line).
+    pub const PROBE: ReplyLimits = ReplyLimits {
+        max_line: 64 * 1024,
+        max_bulk: 1024 * 1024,
+        max_depth: 4,
+    };
+}
+
+/// Parses one complete reply at the start of `buf` without blocking: `Ok(None)` when `buf` holds
+/// only part of it (read more and call again), `Ok(Some((reply, bytes used)))` otherwise. The
+/// pipelined probes feed it whatever a read returned.
+pub fn parse_reply(buf: &[u8], limits: ReplyLimits) -> io::Result<Option<(Reply, usize)>> {
+    parse_at(buf, 0, limits, 0)
+}
+
+fn parse_at(
+    buf: &[u8],
+    at: usize,
+    limits: ReplyLimits,
+    depth: usize,
+) -> io::Result<Option<(Reply, usize)>> {
+    let rest = &buf[at..];
+    let scan = &rest[..rest.len().min(limits.max_line + 2)];
+    let Some(pos) = scan.windows(2).position(|w| w == b"\r\n") else {
+        if rest.len() > limits.max_line + 2 {
+            return Err(protocol_error("reply line too long"));
+        }
+        return Ok(None);
+    };
+    let line = &rest[..pos];
+    let after = at + pos + 2;
+    let (&kind, body) = line
+        .split_first()
+        .ok_or_else(|| protocol_error("empty reply line"))?;
+    let text = || String::from_utf8_lossy(body).into_owned();
+    let number = |what: &str| -> io::Result<i64> {
+        std::str::from_utf8(body)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| protocol_error(what))
+    };
+    match kind {
+        b'+' => Ok(Some((Reply::Status(text()), after))),
+        b'-' => Ok(Some((Reply::Error(text()), after))),
+        b':' => Ok(Some((Reply::Integer(number("bad integer reply")?), after))),
+        b'$' => {
+            let len = number("bad bulk length")?;
+            if len < 0 {
+                return Ok(Some((Reply::Bulk(None), after)));
+            }
+            let len = usize::try_from(len).map_err(|_| protocol_error("bad bulk length"))?;
+            if len > limits.max_bulk {
+                return Err(protocol_error("bulk reply larger than expected"));
+            }
+            if buf.len() < after + len + 2 {
+                return Ok(None);
+            }
+            if &buf[after + len..after + len + 2] != b"\r\n" {
+                return Err(protocol_error("bulk reply without CRLF"));
+            }
+            Ok(Some((
+                Reply::Bulk(Some(buf[after..after + len].to_vec())),
+                after + len + 2,
+            )))
+        }
+        b'*' => {
+            let len = number("bad array length")?;
+            if len < 0 {
+                return Ok(Some((Reply::Array(None), after)));
+            }
+            if depth >= limits.max_depth {
+                return Err(protocol_error("arrays nested too deep"));
+            }
+            // Every element takes at least 3 bytes: a count that cannot fit is rejected before
+            // anything is allocated for it.
+            let len = usize::try_from(len).map_err(|_| protocol_error("bad array length"))?;
+            if len > limits.max_bulk / 3 {
+                return Err(protocol_error("array reply larger than expected"));
+            }
+            let mut items = Vec::with_capacity(len.min(64));
+            let mut next = after;
+            for _ in 0..len {
+                match parse_at(buf, next, limits, depth + 1)? {
+                    Some((item, end)) => {
+                        items.push(item);
+                        next = end;
+                    }
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some((Reply::Array(Some(items)), next)))
+        }
+        _ => Err(protocol_error("unknown reply type")),
+    }
+}
+
 fn protocol_error(what: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
@@ -323,6 +445,50 @@ fn protocol_error(what: &str) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(bytes: &[u8]) -> io::Result<Option<(Reply, usize)>> {
+        parse_reply(bytes, ReplyLimits::PROBE)
+    }
+
+    #[test]
+    fn parses_whole_replies_and_waits_for_partial_ones() {
+        assert_eq!(
+            parse(b"+PONG\r\n+PO").unwrap(),
+            Some((Reply::Status("PONG".into()), 7))
+        );
+        assert_eq!(parse(b"+PO").unwrap(), None);
+        assert_eq!(parse(b"$5\r\nhel").unwrap(), None);
+        assert_eq!(
+            parse(b"$5\r\nhello\r\n").unwrap(),
+            Some((Reply::Bulk(Some(b"hello".to_vec())), 11))
+        );
+        assert_eq!(parse(b"$-1\r\n").unwrap(), Some((Reply::Bulk(None), 5)));
+        assert_eq!(
+            parse(b"-ERR x\r\n").unwrap(),
+            Some((Reply::Error("ERR x".into()), 8))
+        );
+        assert_eq!(
+            parse(b"*2\r\n:1\r\n$1\r\na\r\n").unwrap(),
+            Some((
+                Reply::Array(Some(vec![
+                    Reply::Integer(1),
+                    Reply::Bulk(Some(b"a".to_vec()))
+                ])),
+                15
+            ))
+        );
+        assert_eq!(parse(b"*2\r\n:1\r\n").unwrap(), None);
+    }
+
+    #[test]
+    fn hostile_replies_are_errors_not_allocations() {
+        assert!(parse(b"$9223372036854775807\r\n").is_err());
+        assert!(parse(b"*9223372036854775807\r\n").is_err());
+        assert!(parse(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n").is_err());
+        assert!(parse(&vec![b'+'; 70 * 1024]).is_err());
+        assert!(parse(b"$2\r\nabcd").is_err());
+        assert!(parse(b"?\r\n").is_err());
+    }
 
     #[test]
     fn encodes_commands() {

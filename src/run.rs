@@ -309,7 +309,7 @@ pub fn run_with_actor(
     if options.probe_cmd == ProbeCmd::Get {
         redis::cmd("SET")
             .arg(&probe_config.get_key)
-            .arg("holprobe probe value")
+            .arg(crate::probe::PROBE_VALUE)
             .query::<()>(&mut control)
             .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
     }
@@ -714,6 +714,7 @@ pub mod columns {
         "latency_us",
         "ok",
         "error",
+        "read_us",
     ];
     /// writes.csv
     pub const WRITES: &[&str] = &[
@@ -767,7 +768,6 @@ pub mod columns {
         "memory_pressure",
         "host_mem_peak_pct",
         "host_swap_grew_bytes",
-        "hol_delay_server_ms",
     ];
 }
 
@@ -816,6 +816,7 @@ impl OutFiles {
             server: &meta.target.server,
             host: meta.host,
             options: meta.options,
+            probe_engine: shared.engine_info(),
             probes_dropped: shared.dropped.load(Ordering::Relaxed),
             probes_recorded: state.probes.len() as u64,
             analysis: &state.analysis,
@@ -859,6 +860,7 @@ mod tests {
             intended_us: 0,
             sent_us: 0,
             reply_us: None,
+            read_us: None,
             latency_us: None,
             ok: true,
             error: None,
@@ -915,7 +917,6 @@ mod tests {
             memory_pressure: false,
             host_mem_peak_pct: 0.0,
             host_swap_grew_bytes: 0,
-            hol_delay_server_ms: None,
         };
         assert_eq!(derived_header(&summary), columns::SUMMARY);
     }

@@ -96,6 +96,9 @@ pub struct RunJson<'a, O: Serialize> {
     pub host: &'a HostInfo,
     /// Every option of the run.
     pub options: &'a O,
+    /// How the probes were taken: the engine's version (runs of different engines have
+    /// `hol_delay_ms` that are not comparable) and the clock of `reply_us`.
+    pub probe_engine: crate::probe::ProbeEngineInfo,
     /// Probe records the collector could not keep up with (expected 0).
     pub probes_dropped: u64,
     /// Probe records kept.

@@ -1,0 +1,427 @@
+//! Probe threads: each a dedicated OS thread with its own connection, sending one small command
+//! per tick of a fixed schedule.
+//!
+//! # Open loop, pipelined
+//! Every probe is written to its connection at its intended time, whether or not earlier probes
+//! have been answered, and replies are matched to probes in order ([`inflight`]). No probe is
+//! ever held back by another, so a probe's latency (reply − intended send) is exactly how long a
+//! client arriving at that moment waited for the server: the longest of them over a write is the
+//! head-of-line delay the write caused. (The engine before this one sent a probe only after the
+//! previous reply; while the server served each connection once per pass of its event loop,
+//! a thread due more often than that fell behind, and every later probe counted the thread's own
+//! backlog as the server's delay, by up to 10x at high rates.)
+//!
+//! Between probes the thread sleeps in `poll` on its socket, so replies are read as they arrive
+//! and stamped by the kernel ([`socket`]); it wakes shortly before the next intended time and
+//! spins the rest, for microsecond send timing.
+
+pub mod inflight;
+pub mod socket;
+
+use std::io::{self, ErrorKind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{Sender, TrySendError};
+use serde::Serialize;
+
+use crate::clock::{RunClock, tighten_timer_slack};
+use crate::record::{ProbeCmd, ProbeRecord};
+use crate::resp::encode_command;
+use crate::run::Event;
+use crate::target::ConnInfo;
+
+use inflight::{Arrival, InFlight, Outstanding};
+use socket::ProbeSocket;
+
+/// Version of the probe engine, stored in run.json: runs recorded by different engines do not
+/// have comparable `hol_delay_ms` (`probe compare` warns). 1: one probe at a time per
+/// connection (holprobe 0.1 before issue 10). 2: pipelined, open loop for real, kernel receive
+/// stamps.
+pub const PROBE_ENGINE_VERSION: u32 = 2;
+
+/// The value GET probes read: its reply has a known length, so the thread reads one reply at a
+/// time.
+pub const PROBE_VALUE: &str = "holprobe probe value";
+
+/// How the probe threads sample the server.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    /// Number of probe threads, each with its own connection.
+    pub threads: u16,
+    /// Probes per second per thread.
+    pub rate_per_thread: f64,
+    /// PING, or GET of `get_key`.
+    pub cmd: ProbeCmd,
+    /// The small key GET probes read (prepared by the run).
+    pub get_key: String,
+    /// Ask for SCHED_FIFO priority for the probe threads (`--realtime`).
+    pub realtime: bool,
+}
+
+impl ProbeConfig {
+    /// Time between two probes of one thread.
+    pub fn period(&self) -> Duration {
+        Duration::from_secs_f64(1.0 / self.rate_per_thread)
+    }
+
+    /// Time between two probes of all threads together: the resolution of every stall figure.
+    pub fn aggregate_interval(&self) -> Duration {
+        Duration::from_secs_f64(1.0 / (self.rate_per_thread * f64::from(self.threads)))
+    }
+}
+
+/// Shared counters and switches of a running probe set.
+#[derive(Debug, Default)]
+pub struct ProbeShared {
+    /// Set to stop every probe thread: it sends no more, and waits briefly for the replies
+    /// still due.
+    pub stop: AtomicBool,
+    /// Probe records the collector could not take in time (channel full): counted, never waited on.
+    pub dropped: AtomicU64,
+    /// Probe threads that got real-time priority.
+    pub realtime_threads: AtomicU32,
+    /// Replies timed by the kernel's receive stamp.
+    pub replies_kernel_stamped: AtomicU64,
+    /// Replies timed when the thread read them (no kernel stamp on that read).
+    pub replies_read_stamped: AtomicU64,
+    /// Probes still unanswered when their thread stopped (not recorded: the run was over).
+    pub unanswered_at_stop: AtomicU64,
+    /// The most probes one connection had outstanding at once.
+    pub max_outstanding: AtomicU64,
+}
+
+/// How the probes of a run were taken, for run.json.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ProbeEngineInfo {
+    /// [`PROBE_ENGINE_VERSION`].
+    pub version: u32,
+    /// `pipelined`: every probe goes out at its intended time.
+    pub mode: &'static str,
+    /// Where `reply_us` came from: `kernel` (receive timestamps), `read` (when the thread read
+    /// the reply), or `mixed`.
+    pub reply_clock: &'static str,
+    /// Replies timed by the kernel's stamp.
+    pub replies_kernel_stamped: u64,
+    /// Replies timed at the read.
+    pub replies_read_stamped: u64,
+    /// The most probes one connection had outstanding at once.
+    pub max_outstanding: u64,
+    /// Probes unanswered when the run stopped (not in probes.csv).
+    pub unanswered_at_stop: u64,
+}
+
+impl ProbeShared {
+    /// The engine's description for run.json.
+    pub fn engine_info(&self) -> ProbeEngineInfo {
+        let kernel = self.replies_kernel_stamped.load(Ordering::Relaxed);
+        let read = self.replies_read_stamped.load(Ordering::Relaxed);
+        ProbeEngineInfo {
+            version: PROBE_ENGINE_VERSION,
+            mode: "pipelined",
+            reply_clock: match (kernel, read) {
+                (_, 0) if kernel > 0 => "kernel",
+                (0, _) => "read",
+                _ => "mixed",
+            },
+            replies_kernel_stamped: kernel,
+            replies_read_stamped: read,
+            max_outstanding: self.max_outstanding.load(Ordering::Relaxed),
+            unanswered_at_stop: self.unanswered_at_stop.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Starts the probe threads on a schedule beginning at `schedule_start_us` (run clock). Thread
+/// `i` is offset by `i / threads` of a period, so together they sample every
+/// 1 / (threads × rate) seconds. Connections are opened before this returns, so a bad password
+/// or a dead server fails the run before any measurement.
+pub fn spawn_probes(
+    config: &ProbeConfig,
+    conn_info: &ConnInfo,
+    clock: RunClock,
+    schedule_start_us: u64,
+    events: Sender<Event>,
+    shared: Arc<ProbeShared>,
+) -> Result<Vec<JoinHandle<()>>> {
+    let mut socks = Vec::with_capacity(config.threads as usize);
+    for thread in 0..config.threads {
+        let sock = ProbeSocket::connect(conn_info)
+            .with_context(|| format!("opening the connection of probe thread {thread}"))?;
+        socks.push(sock);
+    }
+    let period_ns = 1e9 / config.rate_per_thread;
+    let (encoded, reply_len) = match config.cmd {
+        ProbeCmd::Ping => (encode_command(&[b"PING"]), b"+PONG\r\n".len()),
+        ProbeCmd::Get => (
+            encode_command(&[b"GET", config.get_key.as_bytes()]),
+            format!("${}\r\n{PROBE_VALUE}\r\n", PROBE_VALUE.len()).len(),
+        ),
+    };
+    let mut handles = Vec::with_capacity(socks.len());
+    for (thread, sock) in socks.into_iter().enumerate() {
+        let offset_ns = period_ns * thread as f64 / f64::from(config.threads);
+        let worker = ProbeWorker {
+            thread: thread as u16,
+            encoded: encoded.clone(),
+            reply_len,
+            sock,
+            flight: InFlight::new(thread as u16, config.cmd),
+            conn_info: conn_info.clone(),
+            clock,
+            first_ns: schedule_start_us as f64 * 1e3 + offset_ns,
+            period_ns,
+            timeout_us: conn_info.command_timeout.as_micros() as u64,
+            events: events.clone(),
+            shared: Arc::clone(&shared),
+            realtime: config.realtime,
+            done: Vec::new(),
+            rx: Vec::new(),
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("probe-{thread}"))
+            .spawn(move || worker.run())
+            .context("starting a probe thread")?;
+        handles.push(handle);
+    }
+    Ok(handles)
+}
+
+/// The thread wakes this long before a probe is due and spins the rest.
+const SPIN: Duration = Duration::from_micros(60);
+/// Longest sleep in `poll`, so a stop is noticed soon at low rates.
+const MAX_WAIT: Duration = Duration::from_millis(20);
+/// How long a stopping thread waits for the replies still due.
+const DRAIN_AT_STOP: Duration = Duration::from_secs(1);
+
+struct ProbeWorker {
+    thread: u16,
+    encoded: Vec<u8>,
+    reply_len: usize,
+    sock: ProbeSocket,
+    flight: InFlight,
+    conn_info: ConnInfo,
+    clock: RunClock,
+    first_ns: f64,
+    period_ns: f64,
+    timeout_us: u64,
+    events: Sender<Event>,
+    shared: Arc<ProbeShared>,
+    realtime: bool,
+    /// Records ready to go to the collector.
+    done: Vec<ProbeRecord>,
+    /// Bytes read and not yet handed to the matcher.
+    rx: Vec<u8>,
+}
+
+/// Why a thread's connection can go on no more.
+enum Broken {
+    /// The server took longer than `--timeout` to answer (or to accept a probe): the run ends.
+    Timeout,
+    /// Reset, closed, or garbled: reconnect.
+    Lost(io::Error),
+}
+
+impl ProbeWorker {
+    fn run(mut self) {
+        tighten_timer_slack();
+        if self.realtime && crate::clock::try_realtime_priority() {
+            self.shared.realtime_threads.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut seq: u64 = 0;
+        while !self.stopping() {
+            let intended_us = ((self.first_ns + seq as f64 * self.period_ns) / 1e3) as u64;
+            let due = self.clock.instant_at(intended_us);
+            let outcome = self.wait_until(due).and_then(|()| {
+                if self.stopping() {
+                    return Ok(());
+                }
+                self.send_probe(seq, intended_us)
+            });
+            if !self.stopping() {
+                seq += 1;
+            }
+            self.flush();
+            if let Err(broken) = outcome
+                && !self.recover(broken)
+            {
+                return;
+            }
+        }
+        self.drain_at_stop();
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps in `poll` until just before `due`, taking replies as they arrive, then spins.
+    fn wait_until(&mut self, due: Instant) -> Result<(), Broken> {
+        loop {
+            self.check_overdue()?;
+            let now = Instant::now();
+            let left = due.saturating_duration_since(now);
+            if left <= SPIN || self.stopping() {
+                break;
+            }
+            let readable = self
+                .sock
+                .wait_readable((left - SPIN).min(MAX_WAIT))
+                .map_err(Broken::Lost)?;
+            if readable {
+                self.take_replies()?;
+                self.flush();
+            }
+        }
+        while Instant::now() < due {
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+
+    fn send_probe(&mut self, seq: u64, intended_us: u64) -> Result<(), Broken> {
+        let sent = Instant::now();
+        let result = self.sock.send(&self.encoded);
+        self.flight.sent(Outstanding {
+            seq,
+            intended_us,
+            sent_us: self.clock.us_at(sent),
+        });
+        self.shared
+            .max_outstanding
+            .fetch_max(self.flight.len() as u64, Ordering::Relaxed);
+        match result {
+            Ok(()) => self.take_replies(),
+            // The server stopped reading this connection for all of --timeout.
+            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Err(Broken::Timeout)
+            }
+            Err(err) => Err(Broken::Lost(err)),
+        }
+    }
+
+    /// Reads every reply that has arrived, one reply's length at a time (see [`socket`]).
+    fn take_replies(&mut self) -> Result<(), Broken> {
+        loop {
+            self.rx.clear();
+            let Some(got) = self
+                .sock
+                .read(self.reply_len, &mut self.rx)
+                .map_err(Broken::Lost)?
+            else {
+                return Ok(());
+            };
+            let read_us = self.clock.us_at(got.read);
+            let reply_us = match got.kernel {
+                Some(at) => {
+                    self.shared
+                        .replies_kernel_stamped
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.clock.us_at(at)
+                }
+                None => {
+                    self.shared
+                        .replies_read_stamped
+                        .fetch_add(1, Ordering::Relaxed);
+                    read_us
+                }
+            };
+            self.flight
+                .received(&self.rx, Arrival { reply_us, read_us }, &mut self.done)
+                .map_err(Broken::Lost)?;
+        }
+    }
+
+    fn check_overdue(&self) -> Result<(), Broken> {
+        if self.flight.overdue(self.clock.now_us(), self.timeout_us) {
+            return Err(Broken::Timeout);
+        }
+        Ok(())
+    }
+
+    /// Hands the finished records to the collector.
+    fn flush(&mut self) {
+        for record in self.done.drain(..) {
+            match self.events.try_send(Event::Probe(record)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    self.shared.stop.store(true, Ordering::Relaxed)
+                }
+            }
+        }
+    }
+
+    /// After a broken connection. A server that did not answer within `--timeout` ends the run
+    /// (a reconnect would only wait again). A reset or garbled connection loses only its
+    /// outstanding probes, recorded as errors, and gets one new connection; the schedule goes on
+    /// (probes due meanwhile leave late and count from their intended time), or the thread
+    /// reports and ends.
+    fn recover(&mut self, broken: Broken) -> bool {
+        match broken {
+            Broken::Timeout => {
+                let error = format!(
+                    "the server did not answer a probe within --timeout {:?}",
+                    self.conn_info.command_timeout
+                );
+                self.flight.fail_all(&error, &mut self.done);
+                self.flush();
+                let _ = self.events.send(Event::ProbeFailed {
+                    thread: self.thread,
+                    error,
+                });
+                false
+            }
+            Broken::Lost(err) => {
+                self.flight.fail_all(&err.to_string(), &mut self.done);
+                self.flush();
+                if self.stopping() {
+                    return false;
+                }
+                match ProbeSocket::connect(&self.conn_info) {
+                    Ok(sock) => {
+                        self.sock = sock;
+                        true
+                    }
+                    Err(err) => {
+                        let _ = self.events.send(Event::ProbeFailed {
+                            thread: self.thread,
+                            error: crate::error::one_line(&err),
+                        });
+                        false
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stopping: no more probes; the replies still due are taken for a short while, the rest
+    /// counted as unanswered.
+    fn drain_at_stop(&mut self) {
+        let until = Instant::now() + DRAIN_AT_STOP;
+        while !self.flight.is_empty() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.sock.wait_readable(left.min(MAX_WAIT)) {
+                Ok(true) => {
+                    if self.take_replies().is_err() {
+                        break;
+                    }
+                }
+                Ok(false) => {}
+                Err(_) => break,
+            }
+        }
+        self.flush();
+        self.shared
+            .unanswered_at_stop
+            .fetch_add(self.flight.len() as u64, Ordering::Relaxed);
+    }
+}

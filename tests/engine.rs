@@ -1,0 +1,180 @@
+//! The probe engine against a server kept busy in short bursts (issue 10).
+//!
+//! A probe that waits for the reply of the one before it measures its own backlog: under bursts
+//! with short breaks a closed-loop thread falls behind, and the latency it reports grows to a
+//! multiple of a burst, more so the higher the rate. Pipelined probes each go out at their
+//! intended time, so none of them can wait longer than the burst it met (plus the noise of the
+//! host), at any rate. These tests hold the engine to that.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::bursts::BurstLoad;
+use common::{TestServer, probe_cmd, read_csv};
+
+/// How long each burst keeps the server busy.
+const BURST_US: u64 = 3_000;
+/// The break between bursts: the server is busy 75% of the time, and a break is too short for a
+/// closed-loop probe thread at 5000/s to work off what piled up during the burst.
+const BREAK_US: u64 = 1_000;
+const PROBE_THREADS: u64 = 2;
+const RUN_SECS: u64 = 3;
+
+/// What a probe may wait beyond the longest burst: the probe threads and the server's busy loop
+/// share 2 CPUs on CI, so a probe's thread or the server can be kept off a CPU for a few ms.
+/// Fixed on purpose (not scaled by the noise measured in the run): a bound that grows with the
+/// noise would also grow with the backlog this test is there to catch.
+const TOLERANCE_US: u64 = 10_000;
+/// How far apart the two rates' excess (worst latency - longest burst of the same run) may be. The
+/// excess, not the raw worst latency, because a burst stretched by a descheduled server is the
+/// host's noise, not the engine's: it lengthens that run's bursts and its worst probe alike.
+/// A pipelined engine adds the same little at any rate; a closed-loop one adds its backlog, which
+/// grows with the rate.
+const RATES_AGREE_US: u64 = 5_000;
+/// The longest burst (server-measured) for which a run says anything: a burst stretched past this
+/// by a descheduled server would raise the bound past the failure below.
+const MAX_BURST_US: u64 = 20_000;
+
+// A wait of ten bursts must fail this test: a probe stuck behind ten bursts and their breaks
+// (10 × 4 ms = 40 ms) is outside even the loosest bound a run may have (longest burst at most
+// 20 ms, + 10 ms), and its excess (≥ 20 ms) is far outside the agreement of the two rates.
+// Checked at compile time, so that the constants cannot be loosened until such a wait passes.
+const _: () = assert!(10 * (BURST_US + BREAK_US) > MAX_BURST_US + TOLERANCE_US);
+const _: () = assert!(10 * (BURST_US + BREAK_US) - MAX_BURST_US > RATES_AGREE_US);
+
+/// What one observe run under bursts saw.
+struct UnderBursts {
+    rate: u64,
+    probes: usize,
+    failed: usize,
+    worst_latency_us: u64,
+    p99_latency_us: u64,
+    longest_burst_us: u64,
+    bursts: usize,
+    longest_burst_round_trip_us: u64,
+}
+
+/// Runs `probe` in observe mode at `rate` per thread while a fresh burst load runs.
+fn observe_under_bursts(server: &TestServer, rate: u64, out: &Path) -> UnderBursts {
+    let mut load = BurstLoad::on(
+        &server.server.conn_info(),
+        Duration::from_micros(BURST_US),
+        Duration::from_micros(BREAK_US),
+    );
+    probe_cmd()
+        .args(["--url", &server.url()])
+        .args(["--duration", &format!("{RUN_SECS}s")])
+        .args(["--probe-rate", &rate.to_string()])
+        .args(["--probe-threads", &PROBE_THREADS.to_string()])
+        .arg("--out")
+        .arg(out)
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .success();
+    load.stop();
+
+    let rows = read_csv(&out.join("probes.csv"));
+    let mut latencies: Vec<u64> = rows
+        .iter()
+        .filter(|p| p["ok"] == "true")
+        .map(|p| {
+            p["latency_us"]
+                .parse()
+                .unwrap_or_else(|e| panic!("latency_us of {p:?}: {e}"))
+        })
+        .collect();
+    latencies.sort_unstable();
+    let bursts = load.bursts();
+    UnderBursts {
+        rate,
+        probes: rows.len(),
+        failed: rows.len() - latencies.len(),
+        worst_latency_us: latencies.last().copied().unwrap_or(0),
+        p99_latency_us: latencies
+            .get(latencies.len() * 99 / 100)
+            .copied()
+            .unwrap_or(0),
+        longest_burst_us: load.max_burst_us(),
+        bursts: bursts.len(),
+        longest_burst_round_trip_us: bursts.iter().map(|b| b.round_trip_us).max().unwrap_or(0),
+    }
+}
+
+impl UnderBursts {
+    /// What the engine added to the longest burst of its run (0 when it added nothing).
+    fn excess_us(&self) -> u64 {
+        self.worst_latency_us.saturating_sub(self.longest_burst_us)
+    }
+}
+
+impl std::fmt::Display for UnderBursts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/s per thread: {} probes ({} failed), worst latency {} µs (p99 {} µs); {} bursts, \
+             longest {} µs by the server's clock ({} µs round trip)",
+            self.rate,
+            self.probes,
+            self.failed,
+            self.worst_latency_us,
+            self.p99_latency_us,
+            self.bursts,
+            self.longest_burst_us,
+            self.longest_burst_round_trip_us
+        )
+    }
+}
+
+#[test]
+fn worst_probe_latency_is_the_longest_burst_at_any_rate() {
+    let server = TestServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    // Both runs first, then the checks, so a failure shows the numbers of both.
+    let runs: Vec<UnderBursts> = [1000, 5000]
+        .into_iter()
+        .map(|rate| observe_under_bursts(&server, rate, &dir.path().join(format!("r{rate}"))))
+        .collect();
+    for run in &runs {
+        eprintln!("{run}");
+    }
+
+    for run in &runs {
+        let expected = (PROBE_THREADS * run.rate * RUN_SECS) as usize;
+        assert!(
+            run.probes >= expected / 2,
+            "expected about {expected} probes: {run}"
+        );
+        assert_eq!(run.failed, 0, "failed probes hide latencies: {run}");
+        assert!(
+            run.bursts as u64 >= RUN_SECS * 1_000_000 / (BURST_US + BREAK_US) / 4,
+            "too few bursts for the load to mean anything: {run}"
+        );
+        assert!(
+            (BURST_US..=MAX_BURST_US).contains(&run.longest_burst_us),
+            "the longest burst should be about {BURST_US} µs: {run}"
+        );
+        // The load was felt: at 2000 probes/s or more, some probe met a burst in its first half.
+        assert!(
+            run.worst_latency_us >= BURST_US / 2,
+            "no probe waited for a burst; is the load running? {run}"
+        );
+        assert!(
+            run.excess_us() <= TOLERANCE_US,
+            "a probe waited {} µs beyond the longest burst (allowed: {TOLERANCE_US} µs): the \
+             probes measure their own backlog. {run}",
+            run.excess_us()
+        );
+    }
+    let (slow, fast) = (&runs[0], &runs[1]);
+    assert!(
+        slow.excess_us().abs_diff(fast.excess_us()) <= RATES_AGREE_US,
+        "beyond the longest burst, the worst probe waited {} µs at {}/s but {} µs at {}/s \
+         (allowed apart: {RATES_AGREE_US} µs)",
+        slow.excess_us(),
+        slow.rate,
+        fast.excess_us(),
+        fast.rate
+    );
+}
