@@ -120,6 +120,10 @@ pub struct WriteSummary {
     pub host_mem_peak_pct: f64,
     /// How much host swap use grew during the write, bytes.
     pub host_swap_grew_bytes: u64,
+    /// How late the probe behind `hol_delay_ms` left its thread, ms: the part of the figure that
+    /// was the tool's own lateness (its thread waited for a core), not the server. Empty without
+    /// probes.
+    pub hol_probe_send_lag_ms: Option<f64>,
 }
 
 /// Everything the correlator finds in one timeline.
@@ -367,6 +371,7 @@ fn summarize_write(
     let mut probes_in_window = 0;
     let mut probes_delayed = 0;
     let mut worst: Option<u64> = None;
+    let mut worst_send_lag = 0;
     for probe in index.around(ws, we) {
         let (Some(reply), Some(latency)) = (probe.reply_us, probe.latency_us) else {
             continue;
@@ -376,7 +381,10 @@ fn summarize_write(
             if latency > threshold_us {
                 probes_delayed += 1;
             }
-            worst = Some(worst.map_or(latency, |w| w.max(latency)));
+            if worst.is_none_or(|w| latency > w) {
+                worst = Some(latency);
+                worst_send_lag = probe.send_lag_us();
+            }
         }
     }
     let covered = |from: u64, to: u64| -> f64 {
@@ -410,6 +418,7 @@ fn summarize_write(
         memory_pressure: pressure.memory_pressure,
         host_mem_peak_pct: pressure.host_mem_peak_pct,
         host_swap_grew_bytes: pressure.host_swap_grew_bytes,
+        hol_probe_send_lag_ms: worst.map(|_| worst_send_lag as f64 / 1e3),
     }
 }
 
@@ -542,6 +551,7 @@ mod tests {
         // The worst probe waited about 20 ms; baseline median is 30 µs.
         let hol = summary.hol_delay_ms.unwrap();
         assert!((19.0..=20.1).contains(&hol), "{hol}");
+        assert_eq!(summary.hol_probe_send_lag_ms, Some(0.0));
         assert!(summary.probes_delayed >= 55, "{}", summary.probes_delayed);
     }
 
@@ -612,6 +622,10 @@ mod tests {
         assert_eq!(analysis.client_hiccups.len(), 1);
         // Tied to the write it fell in, like a stall.
         assert_eq!(analysis.client_hiccups[0].write_seq, Some(1));
+        // The write's worst wait was all the probe's own late start, and the summary says so.
+        let summary = &analysis.writes[0];
+        assert_eq!(summary.hol_delay_ms, Some(5.0));
+        assert_eq!(summary.hol_probe_send_lag_ms, Some(5.0));
         assert!(analysis.baseline.send_lag_max_us >= 4_000);
     }
 

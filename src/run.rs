@@ -768,6 +768,7 @@ pub mod columns {
         "memory_pressure",
         "host_mem_peak_pct",
         "host_swap_grew_bytes",
+        "hol_probe_send_lag_ms",
     ];
 }
 
@@ -917,6 +918,7 @@ mod tests {
             memory_pressure: false,
             host_mem_peak_pct: 0.0,
             host_swap_grew_bytes: 0,
+            hol_probe_send_lag_ms: None,
         };
         assert_eq!(derived_header(&summary), columns::SUMMARY);
     }

@@ -196,6 +196,101 @@ fn a_candidate_that_is_really_slower_is_flagged() {
 }
 
 #[test]
+fn runs_of_different_probe_engines_warn_and_hol_delay_is_not_judged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    {
+        let _turn = timing_lock();
+        record(&a, &[]);
+        record(&b, &[]);
+    }
+    // Two runs of this engine: no warning, hol_delay_ms judged, each side's engine shown.
+    let assert = probe_cmd().arg("compare").args([&a, &b]).assert().code(0);
+    let stdout = stdout_of(&assert);
+    assert!(!stdout.contains("probe engine ("), "{stdout}");
+    assert!(!stdout.contains("not comparable"), "{stdout}");
+    assert!(!stdout.contains("not judged"), "{stdout}");
+    assert_eq!(
+        stdout.matches(", probe engine 2, run ").count(),
+        2,
+        "{stdout}"
+    );
+
+    // An old run: the same files without run.json's probe_engine (engine 1).
+    let old = tmp.path().join("old");
+    fs::create_dir_all(&old).unwrap();
+    for file in ["summary.csv", "writes.csv"] {
+        fs::copy(a.join(file), old.join(file)).unwrap();
+    }
+    let mut run = read_json(&a.join("run.json"));
+    assert_eq!(run["probe_engine"]["version"], 2, "{}", run["probe_engine"]);
+    run.as_object_mut().unwrap().remove("probe_engine");
+    fs::write(old.join("run.json"), run.to_string()).unwrap();
+
+    let assert = probe_cmd().arg("compare").args([&old, &b]).assert().code(0);
+    let stdout = stdout_of(&assert);
+    let warning = stdout
+        .lines()
+        .find(|l| l.starts_with("warning: the runs differ in probe engine"))
+        .unwrap_or_else(|| panic!("no engine warning: {stdout}"));
+    assert!(
+        warning.contains("baseline version 1, candidate version 2")
+            && warning.contains("hol_delay_ms")
+            && warning.contains("not comparable"),
+        "{warning}"
+    );
+    assert!(stdout.contains(", probe engine 1, run "), "{stdout}");
+    assert!(
+        stdout.contains("hol_delay_ms not judged: different probe engines"),
+        "{stdout}"
+    );
+    let hol_lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("hol_delay_ms  "))
+        .collect();
+    assert_eq!(hol_lines.len(), 4, "{stdout}");
+    for line in hol_lines {
+        assert!(
+            line.contains("not comparable (probe engines 1 and 2)"),
+            "{line}"
+        );
+    }
+
+    let assert = probe_cmd()
+        .arg("compare")
+        .args([&b, &old])
+        .args(["--format", "json"])
+        .assert()
+        .code(0);
+    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).unwrap();
+    let c = &report["comparisons"][0];
+    assert_eq!(c["baseline"]["probe_engine_version"], 2);
+    assert_eq!(c["candidate"]["probe_engine_version"], 1);
+    assert_eq!(
+        c["not_comparable_metrics"],
+        serde_json::json!(["hol_delay_ms"])
+    );
+    assert!(
+        c["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("baseline version 2, candidate version 1")),
+        "{}",
+        c["warnings"]
+    );
+    let rows = c["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "1M and 2M, set and delete: {rows:?}");
+    for row in rows {
+        let hol = &row["hol_delay"];
+        assert_eq!(hol["verdict"], "not_comparable", "{row}");
+        assert!(hol["ratio"].is_null() && hol["p_slower"].is_null(), "{row}");
+        // set_ms is still put to the test (one repeat each cannot reach alpha, so no change).
+        assert_eq!(row["set"]["verdict"], "no_change", "{row}");
+        assert!(row["set"]["p_slower"].is_number(), "{row}");
+    }
+}
+
+#[test]
 fn bad_directories_missing_files_and_mismatched_runs_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let good = tmp.path().join("good");

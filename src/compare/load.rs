@@ -59,7 +59,16 @@ pub struct RunMeta {
     pub planned_sizes_bytes: Vec<u64>,
     /// The run's clock zero as Unix time, µs.
     pub started_unix_us: Option<u64>,
+    /// The probe engine that took the run's probes (`probe_engine.version`;
+    /// [`PROBE_ENGINE_BEFORE_KEY`] when run.json has no `probe_engine`). Engines differ in what
+    /// `hol_delay_ms` counts, so it is not comparable across them.
+    pub probe_engine_version: u32,
 }
+
+/// The engine of runs recorded before run.json had `probe_engine`: one probe at a time per
+/// connection, each waiting for the reply before the next, so under load its `hol_delay_ms`
+/// also counted the probes' own backlog.
+pub const PROBE_ENGINE_BEFORE_KEY: u32 = 1;
 
 impl RunMeta {
     /// `redis 7.0.15`, plus `appendonly` when the server appended to an AOF.
@@ -267,6 +276,16 @@ fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
         .and_then(Value::as_array)
         .map(|sizes| sizes.iter().filter_map(Value::as_u64).collect())
         .unwrap_or_default();
+    let probe_engine_version = match json.get("probe_engine").filter(|v| !v.is_null()) {
+        None => PROBE_ENGINE_BEFORE_KEY,
+        Some(engine) => engine
+            .get("version")
+            .and_then(Value::as_u64)
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| {
+                format!("{RUN_JSON} has a probe_engine without a numeric probe_engine.version")
+            })?,
+    };
     let required = |pointer: &str| {
         str_at(pointer)
             .ok_or_else(|| format!("{RUN_JSON} has no {}", &pointer[1..].replace('/', ".")))
@@ -296,6 +315,7 @@ fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
             .and_then(Value::as_bool),
         planned_sizes_bytes,
         started_unix_us: u64_at("/started_unix_us"),
+        probe_engine_version,
     })
 }
 
@@ -388,6 +408,8 @@ mod tests {
         assert_eq!(run.meta.server_label(), "redis 7.0.15");
         assert_eq!(run.meta.probe_interval_ms(), Some(0.5));
         assert_eq!(run.meta.gap_ms, Some(500.0));
+        // No probe_engine: recorded before engine 2.
+        assert_eq!(run.meta.probe_engine_version, PROBE_ENGINE_BEFORE_KEY);
         assert_eq!(run.writes.len(), 2);
         assert_eq!(run.writes[1].hol_delay_ms, None);
         assert_eq!(run.failed_writes.len(), 1);
@@ -399,6 +421,38 @@ mod tests {
         assert!(run.warnings.iter().any(|w| w.contains("failed write")));
         let groups = run.groups();
         assert_eq!(groups.len(), 2);
+    }
+
+    #[test]
+    fn the_probe_engine_version_is_read_and_a_broken_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(
+            dir.path(),
+            "seq,op,size_bytes,set_ms,hol_delay_ms\n1,set,1,1.0,1.0\n",
+            "seq,op,size_bytes,ok\n1,set,1,true\n",
+        );
+        let with_engine = |engine: &str| {
+            let text = RUN_JSON_TEXT.replace(
+                "\"future_field\"",
+                &format!("\"probe_engine\": {engine}, \"future_field\""),
+            );
+            fs::write(dir.path().join(RUN_JSON), text).unwrap();
+            load_run("CANDIDATE", dir.path())
+        };
+        let run =
+            with_engine(r#"{"version": 2, "mode": "pipelined", "reply_clock": "kernel"}"#).unwrap();
+        assert_eq!(run.meta.probe_engine_version, 2);
+        assert_eq!(
+            with_engine("null").unwrap().meta.probe_engine_version,
+            PROBE_ENGINE_BEFORE_KEY
+        );
+        for broken in [r#"{"mode": "pipelined"}"#, r#"{"version": "2"}"#, "2"] {
+            let err = with_engine(broken).unwrap_err().to_string();
+            assert!(
+                err.contains("CANDIDATE") && err.contains("probe_engine.version"),
+                "{broken}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -23,6 +23,14 @@
 //! 5 repeats can never give; instead each cell needs near-complete separation *and* a ratio and
 //! a difference past the noise floor, and the false-alarm rate is measured on real A/A runs
 //! (README).
+//!
+//! # Runs made differently
+//! Differences between the runs' options are warnings above the verdict, and every metric is
+//! still judged (a coarser probe rate only raises `hol_delay_ms`'s resolution), except one:
+//! runs recorded by different probe engines measured `hol_delay_ms` differently (engine 1 waited
+//! for each probe's reply before sending the next, so under load it also counted the probes'
+//! own backlog), so their `hol_delay_ms` rows are [`Verdict::NotComparable`] and the rows are
+//! judged on `set_ms` alone.
 
 pub mod load;
 pub mod render;
@@ -32,7 +40,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-pub use load::{RunData, RunMeta, WriteSample, load_run};
+pub use load::{PROBE_ENGINE_BEFORE_KEY, RunData, RunMeta, WriteSample, load_run};
 pub use stats::{MannWhitney, Spread, mann_whitney, smallest_one_sided_p};
 
 use crate::error::UsageError;
@@ -78,6 +86,8 @@ pub enum Verdict {
     Improvement,
     /// Neither.
     NoChange,
+    /// Not judged: the runs measured this metric differently (different probe engines).
+    NotComparable,
 }
 
 impl Verdict {
@@ -87,6 +97,7 @@ impl Verdict {
             Verdict::Regression => "regression",
             Verdict::Improvement => "improvement",
             Verdict::NoChange => "no change",
+            Verdict::NotComparable => "not comparable",
         }
     }
 }
@@ -138,7 +149,7 @@ pub struct RowComparison {
     /// The writer's own time.
     pub set: MetricComparison,
     /// Regression when either metric regressed; improvement when one improved and none
-    /// regressed.
+    /// regressed; a metric not comparable does not count.
     pub verdict: Verdict,
 }
 
@@ -155,6 +166,9 @@ pub struct Comparison {
     pub rows: Vec<RowComparison>,
     /// Differences between the runs' options, sizes only one has, incomplete runs.
     pub warnings: Vec<String>,
+    /// Metrics not judged in any row because the runs measured them differently
+    /// (`hol_delay_ms` when the probe engines differ).
+    pub not_comparable_metrics: Vec<&'static str>,
     /// Rows that regressed.
     pub regressions: usize,
     /// Rows that improved.
@@ -212,6 +226,11 @@ pub fn compare(
     .flatten()
     .fold(0.0_f64, f64::max);
     let hol_min_diff = rules.min_diff_ms.max(interval_ms);
+    let (base_engine, cand_engine) = (
+        baseline.meta.probe_engine_version,
+        candidate.meta.probe_engine_version,
+    );
+    let hol_comparable = base_engine == cand_engine;
 
     let mut rows = Vec::new();
     for key in shared {
@@ -222,13 +241,23 @@ pub fn compare(
                 .filter_map(|w| if hol { w.hol_delay_ms } else { Some(w.set_ms) })
                 .collect()
         };
-        let hol_delay = compare_metric(
-            "hol_delay_ms",
-            &values(base, true),
-            &values(cand, true),
-            rules,
-            hol_min_diff,
-        );
+        let hol_delay = if hol_comparable {
+            compare_metric(
+                "hol_delay_ms",
+                &values(base, true),
+                &values(cand, true),
+                rules,
+                hol_min_diff,
+            )
+        } else {
+            not_comparable(
+                "hol_delay_ms",
+                &values(base, true),
+                &values(cand, true),
+                hol_min_diff,
+                format!("probe engines {base_engine} and {cand_engine}"),
+            )
+        };
         let set = compare_metric(
             "set_ms",
             &values(base, false),
@@ -274,6 +303,11 @@ pub fn compare(
         rules,
         rows,
         warnings,
+        not_comparable_metrics: if hol_comparable {
+            vec![]
+        } else {
+            vec!["hol_delay_ms"]
+        },
         regressions,
         improvements,
         verdict: if regressions > 0 {
@@ -302,6 +336,8 @@ fn combine(verdicts: &[Verdict]) -> Verdict {
         Verdict::Regression
     } else if verdicts.contains(&Verdict::Improvement) {
         Verdict::Improvement
+    } else if verdicts.iter().all(|&v| v == Verdict::NotComparable) {
+        Verdict::NotComparable
     } else {
         Verdict::NoChange
     }
@@ -332,6 +368,29 @@ fn describe_keys(keys: &[&(u64, String)]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// One metric the runs measured differently: each run's values, but no ratio, test or verdict,
+/// so nothing downstream can read a judgement into it. `why` says what differed.
+pub fn not_comparable(
+    metric: &'static str,
+    baseline: &[f64],
+    candidate: &[f64],
+    min_diff_ms: f64,
+    why: String,
+) -> MetricComparison {
+    MetricComparison {
+        metric,
+        baseline_ms: Spread::of(baseline),
+        candidate_ms: Spread::of(candidate),
+        ratio: None,
+        diff_ms: None,
+        p_slower: None,
+        p_faster: None,
+        min_diff_ms,
+        verdict: Verdict::NotComparable,
+        reason: why,
+    }
 }
 
 /// Applies the rule to one metric.
@@ -451,6 +510,12 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
         }
     };
     let show = |v: Option<String>| v.unwrap_or_else(|| "unknown".into());
+    differ(
+        "probe engine",
+        format!("version {}", base.probe_engine_version),
+        format!("version {}", cand.probe_engine_version),
+        ": each engine measures hol_delay_ms differently, so it is not comparable and no hol_delay_ms row is judged; set_ms still is",
+    );
     differ(
         "probe rate",
         show(base.probe_rate.map(|r| format!("{r}/s"))),
@@ -643,6 +708,7 @@ mod tests {
             keep: Some(false),
             planned_sizes_bytes: vec![64 << 20],
             started_unix_us: Some(0),
+            probe_engine_version: 2,
         }
     }
 
@@ -703,6 +769,67 @@ mod tests {
         let back = compare(&cand, &base, Rules::default()).unwrap();
         assert_eq!(back.verdict, Verdict::Improvement);
         assert_eq!(back.regressions, 0);
+    }
+
+    #[test]
+    fn across_probe_engines_hol_delay_is_not_judged_but_set_ms_is() {
+        let quick: &[f64] = &[40.0, 42.0, 41.0, 43.0, 39.0];
+        let slow: &[f64] = &[80.0, 82.0, 81.0, 83.0, 79.0];
+        // The candidate's hol_delay_ms is twice the baseline's, separated: a regression within
+        // one engine.
+        let mut old = run(
+            "a",
+            &[(M64, "set", quick, quick), (M64, "delete", quick, quick)],
+        );
+        old.meta.probe_engine_version = PROBE_ENGINE_BEFORE_KEY;
+        let new = run(
+            "b",
+            &[(M64, "set", slow, quick), (M64, "delete", slow, slow)],
+        );
+        let c = compare(&old, &new, Rules::default()).unwrap();
+        let text = c.warnings.join("\n");
+        assert!(
+            text.contains("differ in probe engine (baseline version 1, candidate version 2)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hol_delay_ms") && text.contains("not comparable"),
+            "{text}"
+        );
+        assert_eq!(c.not_comparable_metrics, vec!["hol_delay_ms"]);
+        for row in &c.rows {
+            let hol = &row.hol_delay;
+            assert_eq!(hol.verdict, Verdict::NotComparable, "{hol:?}");
+            assert_eq!((hol.ratio, hol.diff_ms, hol.p_slower), (None, None, None));
+            assert_eq!(hol.reason, "probe engines 1 and 2");
+            // What each run measured is still shown.
+            assert_eq!(hol.baseline_ms.unwrap().median, 41.0);
+            assert_eq!(hol.candidate_ms.unwrap().median, 81.0);
+        }
+        // set_ms is judged as before: unchanged for set, a regression for delete.
+        assert_eq!(c.rows[0].set.verdict, Verdict::NoChange);
+        assert_eq!(c.rows[0].verdict, Verdict::NoChange);
+        assert_eq!(c.rows[1].set.verdict, Verdict::Regression);
+        assert_eq!(c.rows[1].verdict, Verdict::Regression);
+        assert_eq!((c.regressions, c.verdict), (1, Verdict::Regression));
+
+        // The same figures within one engine: hol_delay_ms regresses, and no engine warning.
+        let mut same = old.clone();
+        same.meta.probe_engine_version = 2;
+        let c = compare(&same, &new, Rules::default()).unwrap();
+        assert!(
+            !c.warnings.iter().any(|w| w.contains("probe engine")),
+            "{:?}",
+            c.warnings
+        );
+        assert!(c.not_comparable_metrics.is_empty());
+        assert_eq!(c.rows[0].hol_delay.verdict, Verdict::Regression);
+        assert_eq!(c.regressions, 2);
+        // A row with nothing comparable is not "no change".
+        assert_eq!(
+            combine(&[Verdict::NotComparable, Verdict::NotComparable]),
+            Verdict::NotComparable
+        );
     }
 
     #[test]

@@ -65,9 +65,10 @@ fn run_line(role: &str, meta: &super::RunMeta) -> String {
         .repeat
         .map_or(String::new(), |n| format!(", {n} repeats"));
     format!(
-        "{role}: {} ({}{repeats}, run {})",
+        "{role}: {} ({}{repeats}, probe engine {}, run {})",
         meta.server_label(),
         meta.dir.display(),
+        meta.probe_engine_version,
         meta.run_id
     )
 }
@@ -83,10 +84,18 @@ fn summary_line(c: &Comparison) -> String {
     let verdict = match c.verdict {
         Verdict::Regression => "REGRESSION",
         Verdict::Improvement => "improvement, no regression",
-        Verdict::NoChange => "no regression",
+        Verdict::NoChange | Verdict::NotComparable => "no regression",
+    };
+    let not_judged = if c.not_comparable_metrics.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} not judged: different probe engines",
+            c.not_comparable_metrics.join(", ")
+        )
     };
     format!(
-        "verdict: {verdict} ({} regressed, {} improved, {} unchanged of {} size/op rows)",
+        "verdict: {verdict} ({} regressed, {} improved, {} unchanged of {} size/op rows{not_judged})",
         c.regressions,
         c.improvements,
         c.rows.len() - c.regressions - c.improvements,
@@ -156,6 +165,7 @@ fn comparison_cells(c: &Comparison) -> Vec<Vec<String>> {
                 fmt_p(m),
                 match m.verdict {
                     Verdict::NoChange => "no change".to_string(),
+                    Verdict::NotComparable => format!("not comparable ({})", m.reason),
                     other => format!("{} ({})", other.label().to_uppercase(), m.reason),
                 },
             ]);
@@ -166,7 +176,18 @@ fn comparison_cells(c: &Comparison) -> Vec<Vec<String>> {
 
 fn side_by_side_cells(s: &SideBySide, hol: bool) -> Vec<Vec<String>> {
     let mut header = vec!["size".to_string(), "op".into()];
-    header.extend(s.runs.iter().map(|r| r.server_label()));
+    // Columns of different probe engines say so: their hol_delay_ms are not comparable.
+    let engines_differ = s
+        .runs
+        .windows(2)
+        .any(|w| w[0].probe_engine_version != w[1].probe_engine_version);
+    header.extend(s.runs.iter().map(|r| {
+        if engines_differ {
+            format!("{} (engine {})", r.server_label(), r.probe_engine_version)
+        } else {
+            r.server_label()
+        }
+    }));
     let mut rows = vec![header];
     for row in &s.rows {
         let mut cells = vec![format_size(row.size_bytes), row.op.clone()];

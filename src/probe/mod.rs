@@ -191,7 +191,7 @@ pub fn spawn_probes(
 }
 
 /// The thread wakes this long before a probe is due and spins the rest.
-const SPIN: Duration = Duration::from_micros(60);
+const SPIN: Duration = Duration::from_micros(20);
 /// Longest sleep in `poll`, so a stop is noticed soon at low rates.
 const MAX_WAIT: Duration = Duration::from_millis(20);
 /// How long a stopping thread waits for the replies still due.
