@@ -424,9 +424,18 @@ fn reset_probe_connections_reconnect_and_the_run_completes() {
         killer.join().unwrap() >= 2,
         "the probe connections were not killed"
     );
+    // Each thread noticed its connection closing and opened a new one. Pipelined probes are
+    // answered in microseconds, so usually none was outstanding at the kill: a reset loses only
+    // those (recorded as errors, with the reason), never the probes after it.
+    let run = read_json(&dir.path().join("run.json"));
+    assert!(
+        run["probe_engine"]["reconnects"].as_u64().unwrap() >= 2,
+        "{}",
+        run["probe_engine"]
+    );
     let probes = read_csv(&dir.path().join("probes.csv"));
     let failed: Vec<_> = probes.iter().filter(|p| p["ok"] == "false").collect();
-    assert!(!failed.is_empty(), "no probe saw the reset");
+    assert!(failed.len() <= 4, "{failed:?}");
     assert!(failed.iter().all(|p| !p["error"].is_empty()));
     // Both threads went on probing after the reset.
     for thread in ["0", "1"] {
@@ -437,6 +446,5 @@ fn reset_probe_connections_reconnect_and_the_run_completes() {
             .count();
         assert!(after > 100, "thread {thread} stopped after the reset");
     }
-    let run = read_json(&dir.path().join("run.json"));
     assert_eq!(run["status"], "complete");
 }

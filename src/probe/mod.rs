@@ -92,6 +92,8 @@ pub struct ProbeShared {
     pub unanswered_at_stop: AtomicU64,
     /// The most probes one connection had outstanding at once.
     pub max_outstanding: AtomicU64,
+    /// Connections lost (reset, closed, garbled) and opened again.
+    pub reconnects: AtomicU64,
 }
 
 /// How the probes of a run were taken, for run.json.
@@ -112,6 +114,8 @@ pub struct ProbeEngineInfo {
     pub max_outstanding: u64,
     /// Probes unanswered when the run stopped (not in probes.csv).
     pub unanswered_at_stop: u64,
+    /// Connections lost and opened again (their outstanding probes are errors in probes.csv).
+    pub reconnects: u64,
 }
 
 impl ProbeShared {
@@ -131,6 +135,7 @@ impl ProbeShared {
             replies_read_stamped: read,
             max_outstanding: self.max_outstanding.load(Ordering::Relaxed),
             unanswered_at_stop: self.unanswered_at_stop.load(Ordering::Relaxed),
+            reconnects: self.reconnects.load(Ordering::Relaxed),
         }
     }
 }
@@ -386,6 +391,7 @@ impl ProbeWorker {
                 match ProbeSocket::connect(&self.conn_info) {
                     Ok(sock) => {
                         self.sock = sock;
+                        self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
                         true
                     }
                     Err(err) => {
