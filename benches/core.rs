@@ -101,7 +101,7 @@ fn bench() -> anyhow::Result<()> {
         all_lags.sort_unstable();
         write_lags.sort_unstable();
         println!(
-            "[{label}] probe send jitter (on-time probes): whole run p50 {}us p99 {}us max {}us; while writes ran ({} probes) p50 {}us p99 {}us max {}us (goal p99 <= 100us)",
+            "[{label}] probe send jitter (every probe): whole run p50 {}us p99 {}us max {}us; while writes ran ({} probes) p50 {}us p99 {}us max {}us (goal p99 <= 100us)",
             percentile(&all_lags, 50.0),
             percentile(&all_lags, 99.0),
             all_lags.last().copied().unwrap_or(0),
