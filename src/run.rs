@@ -524,6 +524,9 @@ pub fn run_with_actor(
             "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
         );
     }
+    if let Some(note) = late_probe_note(&state.analysis.writes, options.realtime) {
+        warnings.push(note);
+    }
     let dropped = shared.dropped.load(Ordering::Relaxed);
     if dropped > 0 {
         warnings.push(format!(
@@ -553,6 +556,32 @@ pub fn run_with_actor(
         server_settings,
     })
 }
+
+/// A note when the probe behind some writes' `hol_delay_ms` left its thread a millisecond or
+/// more late: those figures are partly this host's (its cores were busy), not the server's.
+fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
+    let late: Vec<f64> = writes
+        .iter()
+        .filter_map(|w| w.hol_probe_send_lag_ms)
+        .filter(|&lag| lag >= LATE_PROBE_NOTE_MS)
+        .collect();
+    let worst = late.iter().copied().fold(0.0, f64::max);
+    (!late.is_empty()).then(|| {
+        format!(
+            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): that much of those figures is this host's own delay, not the server's (hol_probe_send_lag_ms in summary.csv){}",
+            late.len(),
+            writes.len(),
+            if realtime {
+                ""
+            } else {
+                "; --realtime shortens it"
+            }
+        )
+    })
+}
+
+/// How late the worst probe of a write must have left before the run says so.
+const LATE_PROBE_NOTE_MS: f64 = 1.0;
 
 fn cleanup_keys(control: &mut redis::Connection, keys: &[String]) {
     let _ = cleanup_keys_checked(control, keys);
@@ -921,6 +950,43 @@ mod tests {
             hol_probe_send_lag_ms: None,
         };
         assert_eq!(derived_header(&summary), columns::SUMMARY);
+    }
+
+    #[test]
+    fn a_run_says_when_its_worst_probes_left_late() {
+        let summary = |lag: Option<f64>| WriteSummary {
+            seq: 1,
+            op: WriteOp::Set,
+            size_bytes: 1,
+            set_ms: 0.0,
+            hol_delay_ms: lag.map(|l| l + 1.0),
+            stall_ms: 0.0,
+            probes_delayed: 0,
+            stall_during_send_ms: 0.0,
+            stall_after_send_ms: 0.0,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            probes_in_window: 0,
+            worst_latency_ms: None,
+            ok: true,
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
+            memory_pressure: false,
+            host_mem_peak_pct: 0.0,
+            host_swap_grew_bytes: 0,
+            hol_probe_send_lag_ms: lag,
+        };
+        let on_time = [summary(Some(0.02)), summary(None), summary(Some(0.99))];
+        assert_eq!(late_probe_note(&on_time, false), None);
+        let late = [summary(Some(0.02)), summary(Some(3.46)), summary(Some(1.0))];
+        let note = late_probe_note(&late, false).expect("a note");
+        assert!(note.starts_with("in 2 of 3 writes"), "{note}");
+        assert!(note.contains("up to 3.5 ms"), "{note}");
+        assert!(note.contains("--realtime"), "{note}");
+        let note = late_probe_note(&late, true).expect("a note");
+        assert!(!note.contains("--realtime"), "{note}");
     }
 
     #[derive(Parser)]
