@@ -120,9 +120,9 @@ pub struct WriteSummary {
     pub host_mem_peak_pct: f64,
     /// How much host swap use grew during the write, bytes.
     pub host_swap_grew_bytes: u64,
-    /// How late the probe behind `hol_delay_ms` left its thread, ms: the part of the figure that
-    /// was the tool's own lateness (its thread waited for a core), not the server. Empty without
-    /// probes.
+    /// How late the probe behind `hol_delay_ms` left its thread, ms: at most that much of the
+    /// figure was the tool's own lateness (its thread waited for a core), not the server (less
+    /// when the server was frozen anyway while the probe was late). Empty without probes.
     pub hol_probe_send_lag_ms: Option<f64>,
 }
 
@@ -313,16 +313,20 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
     }
     let mut by_intended: Vec<&ProbeRecord> = probes.iter().collect();
     by_intended.sort_unstable_by_key(|p| p.intended_us);
-    let mut by_sent: Vec<&ProbeRecord> = probes.iter().collect();
-    by_sent.sort_unstable_by_key(|p| p.sent_us);
-    let max_latency_us = probes
+    // Answered probes by send time, with the latest reply among each prefix: "some probe sent
+    // before t was still unanswered at e" is then one binary search.
+    let mut by_sent: Vec<(u64, u64)> = probes
         .iter()
-        .filter_map(|p| p.latency_us)
-        .max()
-        .unwrap_or(0);
-    let waited_on_wire = |p: &ProbeRecord, end: u64| {
-        p.sent_us < end && end - p.sent_us > threshold_us && p.reply_us.is_none_or(|r| r >= end)
-    };
+        .filter_map(|p| Some((p.sent_us, p.reply_us?)))
+        .collect();
+    by_sent.sort_unstable();
+    let latest_reply: Vec<u64> = by_sent
+        .iter()
+        .scan(0, |latest, &(_, reply)| {
+            *latest = reply.max(*latest);
+            Some(*latest)
+        })
+        .collect();
     let mut stalls = Vec::new();
     let mut hiccups = Vec::new();
     for (start, end) in merged {
@@ -333,16 +337,12 @@ pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>,
             .iter()
             .filter(|p| p.latency_us.is_none_or(|l| l > threshold_us))
             .count() as u64;
-        // Was any probe really waiting on the server, sent and unanswered past the threshold?
-        // Pipelined probes leave on time, so normally one intended inside the episode was; a
-        // probe sent before the episode and still unanswered at its end counts too.
-        let on_wire = inside.iter().any(|p| waited_on_wire(p, end)) || {
-            let lo = by_sent.partition_point(|p| p.sent_us < start.saturating_sub(max_latency_us));
-            let hi = by_sent.partition_point(|p| p.sent_us < end);
-            by_sent[lo..hi.max(lo)]
-                .iter()
-                .any(|p| waited_on_wire(p, end))
-        };
+        // Was any probe really waiting on the server: sent more than the threshold before the
+        // silence ended, and answered only at its end or later? If every delayed probe left
+        // late instead, the silence was this host's. (Probes without a reply, lost to a reset,
+        // prove nothing either way.)
+        let sent_before = by_sent.partition_point(|&(sent, _)| sent + threshold_us < end);
+        let on_wire = sent_before > 0 && latest_reply[sent_before - 1] >= end;
         let stall = Stall {
             start_us: start,
             end_us: end,
@@ -616,6 +616,16 @@ mod tests {
                 t += 1000;
             }
         }
+        // A probe of a third connection, sent on time just before and lost to a reset: no
+        // reply, so it proves nothing about the server.
+        probes.push(ProbeRecord {
+            reply_us: None,
+            read_us: None,
+            latency_us: None,
+            ok: false,
+            error: Some("connection reset by peer".into()),
+            ..probe(2, 49_900, 49_900, 49_900)
+        });
         let writes = [write(1, WriteOp::Set, 49_000, 52_000, 56_000)];
         let analysis = correlate(&probes, &writes, THRESHOLD);
         assert!(analysis.stalls.is_empty(), "{:?}", analysis.stalls);

@@ -336,6 +336,8 @@ pub struct ReplyLimits {
     pub max_bulk: usize,
     /// Deepest nesting of arrays.
     pub max_depth: usize,
+    /// Most elements of one array.
+    pub max_array: usize,
 }
 
 impl ReplyLimits {
@@ -344,6 +346,7 @@ impl ReplyLimits {
         max_line: 64 * 1024,
         max_bulk: 1024 * 1024,
         max_depth: 4,
+        max_array: 16,
     };
 }
 
@@ -412,10 +415,9 @@ fn parse_at(
             if depth >= limits.max_depth {
                 return Err(protocol_error("arrays nested too deep"));
             }
-            // Every element takes at least 3 bytes: a count that cannot fit is rejected before
-            // anything is allocated for it.
+            // A count past the limit is rejected before anything is allocated for it.
             let len = usize::try_from(len).map_err(|_| protocol_error("bad array length"))?;
-            if len > limits.max_bulk / 3 {
+            if len > limits.max_array {
                 return Err(protocol_error("array reply larger than expected"));
             }
             let mut items = Vec::with_capacity(len.min(64));

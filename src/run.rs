@@ -430,6 +430,13 @@ pub fn run_with_actor(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
+        // A probe thread that could go on no more reports here too: its event may be stuck
+        // behind a full channel.
+        if let Some((thread, error)) = shared.failure() {
+            status = RunStatus::Failed;
+            status_reason = Some(format!("probe thread {thread} lost the server: {error}"));
+            break;
+        }
         if interrupt.load(Ordering::Relaxed) {
             status = RunStatus::Interrupted;
             status_reason = Some("interrupted by a signal (Ctrl-C or SIGTERM)".into());
@@ -568,7 +575,7 @@ fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
     let worst = late.iter().copied().fold(0.0, f64::max);
     (!late.is_empty()).then(|| {
         format!(
-            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): that much of those figures is this host's own delay, not the server's (hol_probe_send_lag_ms in summary.csv){}",
+            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): up to that much of those figures is this host's own delay, not the server's (hol_probe_send_lag_ms in summary.csv){}",
             late.len(),
             writes.len(),
             if realtime {

@@ -23,7 +23,7 @@ const CASES: &[(&[&str], &str)] = &[
     ),
     (
         &["--writer-sizes", "1M", "--probe-rate", "1e9"],
-        "sustains at most",
+        "sends at most",
     ),
     (
         &["--writer-sizes", "1M", "--probe-threads", "0"],

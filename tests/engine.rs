@@ -75,6 +75,19 @@ fn observe_under_bursts(server: &TestServer, rate: u64, out: &Path) -> UnderBurs
         .success();
     load.stop();
 
+    // The engine under test: pipelined (several probes were outstanding at once on a
+    // connection while a burst held the server) and, on Linux, timed by the kernel's stamps.
+    let run = common::read_json(&out.join("run.json"));
+    let engine = &run["probe_engine"];
+    assert_eq!(engine["mode"], "pipelined", "{engine}");
+    assert!(
+        engine["max_outstanding"].as_u64().unwrap_or(0) > 1,
+        "no connection ever had two probes outstanding: {engine}"
+    );
+    if cfg!(target_os = "linux") {
+        assert_eq!(engine["reply_clock"], "kernel", "{engine}");
+    }
+
     let rows = read_csv(&out.join("probes.csv"));
     let mut latencies: Vec<u64> = rows
         .iter()

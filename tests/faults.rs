@@ -445,6 +445,18 @@ fn reset_probe_connections_reconnect_and_the_run_completes() {
             .filter(|p| p["intended_us"].parse::<u64>().unwrap() > 1_000_000)
             .count();
         assert!(after > 100, "thread {thread} stopped after the reset");
+        // No probe slot went unrecorded across the reconnect: each thread's probes are numbered
+        // without a gap.
+        let mut seqs: Vec<u64> = probes
+            .iter()
+            .filter(|p| p["thread"] == thread)
+            .map(|p| p["seq"].parse().unwrap())
+            .collect();
+        seqs.sort_unstable();
+        assert!(
+            seqs.iter().enumerate().all(|(i, &s)| s == i as u64),
+            "thread {thread}: probe numbers with a gap"
+        );
     }
     assert_eq!(run["status"], "complete");
 }

@@ -264,7 +264,7 @@ fn bad_sizes_and_rates_are_refused_before_anything_starts() {
         ),
         (
             vec!["--writer-sizes", "1M", "--probe-rate", "1000000000"],
-            "sustains at most",
+            "sends at most",
         ),
         (vec!["--writer-sizes", "1M", "--gap", "later"], "--gap"),
         (vec!["--writer-sizes", "1M", "--url", "http://x:1"], "--url"),

@@ -275,7 +275,7 @@ pub fn parse_rate(flag: &'static str, text: &str) -> Result<f64, UsageError> {
             flag,
             text,
             format!(
-                "the tool sustains at most {MAX_PROBE_RATE} probes/s per thread (about one loopback round trip each); add --probe-threads instead"
+                "the tool sends at most {MAX_PROBE_RATE} probes/s per thread (each thread also reads every reply, and the server serves them all); add --probe-threads instead"
             ),
         ));
     }

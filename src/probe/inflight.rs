@@ -12,6 +12,9 @@ use std::io;
 use crate::record::{ProbeCmd, ProbeRecord};
 use crate::resp::{Reply, ReplyLimits, parse_reply};
 
+/// The most bytes of unfinished replies a connection may hold: a probe's reply is a few dozen.
+const MAX_PENDING_BYTES: usize = 2 * 1024 * 1024;
+
 /// A probe written to the connection and not answered yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outstanding {
@@ -69,6 +72,11 @@ impl InFlight {
         self.queue.is_empty()
     }
 
+    /// True when part of a reply has been read and the rest has not.
+    pub fn has_partial_reply(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// The oldest probe still waiting, if any.
     pub fn oldest(&self) -> Option<&Outstanding> {
         self.queue.front()
@@ -91,6 +99,12 @@ impl InFlight {
         arrival: Arrival,
         done: &mut Vec<ProbeRecord>,
     ) -> io::Result<()> {
+        if self.pending.len() + bytes.len() > MAX_PENDING_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a reply far longer than a probe's",
+            ));
+        }
         self.pending.extend_from_slice(bytes);
         let mut used = 0;
         while let Some((reply, n)) = parse_reply(&self.pending[used..], ReplyLimits::PROBE)? {

@@ -19,8 +19,8 @@ pub mod inflight;
 pub mod socket;
 
 use std::io::{self, ErrorKind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -94,6 +94,9 @@ pub struct ProbeShared {
     pub max_outstanding: AtomicU64,
     /// Connections lost (reset, closed, garbled) and opened again.
     pub reconnects: AtomicU64,
+    /// The first probe thread that could go on no more, and why: the collector checks it, so
+    /// the failure reaches it even when the event channel is full.
+    failure: Mutex<Option<(u16, String)>>,
 }
 
 /// How the probes of a run were taken, for run.json.
@@ -104,7 +107,7 @@ pub struct ProbeEngineInfo {
     /// `pipelined`: every probe goes out at its intended time.
     pub mode: &'static str,
     /// Where `reply_us` came from: `kernel` (receive timestamps), `read` (when the thread read
-    /// the reply), or `mixed`.
+    /// the reply), `mixed`, or `none` (no reply came).
     pub reply_clock: &'static str,
     /// Replies timed by the kernel's stamp.
     pub replies_kernel_stamped: u64,
@@ -127,7 +130,8 @@ impl ProbeShared {
             version: PROBE_ENGINE_VERSION,
             mode: "pipelined",
             reply_clock: match (kernel, read) {
-                (_, 0) if kernel > 0 => "kernel",
+                (0, 0) => "none",
+                (_, 0) => "kernel",
                 (0, _) => "read",
                 _ => "mixed",
             },
@@ -137,6 +141,18 @@ impl ProbeShared {
             unanswered_at_stop: self.unanswered_at_stop.load(Ordering::Relaxed),
             reconnects: self.reconnects.load(Ordering::Relaxed),
         }
+    }
+
+    /// Records that probe thread `thread` could go on no more (the first such report wins).
+    pub fn fail(&self, thread: u16, error: String) {
+        if let Ok(mut slot) = self.failure.lock() {
+            slot.get_or_insert((thread, error));
+        }
+    }
+
+    /// The first probe thread's failure, if one failed.
+    pub fn failure(&self) -> Option<(u16, String)> {
+        self.failure.lock().ok().and_then(|slot| slot.clone())
     }
 }
 
@@ -201,6 +217,8 @@ const SPIN: Duration = Duration::from_micros(20);
 const MAX_WAIT: Duration = Duration::from_millis(20);
 /// How long a stopping thread waits for the replies still due.
 const DRAIN_AT_STOP: Duration = Duration::from_secs(1);
+/// Longest server error text kept in a probe record.
+const MAX_ERROR_CHARS: usize = 200;
 
 struct ProbeWorker {
     thread: u16,
@@ -240,15 +258,17 @@ impl ProbeWorker {
         while !self.stopping() {
             let intended_us = ((self.first_ns + seq as f64 * self.period_ns) / 1e3) as u64;
             let due = self.clock.instant_at(intended_us);
-            let outcome = self.wait_until(due).and_then(|()| {
-                if self.stopping() {
-                    return Ok(());
+            // A probe slot is used up only once its probe went out: after a reconnect the same
+            // probe leaves late, counted from its intended time, so no slot goes unrecorded.
+            let outcome = match self.wait_until(due) {
+                Ok(true) => {
+                    let sent = self.send_probe(seq, intended_us);
+                    seq += 1;
+                    sent
                 }
-                self.send_probe(seq, intended_us)
-            });
-            if !self.stopping() {
-                seq += 1;
-            }
+                Ok(false) => Ok(()),
+                Err(broken) => Err(broken),
+            };
             self.flush();
             if let Err(broken) = outcome
                 && !self.recover(broken)
@@ -264,27 +284,31 @@ impl ProbeWorker {
     }
 
     /// Sleeps in `poll` until just before `due`, taking replies as they arrive, then spins.
-    fn wait_until(&mut self, due: Instant) -> Result<(), Broken> {
+    /// Ok(false) when the run is stopping (nothing more to send).
+    fn wait_until(&mut self, due: Instant) -> Result<bool, Broken> {
+        let spin_from = due.checked_sub(SPIN).unwrap_or(due);
         loop {
+            if self.stopping() {
+                return Ok(false);
+            }
             self.check_overdue()?;
-            let now = Instant::now();
-            let left = due.saturating_duration_since(now);
-            if left <= SPIN || self.stopping() {
+            let left = spin_from.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 break;
             }
             let readable = self
                 .sock
-                .wait_readable((left - SPIN).min(MAX_WAIT))
+                .wait_readable(left.min(MAX_WAIT))
                 .map_err(Broken::Lost)?;
             if readable {
-                self.take_replies()?;
+                self.take_replies(Some(spin_from))?;
                 self.flush();
             }
         }
         while Instant::now() < due {
             std::hint::spin_loop();
         }
-        Ok(())
+        Ok(true)
     }
 
     fn send_probe(&mut self, seq: u64, intended_us: u64) -> Result<(), Broken> {
@@ -299,7 +323,7 @@ impl ProbeWorker {
             .max_outstanding
             .fetch_max(self.flight.len() as u64, Ordering::Relaxed);
         match result {
-            Ok(()) => self.take_replies(),
+            Ok(()) => Ok(()),
             // The server stopped reading this connection for all of --timeout.
             Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 Err(Broken::Timeout)
@@ -308,48 +332,74 @@ impl ProbeWorker {
         }
     }
 
-    /// Reads every reply that has arrived, one reply's length at a time (see [`socket`]).
-    fn take_replies(&mut self) -> Result<(), Broken> {
+    /// Reads the replies that have arrived, one reply's length at a time (see [`socket`]),
+    /// until none is left or `until` has passed (the next probe is due: reading never holds a
+    /// probe back).
+    fn take_replies(&mut self, until: Option<Instant>) -> Result<(), Broken> {
         loop {
+            if until.is_some_and(|t| Instant::now() >= t) {
+                return Ok(());
+            }
+            // A reply longer than expected (an error text) is read in one go, not 7 bytes at
+            // a time.
+            let want = if self.flight.has_partial_reply() {
+                usize::MAX
+            } else {
+                self.reply_len
+            };
             self.rx.clear();
-            let Some(got) = self
-                .sock
-                .read(self.reply_len, &mut self.rx)
-                .map_err(Broken::Lost)?
-            else {
+            let Some(got) = self.sock.read(want, &mut self.rx).map_err(Broken::Lost)? else {
                 return Ok(());
             };
             let read_us = self.clock.us_at(got.read);
-            let reply_us = match got.kernel {
-                Some(at) => {
-                    self.shared
-                        .replies_kernel_stamped
-                        .fetch_add(1, Ordering::Relaxed);
-                    self.clock.us_at(at)
-                }
-                None => {
-                    self.shared
-                        .replies_read_stamped
-                        .fetch_add(1, Ordering::Relaxed);
-                    read_us
-                }
-            };
+            let reply_us = got.kernel.map(|at| self.clock.us_at(at));
+            let before = self.done.len();
             self.flight
-                .received(&self.rx, Arrival { reply_us, read_us }, &mut self.done)
+                .received(
+                    &self.rx,
+                    Arrival {
+                        reply_us: reply_us.unwrap_or(read_us),
+                        read_us,
+                    },
+                    &mut self.done,
+                )
                 .map_err(Broken::Lost)?;
+            let replies = (self.done.len() - before) as u64;
+            let counter = if reply_us.is_some() {
+                &self.shared.replies_kernel_stamped
+            } else {
+                &self.shared.replies_read_stamped
+            };
+            counter.fetch_add(replies, Ordering::Relaxed);
         }
     }
 
-    fn check_overdue(&self) -> Result<(), Broken> {
+    /// The oldest outstanding probe has waited longer than `--timeout`. Its reply may be in
+    /// the socket already (this thread was off its core): read first, then judge.
+    fn check_overdue(&mut self) -> Result<(), Broken> {
         if self.flight.overdue(self.clock.now_us(), self.timeout_us) {
-            return Err(Broken::Timeout);
+            self.take_replies(None)?;
+            self.flush();
+            if self.flight.overdue(self.clock.now_us(), self.timeout_us) {
+                return Err(Broken::Timeout);
+            }
         }
         Ok(())
     }
 
     /// Hands the finished records to the collector.
     fn flush(&mut self) {
-        for record in self.done.drain(..) {
+        for mut record in self.done.drain(..) {
+            if let Some(error) = record.error.as_mut()
+                && error.len() > MAX_ERROR_CHARS
+            {
+                let cut = error
+                    .char_indices()
+                    .nth(MAX_ERROR_CHARS)
+                    .map_or(error.len(), |(i, _)| i);
+                error.truncate(cut);
+                error.push('…');
+            }
             match self.events.try_send(Event::Probe(record)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
@@ -360,6 +410,15 @@ impl ProbeWorker {
                 }
             }
         }
+    }
+
+    /// This thread can go on no more: tell the collector without ever blocking on it.
+    fn report_failure(&self, error: String) {
+        self.shared.fail(self.thread, error.clone());
+        let _ = self.events.try_send(Event::ProbeFailed {
+            thread: self.thread,
+            error,
+        });
     }
 
     /// After a broken connection. A server that did not answer within `--timeout` ends the run
@@ -376,10 +435,7 @@ impl ProbeWorker {
                 );
                 self.flight.fail_all(&error, &mut self.done);
                 self.flush();
-                let _ = self.events.send(Event::ProbeFailed {
-                    thread: self.thread,
-                    error,
-                });
+                self.report_failure(error);
                 false
             }
             Broken::Lost(err) => {
@@ -395,10 +451,7 @@ impl ProbeWorker {
                         true
                     }
                     Err(err) => {
-                        let _ = self.events.send(Event::ProbeFailed {
-                            thread: self.thread,
-                            error: crate::error::one_line(&err),
-                        });
+                        self.report_failure(crate::error::one_line(&err));
                         false
                     }
                 }
@@ -417,7 +470,7 @@ impl ProbeWorker {
             }
             match self.sock.wait_readable(left.min(MAX_WAIT)) {
                 Ok(true) => {
-                    if self.take_replies().is_err() {
+                    if self.take_replies(Some(until)).is_err() {
                         break;
                     }
                 }

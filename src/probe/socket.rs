@@ -10,8 +10,10 @@
 //! stamp of the last segment a read consumed. Two documented limits, both making a stamp late,
 //! never early: one stamp covers every byte a read returns, and segments the kernel coalesced in
 //! the receive queue while nobody read carry the latest one's stamp. The thread therefore reads as
-//! soon as bytes arrive, and asks for one reply's length at a time, so a read rarely spans two
-//! replies. Each record keeps both times (`reply_us` from the stamp, `read_us` from the read).
+//! soon as bytes arrive, and on a plain connection asks for one reply's length at a time, so a
+//! read rarely spans two replies (over TLS, rustls reads whole records: the replies of one read
+//! share its stamp). Each record keeps both times (`reply_us` from the stamp, `read_us` from the
+//! read).
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -92,31 +94,28 @@ impl ProbeSocket {
         match self.tls.as_mut() {
             None => {
                 let want = want.clamp(1, self.buf.len());
-                let (n, stamp) = match recv_stamped(fd, &mut self.buf[..want]) {
+                let got = match recv_stamped(fd, &mut self.buf[..want]) {
                     Ok(got) => got,
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                     Err(err) => return Err(err),
                 };
-                let read = Instant::now();
-                if n == 0 {
+                if got.len == 0 {
                     return Err(closed());
                 }
-                out.extend_from_slice(&self.buf[..n]);
-                Ok(Some(ReadOutcome {
-                    len: n,
-                    kernel: stamp.and_then(|s| s.to_instant(read)),
-                    read,
-                }))
+                out.extend_from_slice(&self.buf[..got.len]);
+                Ok(Some(got))
             }
             Some(tls) => {
-                let mut reader = StampedReader { fd, stamp: None };
+                let mut reader = StampedReader { fd, last: None };
                 match tls.read_tls(&mut reader) {
                     Ok(0) => return Err(closed()),
                     Ok(_) => {}
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                     Err(err) => return Err(err),
                 }
-                let read = Instant::now();
+                let Some(last) = reader.last else {
+                    return Ok(None);
+                };
                 tls.process_new_packets()
                     .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))?;
                 let before = out.len();
@@ -130,8 +129,7 @@ impl ProbeSocket {
                 }
                 Ok(Some(ReadOutcome {
                     len: out.len() - before,
-                    kernel: reader.stamp.and_then(|s| s.to_instant(read)),
-                    read,
+                    ..last
                 }))
             }
         }
@@ -153,21 +151,18 @@ struct WallStamp {
 }
 
 impl WallStamp {
-    /// The same moment on the monotonic clock (`Instant`), given the instant the read returned:
-    /// the stamp's age is measured on the wall clock right now and taken off `read`. A stamp that
-    /// is not in the last minute, or lies in the future, is not trusted (a wall-clock step).
-    fn to_instant(self, read: Instant) -> Option<Instant> {
-        let now = wall_now()?;
-        let age_ns = (now.sec - self.sec)
+    /// The same moment on the monotonic clock (`Instant`), given the two clocks read back to
+    /// back when the read returned: the stamp's age on the wall clock is taken off `read`. A
+    /// stamp that is not in the last minute, or lies ahead of `wall`, is not trusted (a
+    /// wall-clock step).
+    fn to_instant(self, read: Instant, wall: WallStamp) -> Option<Instant> {
+        let age_ns = (wall.sec - self.sec)
             .checked_mul(1_000_000_000)?
-            .checked_add(now.nsec - self.nsec)?;
-        // The wall clock was read a moment after `read`; a stamp up to 1 ms "ahead" of it is
-        // that moment, not a clock step.
-        if !(-1_000_000..=60_000_000_000).contains(&age_ns) {
+            .checked_add(wall.nsec - self.nsec)?;
+        if !(0..=60_000_000_000).contains(&age_ns) {
             return None;
         }
-        let age = Duration::from_nanos(age_ns.max(0) as u64);
-        read.checked_sub(age)
+        read.checked_sub(Duration::from_nanos(age_ns as u64))
     }
 }
 
@@ -214,9 +209,9 @@ fn enable_receive_stamps(fd: RawFd) -> bool {
     }
 }
 
-/// One non-blocking `recvmsg` (the socket itself stays blocking for writes), with the kernel's
-/// receive stamp when one came along.
-fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<WallStamp>)> {
+/// One non-blocking `recvmsg` (the socket itself stays blocking for writes): the bytes, when it
+/// returned, and the kernel's receive stamp on the monotonic clock when one came along.
+fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<ReadOutcome> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -231,10 +226,20 @@ fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<WallStam
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: fd is an open socket; msg points at live buffers of the sizes given.
     let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    // Both clocks at once, so the stamp's conversion does not depend on when this thread runs
+    // next.
+    let read = Instant::now();
+    let wall = wall_now();
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((n as usize, stamp_of(&msg)))
+    Ok(ReadOutcome {
+        len: n as usize,
+        kernel: stamp_of(&msg)
+            .zip(wall)
+            .and_then(|(s, w)| s.to_instant(read, w)),
+        read,
+    })
 }
 
 #[cfg(target_os = "linux")]
@@ -264,19 +269,17 @@ fn stamp_of(_msg: &libc::msghdr) -> Option<WallStamp> {
     None
 }
 
-/// Feeds rustls from the socket without blocking, keeping the stamp of the last read.
+/// Feeds rustls from the socket without blocking, keeping the times of the last read.
 struct StampedReader {
     fd: RawFd,
-    stamp: Option<WallStamp>,
+    last: Option<ReadOutcome>,
 }
 
 impl Read for StampedReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let (n, stamp) = recv_stamped(self.fd, buf)?;
-        if stamp.is_some() {
-            self.stamp = stamp;
-        }
-        Ok(n)
+        let got = recv_stamped(self.fd, buf)?;
+        self.last = Some(got);
+        Ok(got.len)
     }
 }
 
