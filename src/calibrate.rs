@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Serialize;
 
+use crate::actor::{Actor, ActorContext};
 use crate::clock::RunClock;
 use crate::correlate::Analysis;
+use crate::event::Event;
 use crate::hostmem::HostMemorySampler;
 use crate::record::{WriteOp, WriteRecord};
 use crate::resp::{RawConn, Reply};
-use crate::run::{Actor, ActorContext, Event};
 use crate::serverview::{ServerView, Want, settings_for_calibration};
 use crate::target::ConnInfo;
 

@@ -16,13 +16,16 @@
 //! server ([`target::Target`]), run probes and writes ([`run::run`]), and correlate any recorded
 //! timeline ([`correlate::correlate`]).
 
+pub mod actor;
 pub mod calibrate;
 pub mod cli;
 pub mod clock;
 pub mod compare;
 pub mod correlate;
 pub mod error;
+pub mod event;
 pub mod export;
+pub mod findings;
 pub mod hostmem;
 pub mod load;
 pub mod pressure;

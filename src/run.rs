@@ -6,15 +6,16 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
+use crossbeam_channel::{RecvTimeoutError, bounded};
 use serde::Serialize;
 
+pub use crate::actor::{Actor, ActorContext};
 use crate::clock::RunClock;
 use crate::correlate::{Analysis, CorrelateConfig, Stall, WriteSummary, correlate_with_memory};
+pub use crate::event::Event;
 use crate::export::{
     HostInfo, PROBES_CSV, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
     ToolInfo, WRITES_CSV, csv_bytes, write_atomic,
@@ -23,78 +24,10 @@ use crate::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
 use crate::pressure::MemorySample;
 use crate::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
-use crate::serverview::{ServerTuning, ViewSetup, Want, settings_for_writes};
-use crate::target::{ConnInfo, Target};
+use crate::serverview::{ServerTuning, ViewSetup};
+use crate::target::Target;
 use crate::units::option_duration_ms;
 use crate::writer::{WriterActor, WriterPlan};
-
-/// What the measurement threads send to the collector, all on one clock.
-#[derive(Debug)]
-pub enum Event {
-    /// One probe, answered or failed.
-    Probe(ProbeRecord),
-    /// One write event (boxed: it is rare and large, and the channel's slots are sized by the
-    /// largest variant).
-    Write(Box<WriteRecord>),
-    /// A probe thread lost its connection and could not reconnect.
-    ProbeFailed {
-        /// Which thread.
-        thread: u16,
-        /// Why.
-        error: String,
-    },
-    /// The writer ran its plan and its last quiet gap.
-    WriterDone,
-    /// The writer lost its connection and could not reconnect.
-    WriterFailed(String),
-    /// A reading of host memory (for the memory-pressure flags).
-    Memory(MemorySample),
-}
-
-/// A measurement thread that runs beside the probes on the run's clock and decides when the run
-/// ends: the writer of the main job ([`WriterActor`]), the stall injector of `probe calibrate`.
-/// It sends its events as [`Event::Write`] and ends with [`Event::WriterDone`] (or
-/// [`Event::WriterFailed`]); it stops early when its `stop` flag is set.
-pub trait Actor: Send {
-    /// Steps it will take, for progress.
-    fn steps_total(&self) -> usize;
-
-    /// The keys it will create under `key_prefix` (checked to be free before the run).
-    fn keys(&self, _key_prefix: &str) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Work done before the run's clock starts (e.g. generating the value bytes), so that it
-    /// disturbs nothing measured. `key_prefix` is the run's, `holprobe:<run-id>:`.
-    fn prepare(&mut self, _key_prefix: &str) -> Result<()> {
-        Ok(())
-    }
-
-    /// The server settings it needs for the server's own view (applied on the embedded server,
-    /// and on an external one with `--tune-server`; restored afterwards).
-    fn server_settings(&self) -> Vec<(&'static str, Want)> {
-        settings_for_writes()
-    }
-
-    /// Opens its connection and starts its thread.
-    fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>>;
-}
-
-/// What an [`Actor`] gets to run with.
-pub struct ActorContext {
-    /// How to connect to the server.
-    pub conn: ConnInfo,
-    /// The run's clock.
-    pub clock: RunClock,
-    /// The run's event channel.
-    pub events: Sender<Event>,
-    /// Set when the run stops.
-    pub stop: Arc<AtomicBool>,
-    /// Which server counters the actor may reset around its events.
-    pub view: ViewSetup,
-    /// The server runs on this host.
-    pub server_local: bool,
-}
 
 /// Validated options of a probe run (also stored in run.json).
 #[derive(Debug, Clone, Serialize)]

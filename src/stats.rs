@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use crate::correlate::WriteSummary;
+use crate::findings::WriteSummary;
 use crate::record::WriteOp;
 
 /// Nominal level of the interval for the median.

@@ -17,12 +17,13 @@ use crossbeam_channel::Sender;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::actor::{Actor, ActorContext};
 use crate::clock::RunClock;
+use crate::event::Event;
 use crate::hostmem::HostMemorySampler;
 use crate::pressure::{HostRoom, ServerRoom, check_host, check_maxmemory, server_growth_bytes};
 use crate::record::{WriteOp, WriteRecord};
 use crate::resp::{RawConn, Reply};
-use crate::run::{Actor, ActorContext, Event};
 use crate::serverview::{ServerFigures, ServerView, ViewSetup};
 use crate::target::{ConnInfo, info_field};
 use crate::units::format_size;

@@ -18,9 +18,10 @@ use super::engine::{self, Control, EngineConfig, EngineMsg, EngineServer, Thread
 use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
 use super::stats::{LoadBlock, SecondAgg, TIMELINE_COLUMNS, TimelineRow, new_histogram};
 use crate::clock::RunClock;
+use crate::event::Event;
 use crate::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
 use crate::record::{WriteOp, WriteRecord};
-use crate::run::{Event, KEY_NAMESPACE, new_run_id};
+use crate::run::{KEY_NAMESPACE, new_run_id};
 use crate::serverview::ViewSetup;
 use crate::target::{ServerFacts, Target};
 use crate::units::option_duration_ms;

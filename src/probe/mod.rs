@@ -29,9 +29,9 @@ use crossbeam_channel::{Sender, TrySendError};
 use serde::Serialize;
 
 use crate::clock::{RunClock, tighten_timer_slack};
+use crate::event::Event;
 use crate::record::{ProbeCmd, ProbeRecord};
 use crate::resp::encode_command;
-use crate::run::Event;
 use crate::target::ConnInfo;
 
 use inflight::{Arrival, InFlight, Outstanding};

@@ -1,0 +1,29 @@
+//! What the measurement threads send to the collector: one event stream on one clock. In a
+//! module of its own so that the threads (probe, writer, host memory, injector) and the run that
+//! collects them do not depend on each other.
+
+use crate::pressure::MemorySample;
+use crate::record::{ProbeRecord, WriteRecord};
+
+/// What the measurement threads send to the collector, all on one clock.
+#[derive(Debug)]
+pub enum Event {
+    /// One probe, answered or failed.
+    Probe(ProbeRecord),
+    /// One write event (boxed: it is rare and large, and the channel's slots are sized by the
+    /// largest variant).
+    Write(Box<WriteRecord>),
+    /// A probe thread lost its connection and could not reconnect.
+    ProbeFailed {
+        /// Which thread.
+        thread: u16,
+        /// Why.
+        error: String,
+    },
+    /// The writer ran its plan and its last quiet gap.
+    WriterDone,
+    /// The writer lost its connection and could not reconnect.
+    WriterFailed(String),
+    /// A reading of host memory (for the memory-pressure flags).
+    Memory(MemorySample),
+}

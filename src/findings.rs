@@ -1,0 +1,98 @@
+//! What the correlator finds, one type per finding: the baseline, a stall episode, a write's
+//! summary. Each is a row of an export (run.json, stalls.csv, summary.csv), so the files come
+//! from the same structs. In a module of their own so that the correlator and the statistics
+//! over its findings ([`crate::stats`]) do not depend on each other.
+
+use serde::Serialize;
+
+use crate::record::WriteOp;
+
+/// Probe latency outside every write window: what the server gives when left alone.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Baseline {
+    /// Probes with a reply outside write windows.
+    pub probes: u64,
+    /// Median latency, µs.
+    pub p50_us: u64,
+    /// 99th percentile latency, µs.
+    pub p99_us: u64,
+    /// Worst latency, µs.
+    pub max_us: u64,
+    /// Probes of the whole run that got an error or no reply.
+    pub probe_errors: u64,
+    /// The tool's own timing: median of (actual − intended send) over every probe, µs.
+    pub send_lag_p50_us: u64,
+    /// 99th percentile of the same: the probes' timing jitter.
+    pub send_lag_p99_us: u64,
+    /// Worst (actual − intended send), µs.
+    pub send_lag_max_us: u64,
+}
+
+/// A stall episode: the server answered no probe while one was waiting past the threshold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stall {
+    /// Intended send of the first delayed probe, µs since the run's start.
+    pub start_us: u64,
+    /// The reply that ended the silence, µs since the run's start.
+    pub end_us: u64,
+    /// `end_us - start_us` in ms.
+    pub duration_ms: f64,
+    /// Probes intended inside the episode whose latency passed the threshold.
+    pub probes_delayed: u64,
+    /// The write whose window overlaps the episode most; empty when it overlaps none.
+    pub write_seq: Option<u32>,
+}
+
+/// Per write: what other clients saw while it ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WriteSummary {
+    /// Write number, from 1.
+    pub seq: u32,
+    /// `set`, `overwrite`, `delete` or `command`.
+    pub op: WriteOp,
+    /// Value size, bytes.
+    pub size_bytes: u64,
+    /// The writer's own elapsed time (what the seed measured), ms.
+    pub set_ms: f64,
+    /// Head-of-line delay: the longest any other client arriving during the write waited for
+    /// the server (worst latency among the probes overlapping the write, minus the baseline
+    /// median), ms. Empty when no probe overlapped the write.
+    pub hol_delay_ms: Option<f64>,
+    /// Time inside the write's window covered by stall episodes, ms.
+    pub stall_ms: f64,
+    /// Probes overlapping the write whose latency passed the threshold.
+    pub probes_delayed: u64,
+    /// Part of `stall_ms` while the value was still being sent (start → last byte sent).
+    pub stall_during_send_ms: f64,
+    /// Part of `stall_ms` after the last byte (last byte → reply).
+    pub stall_after_send_ms: f64,
+    /// Host memory in use right after the write, percent.
+    pub host_mem_pct: f64,
+    /// Host swap in use right after the write, percent.
+    pub host_swap_pct: f64,
+    /// Probes overlapping the write (with a reply).
+    pub probes_in_window: u64,
+    /// Worst latency among them, ms (empty without probes).
+    pub worst_latency_ms: Option<f64>,
+    /// Whether the write itself succeeded.
+    pub ok: bool,
+    /// The server's SLOWLOG execution time of the command, µs (see [`WriteRecord`]).
+    pub server_exec_us: Option<u64>,
+    /// The largest LATENCY event the server recorded during the write, ms.
+    pub server_latency_event_ms: Option<u64>,
+    /// The server's longest event-loop cycle during the write, µs.
+    pub server_eventloop_max_us: Option<u64>,
+    /// The request size in Valkey's COMMANDLOG `large-request`, bytes.
+    pub server_request_bytes: Option<u64>,
+    /// True when host swap grew during the write or host memory passed 90%: the figures then
+    /// include the host's paging, not only the server's own cost.
+    pub memory_pressure: bool,
+    /// The highest host memory use from the write's start to just after its reply, percent.
+    pub host_mem_peak_pct: f64,
+    /// How much host swap use grew during the write, bytes.
+    pub host_swap_grew_bytes: u64,
+    /// How late the probe behind `hol_delay_ms` left its thread, ms: at most that much of the
+    /// figure was the tool's own lateness (its thread waited for a core), not the server (less
+    /// when the server was frozen anyway while the probe was late). Empty without probes.
+    pub hol_probe_send_lag_ms: Option<f64>,
+}
