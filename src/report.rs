@@ -257,7 +257,12 @@ pub fn trust_lines(analysis: &Analysis, options: &crate::run::RunOptions) -> Vec
 /// The closing block: baseline, stall count and list, client hiccups.
 pub fn closing_lines(analysis: &Analysis, threshold_us: u64, list_stalls: bool) -> Vec<String> {
     let mut lines = vec![baseline_line(&analysis.baseline)];
-    let total: f64 = analysis.stalls.iter().map(|s| s.duration_ms).sum();
+    // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0ms".
+    let total = analysis
+        .stalls
+        .iter()
+        .map(|s| s.duration_ms)
+        .fold(0.0_f64, |sum, d| sum + d);
     let worst = analysis
         .stalls
         .iter()

@@ -97,15 +97,23 @@ impl Write for Stream {
     }
 }
 
+/// Deepest nesting of arrays [`RawConn::read_reply`] accepts (the server's own replies nest
+/// three or four deep at most).
+const MAX_REPLY_DEPTH: usize = 32;
+
 /// Size of the slices a large value is written in (see [`RawConn::send_set`]).
 pub const WRITE_SLICE_BYTES: usize = 256 * 1024;
 
 /// One connection to the server, blocking, with its own small read buffer.
+///
+/// After any I/O or protocol error the connection refuses every further use with that error:
+/// a reply that timed out may still arrive, and the next command would read it as its own.
 pub struct RawConn {
     stream: Stream,
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    broken: Option<(io::ErrorKind, String)>,
 }
 
 impl RawConn {
@@ -135,6 +143,7 @@ impl RawConn {
             buf: vec![0; 64 * 1024],
             start: 0,
             end: 0,
+            broken: None,
         };
         if let Some(password) = &info.password {
             let reply = match &info.username {
@@ -204,7 +213,40 @@ impl RawConn {
     /// Sends pre-encoded bytes.
     #[inline]
     pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes)
+        self.usable()?;
+        let result = self.stream.write_all(bytes);
+        self.note(result)
+    }
+
+    /// The error that broke this connection earlier, if one did.
+    fn usable(&self) -> io::Result<()> {
+        match &self.broken {
+            None => Ok(()),
+            Some((kind, text)) => Err(io::Error::new(
+                *kind,
+                format!("{text} (earlier on this connection, which cannot be used since)"),
+            )),
+        }
+    }
+
+    /// Remembers an error: the connection is out of step with the server from now on.
+    fn note<T>(&mut self, result: io::Result<T>) -> io::Result<T> {
+        match result {
+            Ok(value) => Ok(value),
+            Err(err) => {
+                // A socket timeout reads "Resource temporarily unavailable": say what it means.
+                let err = match err.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                        io::Error::new(err.kind(), "the server did not answer within --timeout")
+                    }
+                    _ => err,
+                };
+                if self.broken.is_none() {
+                    self.broken = Some((err.kind(), err.to_string()));
+                }
+                Err(err)
+            }
+        }
     }
 
     /// Sends a command and reads its reply.
@@ -216,6 +258,12 @@ impl RawConn {
     /// Sends `SET key value` with the value written straight from the caller's buffer.
     /// Returns when the last byte has been handed to the kernel.
     pub fn send_set(&mut self, key: &[u8], value: &[u8]) -> io::Result<()> {
+        self.usable()?;
+        let result = self.send_set_unchecked(key, value);
+        self.note(result)
+    }
+
+    fn send_set_unchecked(&mut self, key: &[u8], value: &[u8]) -> io::Result<()> {
         let mut header = Vec::with_capacity(64 + key.len());
         header.extend_from_slice(b"*3\r\n$3\r\nSET\r\n");
         header.extend_from_slice(format!("${}\r\n", key.len()).as_bytes());
@@ -233,6 +281,12 @@ impl RawConn {
 
     /// Reads one complete reply.
     pub fn read_reply(&mut self) -> io::Result<Reply> {
+        self.usable()?;
+        let result = self.read_reply_at(0);
+        self.note(result)
+    }
+
+    fn read_reply_at(&mut self, depth: usize) -> io::Result<Reply> {
         let line = self.read_line()?;
         let (kind, rest) = line
             .split_first()
@@ -252,9 +306,14 @@ impl RawConn {
                 if len < 0 {
                     return Ok(Reply::Bulk(None));
                 }
-                let mut data = vec![0; len as usize + 2];
+                // A length the server cannot mean is an error, not an abort on allocation.
+                let len = usize::try_from(len).map_err(|_| protocol_error("bad bulk length"))?;
+                let mut data = Vec::new();
+                data.try_reserve_exact(len.saturating_add(2))
+                    .map_err(|_| protocol_error("bulk reply too large to hold"))?;
+                data.resize(len + 2, 0);
                 self.read_exact_buffered(&mut data)?;
-                data.truncate(len as usize);
+                data.truncate(len);
                 Ok(Reply::Bulk(Some(data)))
             }
             b'*' => {
@@ -264,9 +323,12 @@ impl RawConn {
                 if len < 0 {
                     return Ok(Reply::Array(None));
                 }
+                if depth >= MAX_REPLY_DEPTH {
+                    return Err(protocol_error("arrays nested too deep"));
+                }
                 let mut items = Vec::with_capacity(len.min(1024) as usize);
                 for _ in 0..len {
-                    items.push(self.read_reply()?);
+                    items.push(self.read_reply_at(depth + 1)?);
                 }
                 Ok(Reply::Array(Some(items)))
             }

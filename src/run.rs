@@ -363,6 +363,26 @@ pub fn run_with_actor(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
+        // The actor's thread ended: its last event (done or failed) is in the channel if it sent
+        // one. If not, it died (a panic): end the run rather than wait for it forever.
+        if writer_handle.as_ref().is_some_and(|h| h.is_finished()) {
+            let mut ended = None;
+            while let Ok(event) = rx.try_recv() {
+                if let Some(end) = state.take(event, &mut out)? {
+                    ended = Some(end);
+                    break;
+                }
+            }
+            let (end_status, reason) = ended.unwrap_or_else(|| {
+                (
+                    RunStatus::Failed,
+                    Some("the writer thread stopped without finishing its plan (a bug in holprobe: please report it)".into()),
+                )
+            });
+            status = end_status;
+            status_reason = reason;
+            break;
+        }
         // A probe thread that could go on no more reports here too: its event may be stuck
         // behind a full channel.
         if let Some((thread, error)) = shared.failure() {
@@ -407,13 +427,25 @@ pub fn run_with_actor(
         }
     }
 
-    // Stop everything, keep every record that is still in flight.
-    shared.stop.store(true, Ordering::Relaxed);
+    // Stop everything, keep every record that is still in flight. The writer first: a write
+    // under way when the run stops (Ctrl-C) is finished and recorded, and the probes go on
+    // until it is, so its figures cover all of it. Its events keep being taken meanwhile (it
+    // sends them blocking).
     writer_stop.store(true, Ordering::Relaxed);
-    for handle in probe_handles {
+    if let Some(handle) = writer_handle {
+        while !handle.is_finished() {
+            if let Ok(event) = rx.recv_timeout(Duration::from_millis(20))
+                && let Some((end_status, reason)) = state.take(event, &mut out)?
+                && status == RunStatus::Complete
+            {
+                status = end_status;
+                status_reason = reason;
+            }
+        }
         let _ = handle.join();
     }
-    if let Some(handle) = writer_handle {
+    shared.stop.store(true, Ordering::Relaxed);
+    for handle in probe_handles {
         let _ = handle.join();
     }
     if let Some(handle) = sampler_handle {

@@ -460,3 +460,128 @@ fn reset_probe_connections_reconnect_and_the_run_completes() {
     }
     assert_eq!(run["status"], "complete");
 }
+
+/// An actor whose thread dies without a word (a panic) ends the run as failed, with the
+/// reason, instead of leaving it waiting forever; the probe key and settings are cleaned up.
+#[test]
+fn a_writer_thread_that_dies_fails_the_run_instead_of_hanging_it() {
+    use std::sync::atomic::AtomicBool;
+    use std::thread::JoinHandle;
+
+    use holprobe::actor::{Actor, ActorContext};
+    use holprobe::export::RunStatus;
+    use holprobe::run::{RunOptions, run_with_actor};
+    use holprobe::target::{Target, TargetSpec};
+
+    struct DiesAtOnce;
+    impl Actor for DiesAtOnce {
+        fn steps_total(&self) -> usize {
+            1
+        }
+        fn spawn(self: Box<Self>, _ctx: ActorContext) -> anyhow::Result<JoinHandle<()>> {
+            Ok(thread::spawn(|| panic!("a test actor that dies at once")))
+        }
+    }
+
+    let server = TestServer::start(&[]);
+    let target = Target::open(&TargetSpec::External(server.server.conn_info())).unwrap();
+    let options = RunOptions {
+        duration: Some(Duration::from_secs(60)),
+        ..RunOptions::default()
+    };
+    let started = std::time::Instant::now();
+    let report = run_with_actor(
+        &options,
+        &target,
+        Some(Box::new(DiesAtOnce)),
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .expect("the run returns a report");
+    // Far below the 60 s cap: the run noticed the dead thread.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(report.status, RunStatus::Failed);
+    let reason = report.status_reason.unwrap_or_default();
+    assert!(reason.contains("writer thread stopped"), "{reason}");
+    assert!(server.keys("holprobe:*").is_empty());
+}
+
+/// The tool killed outright (kill -9: no handler runs) takes its embedded server with it: the
+/// throwaway server never outlives the tool, holding its memory and port.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_embedded_server_dies_with_the_tool_even_on_kill_9() {
+    let mut child = Command::new(probe_bin())
+        .args(["--writer-sizes", "1M", "--repeat", "1000", "--gap", "50ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // "started redis 7.0.15 (/usr/bin/redis-server) on 127.0.0.1:PORT, persistence off; ..."
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut port = None;
+    let mut line = String::new();
+    while port.is_none() && reader.read_line(&mut line).unwrap() > 0 {
+        port = line
+            .split("on 127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|p| p.parse::<u16>().ok());
+        line.clear();
+    }
+    let port = port.expect("the tool names the port of the server it started");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    assert!(
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok(),
+        "the server is up while the tool runs"
+    );
+    thread::sleep(Duration::from_millis(300));
+    signal(child.id(), libc::SIGKILL);
+    let _ = child.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the server on port {port} outlived the tool by 5 s"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A reply that timed out arrives later: the connection must not hand it to the next command
+/// (the writer once read a late INFO reply as its SET's). After the timeout every use of the
+/// connection fails with the timeout, and the caller reconnects or gives up.
+#[test]
+fn a_timed_out_connection_never_reads_a_late_reply_as_the_next_ones() {
+    use holprobe::resp::RawConn;
+    use holprobe::target::ConnInfo;
+
+    let server = TestServer::start(&[]);
+    let port = server.port();
+    let mut info = ConnInfo::loopback(port);
+    info.command_timeout = Duration::from_millis(200);
+    let mut conn = RawConn::connect(&info).unwrap();
+    let sleeper = thread::spawn(move || {
+        let mut other = ConnInfo::loopback(port).redis_connection().unwrap();
+        redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("0.6")
+            .query::<()>(&mut other)
+            .unwrap();
+    });
+    thread::sleep(Duration::from_millis(100));
+    let first = conn.command(&[b"INFO", b"memory"]).unwrap_err();
+    assert!(
+        matches!(
+            first.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{first:?}"
+    );
+    sleeper.join().unwrap();
+    // The server is awake and the INFO reply is in the socket by now.
+    thread::sleep(Duration::from_millis(100));
+    let second = conn.command(&[b"PING"]).unwrap_err();
+    assert_eq!(second.kind(), first.kind());
+    assert!(second.to_string().contains("earlier"), "{second}");
+}

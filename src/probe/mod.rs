@@ -88,7 +88,7 @@ pub struct ProbeShared {
     pub replies_kernel_stamped: AtomicU64,
     /// Replies timed when the thread read them (no kernel stamp on that read).
     pub replies_read_stamped: AtomicU64,
-    /// Probes still unanswered when their thread stopped (not recorded: the run was over).
+    /// Probes still unanswered when their thread stopped (recorded as failed).
     pub unanswered_at_stop: AtomicU64,
     /// The most probes one connection had outstanding at once.
     pub max_outstanding: AtomicU64,
@@ -115,7 +115,7 @@ pub struct ProbeEngineInfo {
     pub replies_read_stamped: u64,
     /// The most probes one connection had outstanding at once.
     pub max_outstanding: u64,
-    /// Probes unanswered when the run stopped (not in probes.csv).
+    /// Probes unanswered when the run stopped (failed rows of probes.csv).
     pub unanswered_at_stop: u64,
     /// Connections lost and opened again (their outstanding probes are errors in probes.csv).
     pub reconnects: u64,
@@ -460,7 +460,7 @@ impl ProbeWorker {
     }
 
     /// Stopping: no more probes; the replies still due are taken for a short while, the rest
-    /// counted as unanswered.
+    /// recorded as failed.
     fn drain_at_stop(&mut self) {
         let until = Instant::now() + DRAIN_AT_STOP;
         while !self.flight.is_empty() {
@@ -478,9 +478,12 @@ impl ProbeWorker {
                 Err(_) => break,
             }
         }
-        self.flush();
+        // What is still outstanding waited at least until now: recorded as failed, not lost.
         self.shared
             .unanswered_at_stop
             .fetch_add(self.flight.len() as u64, Ordering::Relaxed);
+        self.flight
+            .fail_all("no reply before the run stopped", &mut self.done);
+        self.flush();
     }
 }

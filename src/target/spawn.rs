@@ -208,6 +208,27 @@ impl EmbeddedServer {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
+        // If the tool dies without stopping it (kill -9, a second Ctrl-C, a crash), the kernel
+        // kills the server too: a throwaway server must never outlive its tool, holding its
+        // memory and port. The signal comes when the thread that started the server ends, so
+        // start it from a thread that lives as long as the server is wanted (the main thread,
+        // or the test's own).
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+            let parent = unsafe { libc::getpid() };
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                    // The tool may have died before the line above: then nobody will stop us.
+                    if libc::getppid() != parent {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                });
+            }
+        }
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", binary.path.display()))?;
