@@ -15,7 +15,7 @@ use crate::serverview::{ViewSetup, Want, settings_for_writes};
 use crate::target::ConnInfo;
 
 /// A measurement thread that runs beside the probes on the run's clock and decides when the run
-/// ends: the writer of the main job ([`WriterActor`]), the stall injector of `probe calibrate`.
+/// ends: the writer of the main job ([`crate::writer::WriterActor`]), the stall injector of `probe calibrate`.
 /// It sends its events as [`Event::Write`] and ends with [`Event::WriterDone`] (or
 /// [`Event::WriterFailed`]); it stops early when its `stop` flag is set.
 pub trait Actor: Send {

@@ -76,7 +76,7 @@ pub struct WriteSummary {
     pub worst_latency_ms: Option<f64>,
     /// Whether the write itself succeeded.
     pub ok: bool,
-    /// The server's SLOWLOG execution time of the command, µs (see [`WriteRecord`]).
+    /// The server's SLOWLOG execution time of the command, µs (see [`crate::record::WriteRecord`]).
     pub server_exec_us: Option<u64>,
     /// The largest LATENCY event the server recorded during the write, ms.
     pub server_latency_event_ms: Option<u64>,

@@ -100,6 +100,10 @@ impl Write for Stream {
 /// Deepest nesting of arrays [`RawConn::read_reply`] accepts (the server's own replies nest
 /// three or four deep at most).
 const MAX_REPLY_DEPTH: usize = 32;
+/// Longest status, error or length line [`RawConn::read_reply`] accepts.
+const MAX_REPLY_LINE: usize = 1024 * 1024;
+/// Memory set aside up front for a bulk reply; the rest grows as its bytes arrive.
+const BULK_PREALLOC: usize = 64 * 1024 * 1024;
 
 /// Size of the slices a large value is written in (see [`RawConn::send_set`]).
 pub const WRITE_SLICE_BYTES: usize = 256 * 1024;
@@ -218,6 +222,11 @@ impl RawConn {
         self.note(result)
     }
 
+    /// The error that broke this connection, if one did: it cannot be used any more.
+    pub fn broken(&self) -> Option<io::Error> {
+        self.usable().err()
+    }
+
     /// The error that broke this connection earlier, if one did.
     fn usable(&self) -> io::Result<()> {
         match &self.broken {
@@ -306,13 +315,14 @@ impl RawConn {
                 if len < 0 {
                     return Ok(Reply::Bulk(None));
                 }
-                // A length the server cannot mean is an error, not an abort on allocation.
                 let len = usize::try_from(len).map_err(|_| protocol_error("bad bulk length"))?;
+                // The memory grows with the bytes that arrive, not with what the header
+                // claims: a bogus length costs nothing until the server really sends it.
                 let mut data = Vec::new();
-                data.try_reserve_exact(len.saturating_add(2))
-                    .map_err(|_| protocol_error("bulk reply too large to hold"))?;
-                data.resize(len + 2, 0);
-                self.read_exact_buffered(&mut data)?;
+                self.read_bulk(len + 2, &mut data)?;
+                if !data.ends_with(b"\r\n") {
+                    return Err(protocol_error("bulk reply without CRLF"));
+                }
                 data.truncate(len);
                 Ok(Reply::Bulk(Some(data)))
             }
@@ -360,29 +370,34 @@ impl RawConn {
     }
 
     fn read_line(&mut self) -> io::Result<Vec<u8>> {
+        // Where the search for CRLF goes on after more bytes came (never rescans).
+        let mut scanned = 0;
         loop {
-            if let Some(pos) = self.buf[self.start..self.end]
-                .windows(2)
-                .position(|w| w == b"\r\n")
-            {
-                let line = self.buf[self.start..self.start + pos].to_vec();
-                self.start += pos + 2;
+            let pending = &self.buf[self.start..self.end];
+            if let Some(pos) = pending[scanned..].windows(2).position(|w| w == b"\r\n") {
+                let end = scanned + pos;
+                let line = pending[..end].to_vec();
+                self.start += end + 2;
                 return Ok(line);
             }
+            if pending.len() > MAX_REPLY_LINE {
+                return Err(protocol_error("reply line too long"));
+            }
+            scanned = pending.len().saturating_sub(1);
             self.fill()?;
         }
     }
 
-    fn read_exact_buffered(&mut self, out: &mut [u8]) -> io::Result<()> {
-        let mut filled = 0;
-        while filled < out.len() {
+    /// Appends exactly `len` bytes of the reply to `out`, growing it as they arrive.
+    fn read_bulk(&mut self, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        out.reserve(len.min(BULK_PREALLOC));
+        while out.len() < len {
             if self.start == self.end {
                 self.fill()?;
             }
-            let n = (self.end - self.start).min(out.len() - filled);
-            out[filled..filled + n].copy_from_slice(&self.buf[self.start..self.start + n]);
+            let n = (self.end - self.start).min(len - out.len());
+            out.extend_from_slice(&self.buf[self.start..self.start + n]);
             self.start += n;
-            filled += n;
         }
         Ok(())
     }
@@ -552,6 +567,48 @@ mod tests {
         assert!(parse(&vec![b'+'; 70 * 1024]).is_err());
         assert!(parse(b"$2\r\nabcd").is_err());
         assert!(parse(b"?\r\n").is_err());
+    }
+
+    /// A peer that sends `bytes` to whoever connects, then hangs up: the hostile server a real
+    /// one never is, for the reader's bounds.
+    fn hostile_peer(bytes: Vec<u8>) -> RawConn {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut sock, _) = listener.accept().unwrap();
+            let _ = sock.write_all(&bytes);
+        });
+        RawConn::connect(&ConnInfo::loopback(port)).unwrap()
+    }
+
+    #[test]
+    fn a_bogus_bulk_length_is_an_error_not_an_allocation() {
+        let mut conn = hostile_peer(b"$8000000000\r\nabc".to_vec());
+        let err = conn.read_reply().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+        let mut conn = hostile_peer(b"$9223372036854775807\r\n".to_vec());
+        assert!(conn.read_reply().is_err());
+    }
+
+    #[test]
+    fn deep_nesting_and_endless_lines_are_refused() {
+        let mut nested = b"*1\r\n".repeat(40);
+        nested.extend_from_slice(b":1\r\n");
+        let err = hostile_peer(nested).read_reply().unwrap_err();
+        assert!(err.to_string().contains("nested too deep"), "{err}");
+        let err = hostile_peer(vec![b'+'; 2 * MAX_REPLY_LINE])
+            .read_reply()
+            .unwrap_err();
+        assert!(err.to_string().contains("line too long"), "{err}");
+        // Within the bounds, a reply split anywhere still reads whole.
+        let mut conn = hostile_peer(b"*2\r\n$3\r\nabc\r\n+OK\r\n".to_vec());
+        assert_eq!(
+            conn.read_reply().unwrap(),
+            Reply::Array(Some(vec![
+                Reply::Bulk(Some(b"abc".to_vec())),
+                Reply::Status("OK".into())
+            ]))
+        );
     }
 
     #[test]

@@ -253,6 +253,8 @@ pub fn run_with_actor(
     let (tx, rx) = bounded::<Event>(1 << 16);
     let shared = Arc::new(ProbeShared::default());
     let writer_stop = Arc::new(AtomicBool::new(false));
+    // Apart from the writer's: the host's memory is read until the last write has ended.
+    let sampler_stop = Arc::new(AtomicBool::new(false));
     let schedule_start_us = 20_000;
     let mut probe_handles = match spawn_probes(
         &probe_config,
@@ -276,7 +278,7 @@ pub fn run_with_actor(
         let spawned = spawn_memory_sampler(
             clock,
             tx.clone(),
-            Arc::clone(&writer_stop),
+            Arc::clone(&sampler_stop),
             MEMORY_SAMPLE_PERIOD,
         )
         .and_then(|sampler| {
@@ -295,6 +297,7 @@ pub fn run_with_actor(
             Err(err) => {
                 shared.stop.store(true, Ordering::Relaxed);
                 writer_stop.store(true, Ordering::Relaxed);
+                sampler_stop.store(true, Ordering::Relaxed);
                 for handle in probe_handles.drain(..) {
                     let _ = handle.join();
                 }
@@ -351,26 +354,46 @@ pub fn run_with_actor(
         options: &effective_options,
     };
 
+    // An export that cannot be written (a full disk) ends the run, but only after every thread
+    // has been stopped and the keys removed: it is returned at the end.
+    let mut export_error: Option<anyhow::Error> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(event) => {
-                if let Some((end_status, reason)) = state.take(event, &mut out)? {
+            Ok(event) => match state.take(event, &mut out) {
+                Ok(Some((end_status, reason))) => {
                     status = end_status;
                     status_reason = reason;
                     break;
                 }
-            }
+                Ok(None) => {}
+                Err(err) => {
+                    export_error = Some(err);
+                    break;
+                }
+            },
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
         // The actor's thread ended: its last event (done or failed) is in the channel if it sent
-        // one. If not, it died (a panic): end the run rather than wait for it forever.
+        // one (joining it first makes sure its sends are visible). If not, it died (a panic):
+        // end the run rather than wait for it forever.
         if writer_handle.as_ref().is_some_and(|h| h.is_finished()) {
+            if let Some(handle) = writer_handle.take() {
+                let _ = handle.join();
+            }
             let mut ended = None;
             while let Ok(event) = rx.try_recv() {
-                if let Some(end) = state.take(event, &mut out)? {
-                    ended = Some(end);
-                    break;
+                match state.take(event, &mut out) {
+                    Ok(Some(end)) => {
+                        ended = Some(end);
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err(err) => {
+                        export_error = Some(err);
+                        ended = Some((RunStatus::Failed, None));
+                        break;
+                    }
                 }
             }
             let (end_status, reason) = ended.unwrap_or_else(|| {
@@ -421,8 +444,12 @@ pub fn run_with_actor(
             last_checkpoint = Instant::now();
             state.analyze(correlate_config);
             state.notify_final(notify);
-            if let Some(out) = out.as_mut() {
-                out.checkpoint(&meta, &state, RunStatus::Running, None, &shared, &warnings)?;
+            if let Some(out) = out.as_mut()
+                && let Err(err) =
+                    out.checkpoint(&meta, &state, RunStatus::Running, None, &shared, &warnings)
+            {
+                export_error = Some(err);
+                break;
             }
         }
     }
@@ -431,20 +458,33 @@ pub fn run_with_actor(
     // under way when the run stops (Ctrl-C) is finished and recorded, and the probes go on
     // until it is, so its figures cover all of it. Its events keep being taken meanwhile (it
     // sends them blocking).
+    let mut take_late = |event: Event,
+                         state: &mut Collector,
+                         out: &mut Option<OutFiles>,
+                         status: &mut RunStatus,
+                         status_reason: &mut Option<String>| {
+        match state.take(event, out) {
+            Ok(Some((end_status, reason))) if *status == RunStatus::Complete => {
+                *status = end_status;
+                *status_reason = reason;
+            }
+            Ok(_) => {}
+            Err(err) => {
+                export_error.get_or_insert(err);
+            }
+        }
+    };
     writer_stop.store(true, Ordering::Relaxed);
     if let Some(handle) = writer_handle {
         while !handle.is_finished() {
-            if let Ok(event) = rx.recv_timeout(Duration::from_millis(20))
-                && let Some((end_status, reason)) = state.take(event, &mut out)?
-                && status == RunStatus::Complete
-            {
-                status = end_status;
-                status_reason = reason;
+            if let Ok(event) = rx.recv_timeout(Duration::from_millis(20)) {
+                take_late(event, &mut state, &mut out, &mut status, &mut status_reason);
             }
         }
         let _ = handle.join();
     }
     shared.stop.store(true, Ordering::Relaxed);
+    sampler_stop.store(true, Ordering::Relaxed);
     for handle in probe_handles {
         let _ = handle.join();
     }
@@ -452,12 +492,7 @@ pub fn run_with_actor(
         let _ = handle.join();
     }
     while let Ok(event) = rx.try_recv() {
-        if let Some((end_status, reason)) = state.take(event, &mut out)?
-            && status == RunStatus::Complete
-        {
-            status = end_status;
-            status_reason = reason;
-        }
+        take_late(event, &mut state, &mut out, &mut status, &mut status_reason);
     }
 
     let mut leftover: Vec<String> = state.live_keys.iter().cloned().collect();
@@ -481,6 +516,11 @@ pub fn run_with_actor(
         }
     }
 
+    // Every thread is stopped and the keys are gone: now an export error may end the run (the
+    // settings guard restores the server's settings as it drops).
+    if let Some(err) = export_error {
+        return Err(err);
+    }
     state.writes_notified = state.writes_notified.min(state.writes.len());
     state.analyze(correlate_config);
     state.notify_all(notify);

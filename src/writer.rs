@@ -471,6 +471,15 @@ impl Writer {
             return (self.refused(seq, step, reason, room.rss_bytes), None);
         }
         let before = self.view.before(&mut self.conn);
+        // Reading the server's memory or its counters failed on this connection (it timed
+        // out, or was reset): nothing is sent on it; the caller reconnects or gives up, on
+        // that error, not on a write that never went out.
+        if let Some(err) = self.conn.broken() {
+            let rss = room.rss_bytes;
+            let mut record = self.refused(seq, step, String::new(), rss);
+            record.error = Some(format!("not sent: {err}"));
+            return (record, Some(err.kind()));
+        }
         let start = Instant::now();
         let value = &self.value[..step.size_bytes as usize];
         let sent_result = match step.op {

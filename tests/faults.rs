@@ -561,15 +561,15 @@ fn a_timed_out_connection_never_reads_a_late_reply_as_the_next_ones() {
     let mut info = ConnInfo::loopback(port);
     info.command_timeout = Duration::from_millis(200);
     let mut conn = RawConn::connect(&info).unwrap();
-    let sleeper = thread::spawn(move || {
-        let mut other = ConnInfo::loopback(port).redis_connection().unwrap();
-        redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("0.6")
-            .query::<()>(&mut other)
-            .unwrap();
-    });
-    thread::sleep(Duration::from_millis(100));
+    // Every client's commands wait 600 ms from now (CLIENT PAUSE answers at once), so the INFO
+    // below times out and its reply comes after.
+    let mut control = ConnInfo::loopback(port).redis_connection().unwrap();
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(600)
+        .arg("ALL")
+        .query::<()>(&mut control)
+        .unwrap();
     let first = conn.command(&[b"INFO", b"memory"]).unwrap_err();
     assert!(
         matches!(
@@ -578,10 +578,94 @@ fn a_timed_out_connection_never_reads_a_late_reply_as_the_next_ones() {
         ),
         "{first:?}"
     );
-    sleeper.join().unwrap();
-    // The server is awake and the INFO reply is in the socket by now.
-    thread::sleep(Duration::from_millis(100));
+    // The pause is over and the INFO reply is in the socket by now.
+    thread::sleep(Duration::from_millis(700));
     let second = conn.command(&[b"PING"]).unwrap_err();
     assert_eq!(second.kind(), first.kind());
     assert!(second.to_string().contains("earlier"), "{second}");
+}
+
+/// Ctrl-C while a write is under way: the write is finished and recorded, and the probes go on
+/// until it has ended, so its window is covered by probes like every other write's.
+#[test]
+fn a_write_under_way_at_ctrl_c_is_covered_by_probes_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    // Back-to-back 64M writes (each ~50 ms, 20 ms gaps): a write is under way most of the time.
+    let mut child = Command::new(probe_bin())
+        .args([
+            "--writer-sizes",
+            "64M",
+            "--repeat",
+            "200",
+            "--gap",
+            "20ms",
+            "--out",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1300));
+    signal(child.id(), libc::SIGINT);
+    let status = wait_within(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130));
+    let writes = read_csv(&dir.path().join("writes.csv"));
+    let probes = read_csv(&dir.path().join("probes.csv"));
+    assert!(writes.len() >= 2, "{writes:?}");
+    let last_probe = probes
+        .iter()
+        .map(|p| p["intended_us"].parse::<u64>().unwrap())
+        .max()
+        .unwrap();
+    for write in &writes {
+        let reply: u64 = write["reply_us"].parse().unwrap();
+        assert!(
+            reply < last_probe,
+            "write {} ended at {reply} µs, after the last probe ({last_probe} µs)",
+            write["seq"]
+        );
+    }
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "interrupted");
+}
+
+/// Probes still waiting when a run stops are kept as failed rows with the reason, not lost.
+#[test]
+fn probes_unanswered_at_the_end_are_failed_rows() {
+    let server = TestServer::start(&[]);
+    let port = server.port();
+    let pauser = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(1200));
+        let mut control = holprobe::target::ConnInfo::loopback(port)
+            .redis_connection()
+            .unwrap();
+        // Past the run's end and the probe threads' 1 s wait for late replies.
+        redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(2500)
+            .arg("ALL")
+            .query::<()>(&mut control)
+            .unwrap();
+    });
+    let dir = tempfile::tempdir().unwrap();
+    probe_cmd()
+        .args(["--url", &server.url(), "--duration", "1500ms", "--out"])
+        .arg(dir.path())
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .success();
+    pauser.join().unwrap();
+    let probes = read_csv(&dir.path().join("probes.csv"));
+    let unanswered: Vec<_> = probes
+        .iter()
+        .filter(|p| p["error"] == "no reply before the run stopped")
+        .collect();
+    assert!(!unanswered.is_empty(), "no probe was waiting at the end");
+    assert!(unanswered.iter().all(|p| p["reply_us"].is_empty()));
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(
+        run["probe_engine"]["unanswered_at_stop"].as_u64().unwrap(),
+        unanswered.len() as u64
+    );
 }

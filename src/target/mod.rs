@@ -292,6 +292,8 @@ pub struct ServerFacts {
 
 impl Target {
     /// Connects to an external server or starts the embedded one, then reads its facts.
+    /// An embedded server lives no longer than the thread that opened it (see
+    /// [`EmbeddedServer::start`]).
     pub fn open(spec: &TargetSpec) -> Result<Target> {
         match spec {
             TargetSpec::External(conn) => {

@@ -159,6 +159,11 @@ impl EmbeddedServer {
     /// Starts `binary` (or `redis-server` from PATH) on a free loopback port, persistence off,
     /// DEBUG enabled for local connections, plus the `--server-arg` settings, and waits until it
     /// answers PING.
+    ///
+    /// On Linux the server is killed when the thread that called this ends (`PR_SET_PDEATHSIG`),
+    /// so that it never outlives a tool that was killed: call it from a thread that lives as
+    /// long as the server is wanted (the main thread, not a pool's worker). A `binary` that is a
+    /// wrapper script must `exec` the server, or the server itself escapes that signal.
     pub fn start(binary: Option<&Path>, extra_args: &[String]) -> Result<EmbeddedServer> {
         let binary = ServerBinary::resolve(binary)?;
         let mut extra = Vec::new();
