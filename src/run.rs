@@ -59,7 +59,48 @@ pub struct RunOptions {
     pub force_memory: bool,
     /// Sizes to predict the blocking of from the size model (`--predict`), bytes.
     pub predict_bytes: Vec<u64>,
+    /// Which probes get a row in probes.csv (`--probes`).
+    #[serde(rename = "probes")]
+    pub probes_export: ProbesExport,
 }
+
+/// Which probes get a row in probes.csv. Every other export, and every figure, comes from all
+/// of them either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbesExport {
+    /// Every probe (about 2,000 rows a second at the defaults).
+    All,
+    /// Probes that waited longer than the stall threshold, or got no reply or an error.
+    Delayed,
+    /// None: probes.csv holds its header only.
+    None,
+}
+
+impl ProbesExport {
+    /// The mode a run of about `length` gets when `--probes` is not given: every probe under
+    /// [`PROBES_ALL_UP_TO`], the delayed ones beyond (a day at the defaults would be 170
+    /// million rows).
+    pub fn for_length(length: Option<Duration>) -> ProbesExport {
+        match length {
+            Some(length) if length >= PROBES_ALL_UP_TO => ProbesExport::Delayed,
+            _ => ProbesExport::All,
+        }
+    }
+
+    /// Whether `probe` gets a row.
+    pub fn keeps(self, probe: &ProbeRecord, threshold_us: u64) -> bool {
+        match self {
+            ProbesExport::All => true,
+            ProbesExport::Delayed => !probe.ok || probe.latency_us.is_none_or(|l| l > threshold_us),
+            ProbesExport::None => false,
+        }
+    }
+}
+
+/// Runs expected to last this long or more keep only delayed probes in probes.csv unless
+/// `--probes all` is given.
+pub const PROBES_ALL_UP_TO: Duration = Duration::from_secs(600);
 
 /// Default of [`RunOptions::probe_threads`] (and of `--probe-threads`).
 pub const DEFAULT_PROBE_THREADS: u16 = 2;
@@ -89,6 +130,7 @@ impl Default for RunOptions {
             tune_server: false,
             force_memory: false,
             predict_bytes: Vec::new(),
+            probes_export: ProbesExport::All,
         }
     }
 }
@@ -236,7 +278,11 @@ pub fn run_with_actor(
     // The export files first: if they cannot be created, nothing has been written to the
     // server yet.
     let mut out = match &options.out {
-        Some(dir) => Some(OutFiles::create(dir)?),
+        Some(dir) => Some(OutFiles::create(
+            dir,
+            options.probes_export,
+            options.stall_threshold_us,
+        )?),
         None => None,
     };
     if options.probe_cmd == ProbeCmd::Get {
@@ -643,7 +689,9 @@ impl Collector {
         match event {
             Event::Probe(probe) => {
                 if let Some(out) = out.as_mut() {
-                    out.probes.push(&probe)?;
+                    if out.probes_export.keeps(&probe, out.stall_threshold_us) {
+                        out.probes.push(&probe)?;
+                    }
                 }
                 if let Some(slot) = self.last_intended.get_mut(probe.thread as usize) {
                     *slot = Some(probe.intended_us);
@@ -817,12 +865,20 @@ struct OutFiles {
     dir: PathBuf,
     probes: RowAppender,
     writes: RowAppender,
+    probes_export: ProbesExport,
+    stall_threshold_us: u64,
 }
 
 impl OutFiles {
-    fn create(dir: &std::path::Path) -> Result<OutFiles> {
+    fn create(
+        dir: &std::path::Path,
+        probes_export: ProbesExport,
+        stall_threshold_us: u64,
+    ) -> Result<OutFiles> {
         Ok(OutFiles {
             dir: dir.to_path_buf(),
+            probes_export,
+            stall_threshold_us,
             probes: RowAppender::create(&dir.join(PROBES_CSV), columns::PROBES)?,
             writes: RowAppender::create(&dir.join(WRITES_CSV), columns::WRITES)?,
         })
@@ -1022,6 +1078,7 @@ mod tests {
         assert_eq!(cli.stall_threshold_us, lib.stall_threshold_us);
         assert_eq!(cli.seed, lib.seed);
         assert_eq!(cli.duration, lib.duration);
+        assert_eq!(cli.probes_export, lib.probes_export);
         let cli_plan = cli.writer.expect("a writer plan");
         let lib_plan = WriterPlan::default();
         assert_eq!(cli_plan.repeat, lib_plan.repeat);

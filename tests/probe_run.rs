@@ -290,3 +290,69 @@ fn a_size_over_the_servers_bulk_limit_is_refused_with_the_way_to_raise_it() {
         .stderr(predicate::str::contains("proto-max-bulk-len"));
     assert!(server.keys("*").is_empty());
 }
+
+/// `--probes delayed` keeps in probes.csv only the probes that waited past the threshold (the
+/// ones an injected 100 ms stall held), `--probes none` none; every figure still counts them all.
+#[test]
+fn probes_csv_can_keep_only_the_delayed_probes_or_none() {
+    let server = TestServer::start(&[]);
+    let port = server.port();
+    for mode in ["delayed", "none"] {
+        let dir = tempfile::tempdir().unwrap();
+        let sleeper = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(700));
+            let mut conn = holprobe::target::ConnInfo::loopback(port)
+                .redis_connection()
+                .unwrap();
+            redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg("0.1")
+                .query::<()>(&mut conn)
+                .unwrap();
+        });
+        probe_cmd()
+            .args([
+                "--url",
+                &server.url(),
+                "--duration",
+                "1500ms",
+                "--probes",
+                mode,
+            ])
+            .arg("--out")
+            .arg(dir.path())
+            .assert()
+            .success();
+        sleeper.join().unwrap();
+        let rows = read_csv(&dir.path().join("probes.csv"));
+        let run = read_json(&dir.path().join("run.json"));
+        assert_eq!(run["options"]["probes"], mode);
+        // The figures come from every probe: about 3000 of them in the baseline.
+        assert!(
+            run["baseline"]["probes"].as_u64().unwrap() > 1000,
+            "{}",
+            run["baseline"]
+        );
+        assert!(
+            !read_csv(&dir.path().join("stalls.csv")).is_empty(),
+            "the 100 ms stall is in stalls.csv"
+        );
+        match mode {
+            "delayed" => {
+                // The stall held about 2 x 100 probes; nothing on time is kept.
+                assert!(rows.len() >= 100, "{} rows", rows.len());
+                assert!(rows.len() < 1000, "{} rows", rows.len());
+                assert!(
+                    rows.iter()
+                        .all(|p| p["ok"] == "false"
+                            || p["latency_us"].parse::<u64>().unwrap() > 1000)
+                );
+            }
+            _ => assert!(rows.is_empty(), "{} rows", rows.len()),
+        }
+        assert_eq!(
+            csv_header(&dir.path().join("probes.csv"))[..3],
+            ["thread", "seq", "cmd"]
+        );
+    }
+}

@@ -214,6 +214,7 @@ impl CalibrateArgs {
                 tune_server: self.tune_server,
                 force_memory: false,
                 predict_bytes: Vec::new(),
+                probes_export: crate::run::ProbesExport::All,
             },
             plan: InjectionPlan {
                 stalls_us,

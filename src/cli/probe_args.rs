@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::error::UsageError;
 use crate::record::ProbeCmd;
-use crate::run::RunOptions;
+use crate::run::{ProbesExport, RunOptions};
 use crate::units::{parse_duration, parse_size_list};
 use crate::writer::WriterPlan;
 
@@ -119,6 +119,12 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub predict: Option<String>,
 
+    /// Which probes get a row in probes.csv: all, delayed (past --stall-threshold, or failed) or
+    /// none [default: all; delayed for a run of 10 minutes or more]. Every figure comes from
+    /// all of them either way.
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub probes: Option<ProbesExport>,
+
     /// Print the plan, the memory the server and the client will need, and the commands the
     /// run would send; start, connect to and send nothing.
     #[arg(long)]
@@ -214,6 +220,9 @@ impl ProbeArgs {
             }
             None => Vec::new(),
         };
+        let probes_export = self
+            .probes
+            .unwrap_or_else(|| ProbesExport::for_length(expected_length(duration, &writer)));
         Ok(RunOptions {
             probe_threads,
             probe_rate,
@@ -227,7 +236,24 @@ impl ProbeArgs {
             tune_server: self.tune_server,
             force_memory: self.force_memory,
             predict_bytes,
+            probes_export,
         })
+    }
+}
+
+/// How long a run is expected to last: its `--duration`, or for a writer plan its quiet gaps
+/// (before the first write and after each write event), which dominate it.
+fn expected_length(duration: Option<Duration>, writer: &Option<WriterPlan>) -> Option<Duration> {
+    let plan = writer.as_ref().map(|w| {
+        let per_size = 2 + u32::from(w.overwrite);
+        let events = (w.sizes.len() as u32)
+            .saturating_mul(w.repeat)
+            .saturating_mul(per_size);
+        w.gap.saturating_mul(events.saturating_add(1))
+    });
+    match (duration, plan) {
+        (Some(d), Some(p)) => Some(d.min(p)),
+        (d, p) => d.or(p),
     }
 }
 
@@ -287,6 +313,61 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    #[test]
+    fn probes_csv_keeps_every_probe_of_a_short_run_and_the_delayed_ones_of_a_long_one() {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: ProbeArgs,
+        }
+        let mode = |args: &[&str]| {
+            let mut all = vec!["probe"];
+            all.extend_from_slice(args);
+            Wrapper::try_parse_from(all)
+                .unwrap()
+                .args
+                .to_options()
+                .unwrap()
+                .probes_export
+        };
+        assert_eq!(mode(&["--duration", "9m"]), ProbesExport::All);
+        assert_eq!(mode(&["--duration", "10m"]), ProbesExport::Delayed);
+        assert_eq!(
+            mode(&["--duration", "2h", "--probes", "all"]),
+            ProbesExport::All
+        );
+        assert_eq!(
+            mode(&["--duration", "1s", "--probes", "none"]),
+            ProbesExport::None
+        );
+        // A sweep's length is its quiet gaps: 10 sizes x 5 repeats x (set + delete) x 500 ms.
+        assert_eq!(
+            mode(&[
+                "--writer-sizes",
+                "1M,2M,4M,8M,16M,32M,64M,128M,256M,512M",
+                "--repeat",
+                "5"
+            ]),
+            ProbesExport::All
+        );
+        assert_eq!(
+            mode(&["--writer-sizes", "1M", "--repeat", "600"]),
+            ProbesExport::Delayed
+        );
+        // --duration caps a writer run.
+        assert_eq!(
+            mode(&[
+                "--writer-sizes",
+                "1M",
+                "--repeat",
+                "600",
+                "--duration",
+                "1m"
+            ]),
+            ProbesExport::All
+        );
+    }
 
     #[derive(Parser)]
     struct Wrapper {

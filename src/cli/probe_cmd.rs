@@ -153,7 +153,7 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
     }
     if !target.server.embedded {
         out.warn(&format!(
-            "deleting a large key stalls the server (~60-80 us per MiB on Redis 7.0): this run deletes each value it writes (largest {}), on a server others may be using",
+            "deleting a large key stalls the server (~45-80 us per MiB, measured on Redis 7.0): this run deletes each value it writes (largest {}), on a server others may be using",
             format_size(writer.max_size())
         ));
     }
@@ -187,6 +187,17 @@ fn describe_plan(options: &RunOptions, out: &Output) {
         }
     }
     out.note(&text);
+    if options.out.is_some() {
+        match options.probes_export {
+            crate::run::ProbesExport::All => {}
+            crate::run::ProbesExport::Delayed => out.note(
+                "probes.csv: only the probes that waited past --stall-threshold or failed (--probes all keeps every one; every figure counts them all)",
+            ),
+            crate::run::ProbesExport::None => out.note(
+                "probes.csv: header only (--probes none; every figure counts all the probes)",
+            ),
+        }
+    }
 }
 
 /// The plan of a run, without starting, connecting to or sending anything.
