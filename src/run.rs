@@ -688,10 +688,10 @@ impl Collector {
     ) -> Result<Option<(RunStatus, Option<String>)>> {
         match event {
             Event::Probe(probe) => {
-                if let Some(out) = out.as_mut() {
-                    if out.probes_export.keeps(&probe, out.stall_threshold_us) {
-                        out.probes.push(&probe)?;
-                    }
+                if let Some(out) = out.as_mut()
+                    && out.probes_export.keeps(&probe, out.stall_threshold_us)
+                {
+                    out.probes.push(&probe)?;
                 }
                 if let Some(slot) = self.last_intended.get_mut(probe.thread as usize) {
                     *slot = Some(probe.intended_us);
