@@ -7,7 +7,7 @@
 //! cli (clap) -> RunOptions (validated) -> target (connect, or spawn redis-server)
 //!   -> probe threads + writer thread, one event channel, one clock (run, probe, writer)
 //!   -> correlate (pure: timeline in, findings out)
-//!   -> report (terminal) and export (CSV, JSON); metrics (Prometheus, while the run goes)
+//!   -> report (terminal) and export (CSV, JSON)
 //!
 //! compare: --out directories (load) -> per size/op statistics and verdicts (pure) -> render
 //! ```
@@ -28,7 +28,6 @@ pub mod export;
 pub mod findings;
 pub mod hostmem;
 pub mod load;
-pub mod metrics;
 pub mod pressure;
 pub mod probe;
 pub mod record;

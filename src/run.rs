@@ -3,7 +3,6 @@
 //! correlate, clean up. The binary and the examples both drive runs through [`run`].
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,14 +15,12 @@ use serde::Serialize;
 pub use crate::actor::{Actor, ActorContext};
 use crate::clock::RunClock;
 use crate::correlate::{Analysis, CorrelateConfig, Stall, WriteSummary, correlate_with_memory};
-use crate::error::UsageError;
 pub use crate::event::Event;
 use crate::export::{
     HostInfo, PROBES_CSV, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
     ToolInfo, WRITES_CSV, csv_bytes, write_atomic,
 };
 use crate::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
-use crate::metrics::{MetricsServer, RunMetrics};
 use crate::pressure::MemorySample;
 use crate::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
@@ -65,9 +62,6 @@ pub struct RunOptions {
     /// Which probes get a row in probes.csv (`--probes`).
     #[serde(rename = "probes")]
     pub probes_export: ProbesExport,
-    /// Serve Prometheus metrics at `http://ADDR/metrics` while the run goes (`--metrics-addr`);
-    /// port 0 picks a free one (run.json then has the real one).
-    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// Which probes get a row in probes.csv. Every other export, and every figure, comes from all
@@ -137,7 +131,6 @@ impl Default for RunOptions {
             force_memory: false,
             predict_bytes: Vec::new(),
             probes_export: ProbesExport::All,
-            metrics_addr: None,
         }
     }
 }
@@ -176,8 +169,6 @@ pub enum Notice<'a> {
         run_id: &'a str,
         /// Steps the writer will take (0 in observe mode).
         steps_total: usize,
-        /// Where the metrics are served (`http://ADDR/metrics`), when they are.
-        metrics_addr: Option<SocketAddr>,
     },
     /// A write's figures are final (all probes around it are in).
     Write {
@@ -210,25 +201,9 @@ pub fn new_run_id() -> String {
 /// Runs probes (and the writer, when planned) against `target` until the plan is done, the
 /// duration is over, `interrupt` is set, or the server goes away. Every exit path stops the
 /// threads, removes the run's keys while the server is reachable and writes the final exports.
-/// With [`RunOptions::metrics_addr`] it serves metrics while it goes (binding first: a busy
-/// address is a [`UsageError`] before anything is sent).
 pub fn run(
     options: &RunOptions,
     target: &Target,
-    interrupt: &AtomicBool,
-    notify: &mut dyn FnMut(Notice<'_>),
-) -> Result<RunReport> {
-    let metrics = bind_metrics(options.metrics_addr)?;
-    run_with_metrics(options, target, metrics, interrupt, notify)
-}
-
-/// [`run`], serving metrics on an endpoint the caller bound beforehand (the binary binds before
-/// it starts or connects to a server, so that a busy address stops it before anything is
-/// started). `options.metrics_addr` is not bound again.
-pub fn run_with_metrics(
-    options: &RunOptions,
-    target: &Target,
-    metrics: Option<MetricsServer>,
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
@@ -236,7 +211,7 @@ pub fn run_with_metrics(
         plan.seed = options.seed;
         Box::new(WriterActor::new(plan, options.force_memory)) as Box<dyn Actor>
     });
-    run_session(options, target, actor, metrics, interrupt, notify)
+    run_with_actor(options, target, actor, interrupt, notify)
 }
 
 /// Runs probes with `actor` (in place of the writer `options` may plan) beside them: the same
@@ -245,50 +220,10 @@ pub fn run_with_metrics(
 pub fn run_with_actor(
     options: &RunOptions,
     target: &Target,
-    actor: Option<Box<dyn Actor>>,
-    interrupt: &AtomicBool,
-    notify: &mut dyn FnMut(Notice<'_>),
-) -> Result<RunReport> {
-    let metrics = bind_metrics(options.metrics_addr)?;
-    run_session(options, target, actor, metrics, interrupt, notify)
-}
-
-/// Binds the metrics endpoint of `addr`, if any; an address that cannot be listened on is the
-/// user's to fix.
-pub fn bind_metrics(addr: Option<SocketAddr>) -> Result<Option<MetricsServer>, UsageError> {
-    addr.map(|addr| {
-        MetricsServer::bind(addr).map_err(|err| {
-            UsageError::invalid(
-                "--metrics-addr",
-                addr,
-                format!("cannot listen there: {err}"),
-            )
-        })
-    })
-    .transpose()
-}
-
-fn run_session(
-    options: &RunOptions,
-    target: &Target,
     mut actor: Option<Box<dyn Actor>>,
-    metrics: Option<MetricsServer>,
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
-    // Serving from the start: a scrape before the first probe reads zeros. The guard stops the
-    // thread on every way out.
-    let (metrics_serving, run_metrics) = match metrics {
-        Some(server) => {
-            let (registry, run_metrics) = RunMetrics::register(&target.server.address);
-            let serving = server
-                .serve(registry)
-                .context("starting the metrics endpoint's thread")?;
-            (Some(serving), Some(run_metrics))
-        }
-        None => (None, None),
-    };
-    let metrics_addr = metrics_serving.as_ref().map(|s| s.local_addr());
     let run_id = new_run_id();
     let key_prefix = format!("{KEY_NAMESPACE}:{run_id}:");
     let mut warnings = Vec::new();
@@ -424,7 +359,6 @@ fn run_session(
     notify(Notice::Started {
         run_id: &run_id,
         steps_total,
-        metrics_addr,
     });
 
     let correlate_config = CorrelateConfig {
@@ -440,7 +374,6 @@ fn run_session(
         stalls_notified: 0,
         live_keys: BTreeSet::new(),
         analysis: Analysis::default(),
-        metrics: run_metrics,
     };
     let deadline_us = options
         .duration
@@ -456,7 +389,6 @@ fn run_session(
             plan.seed = options.seed;
             plan
         }),
-        metrics_addr,
         ..options.clone()
     };
     let meta = Meta {
@@ -543,9 +475,6 @@ fn run_session(
         }
         if last_tick.elapsed() >= Duration::from_millis(100) {
             last_tick = Instant::now();
-            if let Some(metrics) = state.metrics.as_mut() {
-                metrics.refresh(clock.now_us());
-            }
             notify(Notice::Tick {
                 elapsed: Duration::from_micros(clock.now_us()),
                 probes: state.probes.len(),
@@ -560,7 +489,7 @@ fn run_session(
         if pending_writes || periodic {
             last_checkpoint = Instant::now();
             state.analyze(correlate_config);
-            state.notify_final(notify, clock.now_us());
+            state.notify_final(notify);
             if let Some(out) = out.as_mut()
                 && let Err(err) =
                     out.checkpoint(&meta, &state, RunStatus::Running, None, &shared, &warnings)
@@ -640,12 +569,7 @@ fn run_session(
     }
     state.writes_notified = state.writes_notified.min(state.writes.len());
     state.analyze(correlate_config);
-    state.notify_all(notify, clock.now_us());
-    // The last scrape has had its chance at the final counts while the keys were removed and
-    // the exports written; the endpoint closes with the run.
-    if let Some(serving) = metrics_serving {
-        serving.stop();
-    }
+    state.notify_all(notify);
     if let Err(err) = tuning.restore() {
         warnings.push(format!(
             "could not restore the server's settings ({}): {err:#}",
@@ -753,8 +677,6 @@ struct Collector {
     stalls_notified: usize,
     live_keys: BTreeSet<String>,
     analysis: Analysis,
-    /// The Prometheus metrics, when served: updated here, by the collector alone.
-    metrics: Option<RunMetrics>,
 }
 
 impl Collector {
@@ -773,9 +695,6 @@ impl Collector {
                 }
                 if let Some(slot) = self.last_intended.get_mut(probe.thread as usize) {
                     *slot = Some(probe.intended_us);
-                }
-                if let Some(metrics) = &self.metrics {
-                    metrics.observe_probe(&probe);
                 }
                 self.probes.push(probe);
             }
@@ -833,9 +752,7 @@ impl Collector {
         self.analysis = correlate_with_memory(&self.probes, &self.writes, &self.memory, config);
     }
 
-    /// Tells of the writes and stalls that no probe still out can change (and counts the
-    /// stalls in the metrics, at `now_us`).
-    fn notify_final(&mut self, notify: &mut dyn FnMut(Notice<'_>), now_us: u64) {
+    fn notify_final(&mut self, notify: &mut dyn FnMut(Notice<'_>)) {
         let Some(mark) = self.watermark() else {
             return;
         };
@@ -853,15 +770,12 @@ impl Collector {
             if stall.end_us >= mark {
                 break;
             }
-            if let Some(metrics) = self.metrics.as_mut() {
-                metrics.observe_stall(stall, now_us);
-            }
             notify(Notice::Stall(stall));
             self.stalls_notified += 1;
         }
     }
 
-    fn notify_all(&mut self, notify: &mut dyn FnMut(Notice<'_>), now_us: u64) {
+    fn notify_all(&mut self, notify: &mut dyn FnMut(Notice<'_>)) {
         for i in self.writes_notified..self.writes.len() {
             notify(Notice::Write {
                 record: &self.writes[i],
@@ -870,9 +784,6 @@ impl Collector {
         }
         self.writes_notified = self.writes.len();
         for stall in self.analysis.stalls.iter().skip(self.stalls_notified) {
-            if let Some(metrics) = self.metrics.as_mut() {
-                metrics.observe_stall(stall, now_us);
-            }
             notify(Notice::Stall(stall));
         }
         self.stalls_notified = self.analysis.stalls.len();
@@ -1168,7 +1079,6 @@ mod tests {
         assert_eq!(cli.seed, lib.seed);
         assert_eq!(cli.duration, lib.duration);
         assert_eq!(cli.probes_export, lib.probes_export);
-        assert_eq!(cli.metrics_addr, lib.metrics_addr);
         let cli_plan = cli.writer.expect("a writer plan");
         let lib_plan = WriterPlan::default();
         assert_eq!(cli_plan.repeat, lib_plan.repeat);

@@ -57,10 +57,6 @@ const CASES: &[(&[&str], &str)] = &[
         &["--duration", "1s", "--url", "redis://h:port"],
         "for --url",
     ),
-    (
-        &["--duration", "1s", "--metrics-addr", "db1:9464"],
-        "'db1:9464' for --metrics-addr",
-    ),
     (&["--bogus"], "unexpected argument '--bogus'"),
     (&[], "nothing to do"),
     (&["calibrate", "--stalls", "abc"], "'abc' for --stalls"),

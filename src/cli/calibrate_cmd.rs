@@ -215,7 +215,6 @@ impl CalibrateArgs {
                 force_memory: false,
                 predict_bytes: Vec::new(),
                 probes_export: crate::run::ProbesExport::All,
-                metrics_addr: None,
             },
             plan: InjectionPlan {
                 stalls_us,

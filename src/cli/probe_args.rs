@@ -1,7 +1,6 @@
 //! The main job's flags (`probe --writer-sizes 64M,128M ...`) and their validation into
 //! [`RunOptions`].
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -126,12 +125,6 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "MODE", value_enum)]
     pub probes: Option<ProbesExport>,
 
-    /// Serve Prometheus metrics at http://ADDR/metrics while the run goes: IP:PORT
-    /// (localhost:PORT, [::1]:PORT, 0.0.0.0:PORT), or a bare PORT for 127.0.0.1:PORT; port 0
-    /// picks a free one. An address other than loopback is reachable from the network.
-    #[arg(long, value_name = "ADDR", allow_hyphen_values = true)]
-    pub metrics_addr: Option<String>,
-
     /// Print the plan, the memory the server and the client will need, and the commands the
     /// run would send; start, connect to and send nothing.
     #[arg(long)]
@@ -230,11 +223,6 @@ impl ProbeArgs {
         let probes_export = self
             .probes
             .unwrap_or_else(|| ProbesExport::for_length(expected_length(duration, &writer)));
-        let metrics_addr = self
-            .metrics_addr
-            .as_deref()
-            .map(parse_metrics_addr)
-            .transpose()?;
         Ok(RunOptions {
             probe_threads,
             probe_rate,
@@ -249,7 +237,6 @@ impl ProbeArgs {
             force_memory: self.force_memory,
             predict_bytes,
             probes_export,
-            metrics_addr,
         })
     }
 }
@@ -268,31 +255,6 @@ fn expected_length(duration: Option<Duration>, writer: &Option<WriterPlan>) -> O
         (Some(d), Some(p)) => Some(d.min(p)),
         (d, p) => d.or(p),
     }
-}
-
-/// Parses `--metrics-addr`: `IP:PORT` (`[::1]:PORT` for IPv6), `localhost:PORT`, or a bare
-/// `PORT` meaning 127.0.0.1. No name is looked up: nothing leaves the host before the run.
-pub fn parse_metrics_addr(text: &str) -> Result<SocketAddr, UsageError> {
-    let trimmed = text.trim();
-    let loopback = |port: &str| {
-        port.parse::<u16>()
-            .ok()
-            .map(|port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
-    };
-    let parsed = if let Some(port) = trimmed.strip_prefix("localhost:") {
-        loopback(port)
-    } else if trimmed.bytes().all(|b| b.is_ascii_digit()) {
-        loopback(trimmed)
-    } else {
-        trimmed.parse::<SocketAddr>().ok()
-    };
-    parsed.ok_or_else(|| {
-        UsageError::invalid(
-            "--metrics-addr",
-            text,
-            "expected PORT or IP:PORT, e.g. 9464, 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464",
-        )
-    })
 }
 
 /// Checks `--probe-threads`: 1 to [`MAX_PROBE_THREADS`].
@@ -471,14 +433,6 @@ mod tests {
                 vec!["--writer-sizes", "1M,2M", "--predict", "1X"],
                 "--predict",
             ),
-            (
-                vec!["--duration", "1s", "--metrics-addr", "70000"],
-                "--metrics-addr",
-            ),
-            (
-                vec!["--duration", "1s", "--metrics-addr", "db1:9464"],
-                "--metrics-addr",
-            ),
         ] {
             let err = options(&argv).unwrap_err().to_string();
             assert!(err.contains(flag), "{argv:?}: {err}");
@@ -490,33 +444,5 @@ mod tests {
         assert!(options(&[]).is_err());
         assert!(options(&["--duration", "1s", "--keep"]).is_err());
         assert!(options(&["--duration", "1s"]).unwrap().writer.is_none());
-    }
-
-    #[test]
-    fn metrics_addr_takes_a_port_or_an_address() {
-        let addr = |text: &str| parse_metrics_addr(text).map(|a| a.to_string());
-        assert_eq!(addr("9464").unwrap(), "127.0.0.1:9464");
-        assert_eq!(addr("0").unwrap(), "127.0.0.1:0");
-        assert_eq!(addr("localhost:9464").unwrap(), "127.0.0.1:9464");
-        assert_eq!(addr("0.0.0.0:9464").unwrap(), "0.0.0.0:9464");
-        assert_eq!(addr("[::1]:9464").unwrap(), "[::1]:9464");
-        for bad in [
-            "",
-            "-1",
-            "65536",
-            ":9464",
-            "127.0.0.1",
-            "db1:9464",
-            "::1:9464",
-        ] {
-            let err = addr(bad).unwrap_err().to_string();
-            assert!(
-                err.contains("--metrics-addr") && err.contains(&format!("'{bad}'")),
-                "{bad}: {err}"
-            );
-        }
-        let o = options(&["--duration", "1s", "--metrics-addr", "9464"]).unwrap();
-        assert_eq!(o.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
-        assert_eq!(options(&["--duration", "1s"]).unwrap().metrics_addr, None);
     }
 }

@@ -1,6 +1,5 @@
 //! The main job: `probe --writer-sizes 64M,128M` (or observe mode with `--duration`).
 
-use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
@@ -8,8 +7,6 @@ use anyhow::Result;
 use super::{Output, ProbeArgs, TargetArgs};
 use crate::error::{EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::export::prepare_out_dir;
-use crate::metrics::MetricsServer;
-use crate::metrics::serve::is_loopback;
 use crate::report;
 use crate::run::{self, Notice, RunOptions};
 use crate::target::{ServerBinary, Target, TargetSpec};
@@ -30,16 +27,6 @@ pub fn run(
         }
         return Ok(EXIT_OK);
     }
-    // Bound before the --out directory is prepared and the server started or connected to: a
-    // busy address changes nothing.
-    let metrics = match options.metrics_addr {
-        Some(addr) => Some(bind_metrics(
-            addr,
-            probe_args.metrics_addr.as_deref().unwrap_or_default(),
-            out,
-        )?),
-        None => None,
-    };
     if let Some(dir) = &options.out {
         prepare_out_dir(dir, probe_args.force)?;
     }
@@ -55,7 +42,7 @@ pub fn run(
     } else if observe_secs >= 3 {
         out.start_progress(observe_secs, "s");
     }
-    let mut show = |notice: Notice<'_>| match notice {
+    let report = run::run(&options, &target, interrupt, &mut |notice| match notice {
         Notice::Started { run_id, .. } => out.note(&format!(
             "run {run_id}: keys under {}:{run_id}:",
             run::KEY_NAMESPACE
@@ -77,8 +64,7 @@ pub fn run(
             };
             out.progress(position, format!("{probes} probes"));
         }
-    };
-    let report = run::run_with_metrics(&options, &target, metrics, interrupt, &mut show);
+    });
     target.shutdown();
     out.finish_progress();
     let report = report?;
@@ -114,25 +100,6 @@ pub fn run(
         report.status_reason.as_deref(),
         failed_writes,
     ))
-}
-
-/// Listens on `--metrics-addr` (`text` as the user typed it) and says where; warns when the
-/// endpoint is reachable from other hosts.
-fn bind_metrics(addr: SocketAddr, text: &str, out: &Output) -> Result<MetricsServer> {
-    let server = MetricsServer::bind(addr).map_err(|err| {
-        UsageError::invalid(
-            "--metrics-addr",
-            text,
-            format!("cannot listen on {addr}: {err}"),
-        )
-    })?;
-    out.note(&format!("metrics at {}", server.url()));
-    if !is_loopback(&server.local_addr()) {
-        out.warn(&format!(
-            "--metrics-addr {text} is not a loopback address: the metrics endpoint is reachable from the network"
-        ));
-    }
-    Ok(server)
 }
 
 /// Says which server the command works on: the one it started, or the one at `--url`
@@ -330,15 +297,5 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
     lines.push(format!(
         "after the run: DEL of any key left under {run_prefix}"
     ));
-    if let Some(addr) = options.metrics_addr {
-        let port_note = if addr.port() == 0 {
-            " (port 0: a free one)"
-        } else {
-            ""
-        };
-        lines.push(format!(
-            "metrics: would be served at http://{addr}/metrics{port_note} while the run goes; not bound in a dry run"
-        ));
-    }
     Ok(lines)
 }
