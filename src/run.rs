@@ -993,7 +993,12 @@ mod tests {
             write_seq: None,
         };
         assert_eq!(derived_header(&stall), columns::STALLS);
-        let summary = WriteSummary {
+        assert_eq!(derived_header(&blank_summary()), columns::SUMMARY);
+    }
+
+    /// A write summary with every field at zero or empty.
+    fn blank_summary() -> WriteSummary {
+        WriteSummary {
             seq: 1,
             op: WriteOp::Set,
             size_bytes: 1,
@@ -1016,35 +1021,15 @@ mod tests {
             host_mem_peak_pct: 0.0,
             host_swap_grew_bytes: 0,
             hol_probe_send_lag_ms: None,
-        };
-        assert_eq!(derived_header(&summary), columns::SUMMARY);
+        }
     }
 
     #[test]
     fn a_run_says_when_its_worst_probes_left_late() {
         let summary = |lag: Option<f64>| WriteSummary {
-            seq: 1,
-            op: WriteOp::Set,
-            size_bytes: 1,
-            set_ms: 0.0,
             hol_delay_ms: lag.map(|l| l + 1.0),
-            stall_ms: 0.0,
-            probes_delayed: 0,
-            stall_during_send_ms: 0.0,
-            stall_after_send_ms: 0.0,
-            host_mem_pct: 0.0,
-            host_swap_pct: 0.0,
-            probes_in_window: 0,
-            worst_latency_ms: None,
-            ok: true,
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            memory_pressure: false,
-            host_mem_peak_pct: 0.0,
-            host_swap_grew_bytes: 0,
             hol_probe_send_lag_ms: lag,
+            ..blank_summary()
         };
         let on_time = [summary(Some(0.02)), summary(None), summary(Some(0.99))];
         assert_eq!(late_probe_note(&on_time, false), None);

@@ -3,7 +3,11 @@
 //! stalls.csv and summary.csv. A change to the correlator that moves a shipped figure fails
 //! here, and says the shipped runs (and the README's figures from them) need redoing.
 
+mod common;
+
 use std::path::Path;
+
+use common::read_csv;
 
 use holprobe::correlate::{CorrelateConfig, correlate};
 use holprobe::record::{ProbeRecord, WriteRecord};
@@ -27,7 +31,7 @@ fn check(run: &str) {
     };
     let analysis = correlate(&probes, &writes, config);
 
-    let stalls = common_rows(&dir.join("stalls.csv"));
+    let stalls = read_csv(&dir.join("stalls.csv"));
     assert_eq!(analysis.stalls.len(), stalls.len(), "{run}: stall count");
     for (found, shipped) in analysis.stalls.iter().zip(&stalls) {
         assert_eq!(found.start_us.to_string(), shipped["start_us"], "{run}");
@@ -38,7 +42,7 @@ fn check(run: &str) {
             "{run}"
         );
     }
-    let summary = common_rows(&dir.join("summary.csv"));
+    let summary = read_csv(&dir.join("summary.csv"));
     assert_eq!(analysis.writes.len(), summary.len(), "{run}: write count");
     let ms = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
     let shipped_ms = |s: &str| {
@@ -79,23 +83,6 @@ fn check(run: &str) {
         run_json["client_hiccups"].as_array().unwrap().len() as u64,
         "{run}: client hiccups"
     );
-}
-
-/// Rows of a CSV file as maps from column to value.
-fn common_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
-    let mut reader = csv::Reader::from_path(path).unwrap();
-    let headers = reader.headers().unwrap().clone();
-    reader
-        .records()
-        .map(|r| {
-            let r = r.unwrap();
-            headers
-                .iter()
-                .map(String::from)
-                .zip(r.iter().map(String::from))
-                .collect()
-        })
-        .collect()
 }
 
 #[test]
