@@ -13,13 +13,6 @@ pub enum Event {
     /// One write event (boxed: it is rare and large, and the channel's slots are sized by the
     /// largest variant).
     Write(Box<WriteRecord>),
-    /// A probe thread lost its connection and could not reconnect.
-    ProbeFailed {
-        /// Which thread.
-        thread: u16,
-        /// Why.
-        error: String,
-    },
     /// The writer ran its plan and its last quiet gap.
     WriterDone,
     /// The writer lost its connection and could not reconnect.

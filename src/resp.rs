@@ -97,11 +97,6 @@ impl Write for Stream {
     }
 }
 
-/// Deepest nesting of arrays [`RawConn::read_reply`] accepts (the server's own replies nest
-/// three or four deep at most).
-const MAX_REPLY_DEPTH: usize = 32;
-/// Longest status, error or length line [`RawConn::read_reply`] accepts.
-const MAX_REPLY_LINE: usize = 1024 * 1024;
 /// Memory set aside up front for a bulk reply; the rest grows as its bytes arrive.
 const BULK_PREALLOC: usize = 64 * 1024 * 1024;
 
@@ -297,25 +292,9 @@ impl RawConn {
 
     fn read_reply_at(&mut self, depth: usize) -> io::Result<Reply> {
         let line = self.read_line()?;
-        let (kind, rest) = line
-            .split_first()
-            .ok_or_else(|| protocol_error("empty reply line"))?;
-        let text = String::from_utf8_lossy(rest).into_owned();
-        match kind {
-            b'+' => Ok(Reply::Status(text)),
-            b'-' => Ok(Reply::Error(text)),
-            b':' => text
-                .parse()
-                .map(Reply::Integer)
-                .map_err(|_| protocol_error("bad integer reply")),
-            b'$' => {
-                let len: i64 = text
-                    .parse()
-                    .map_err(|_| protocol_error("bad bulk length"))?;
-                if len < 0 {
-                    return Ok(Reply::Bulk(None));
-                }
-                let len = usize::try_from(len).map_err(|_| protocol_error("bad bulk length"))?;
+        match parse_header(&line)? {
+            Header::Done(reply) => Ok(reply),
+            Header::Bulk(len) => {
                 // The memory grows with the bytes that arrive, not with what the header
                 // claims: a bogus length costs nothing until the server really sends it.
                 let mut data = Vec::new();
@@ -326,23 +305,16 @@ impl RawConn {
                 data.truncate(len);
                 Ok(Reply::Bulk(Some(data)))
             }
-            b'*' => {
-                let len: i64 = text
-                    .parse()
-                    .map_err(|_| protocol_error("bad array length"))?;
-                if len < 0 {
-                    return Ok(Reply::Array(None));
-                }
-                if depth >= MAX_REPLY_DEPTH {
+            Header::Array(len) => {
+                if depth >= ReplyLimits::CONTROL.max_depth {
                     return Err(protocol_error("arrays nested too deep"));
                 }
-                let mut items = Vec::with_capacity(len.min(1024) as usize);
+                let mut items = Vec::with_capacity(len.min(1024));
                 for _ in 0..len {
                     items.push(self.read_reply_at(depth + 1)?);
                 }
                 Ok(Reply::Array(Some(items)))
             }
-            _ => Err(protocol_error("unknown reply type")),
         }
     }
 
@@ -380,7 +352,7 @@ impl RawConn {
                 self.start += end + 2;
                 return Ok(line);
             }
-            if pending.len() > MAX_REPLY_LINE {
+            if pending.len() > ReplyLimits::CONTROL.max_line {
                 return Err(protocol_error("reply line too long"));
             }
             scanned = pending.len().saturating_sub(1);
@@ -418,6 +390,16 @@ pub struct ReplyLimits {
 }
 
 impl ReplyLimits {
+    /// For [`RawConn::read_reply`]: the writer's and control commands (INFO, SLOWLOG, a GET of a
+    /// large value). A bulk may be as long as the server sends (its memory grows as the bytes
+    /// arrive); the server's own replies nest three or four deep at most.
+    pub const CONTROL: ReplyLimits = ReplyLimits {
+        max_line: 1024 * 1024,
+        max_bulk: usize::MAX,
+        max_depth: 32,
+        max_array: usize::MAX,
+    };
+
     /// For the probes' replies (`+PONG`, a short GET value, an error line).
     pub const PROBE: ReplyLimits = ReplyLimits {
         max_line: 64 * 1024,
@@ -448,28 +430,10 @@ fn parse_at(
         }
         return Ok(None);
     };
-    let line = &rest[..pos];
     let after = at + pos + 2;
-    let (&kind, body) = line
-        .split_first()
-        .ok_or_else(|| protocol_error("empty reply line"))?;
-    let text = || String::from_utf8_lossy(body).into_owned();
-    let number = |what: &str| -> io::Result<i64> {
-        std::str::from_utf8(body)
-            .ok()
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(|| protocol_error(what))
-    };
-    match kind {
-        b'+' => Ok(Some((Reply::Status(text()), after))),
-        b'-' => Ok(Some((Reply::Error(text()), after))),
-        b':' => Ok(Some((Reply::Integer(number("bad integer reply")?), after))),
-        b'$' => {
-            let len = number("bad bulk length")?;
-            if len < 0 {
-                return Ok(Some((Reply::Bulk(None), after)));
-            }
-            let len = usize::try_from(len).map_err(|_| protocol_error("bad bulk length"))?;
+    match parse_header(&rest[..pos])? {
+        Header::Done(reply) => Ok(Some((reply, after))),
+        Header::Bulk(len) => {
             if len > limits.max_bulk {
                 return Err(protocol_error("bulk reply larger than expected"));
             }
@@ -484,16 +448,11 @@ fn parse_at(
                 after + len + 2,
             )))
         }
-        b'*' => {
-            let len = number("bad array length")?;
-            if len < 0 {
-                return Ok(Some((Reply::Array(None), after)));
-            }
+        Header::Array(len) => {
             if depth >= limits.max_depth {
                 return Err(protocol_error("arrays nested too deep"));
             }
             // A count past the limit is rejected before anything is allocated for it.
-            let len = usize::try_from(len).map_err(|_| protocol_error("bad array length"))?;
             if len > limits.max_array {
                 return Err(protocol_error("array reply larger than expected"));
             }
@@ -510,8 +469,56 @@ fn parse_at(
             }
             Ok(Some((Reply::Array(Some(items)), next)))
         }
-        _ => Err(protocol_error("unknown reply type")),
     }
+}
+
+/// The first line of a reply, decoded: a whole reply, or the length of the bulk string or
+/// array that follows. Shared by the blocking reader ([`RawConn::read_reply`]) and the
+/// incremental one ([`parse_reply`]).
+enum Header {
+    /// A status, error, integer, or nil bulk or array: nothing follows.
+    Done(Reply),
+    /// A bulk string of this many bytes (then CRLF) follows.
+    Bulk(usize),
+    /// An array of this many replies follows.
+    Array(usize),
+}
+
+fn parse_header(line: &[u8]) -> io::Result<Header> {
+    let (&kind, body) = line
+        .split_first()
+        .ok_or_else(|| protocol_error("empty reply line"))?;
+    let text = || String::from_utf8_lossy(body).into_owned();
+    let number = |what: &str| -> io::Result<i64> {
+        std::str::from_utf8(body)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| protocol_error(what))
+    };
+    // A negative length is nil; one that does not fit this machine is an error.
+    let length = |what: &str| -> io::Result<Option<usize>> {
+        let len = number(what)?;
+        if len < 0 {
+            return Ok(None);
+        }
+        usize::try_from(len)
+            .map(Some)
+            .map_err(|_| protocol_error(what))
+    };
+    Ok(match kind {
+        b'+' => Header::Done(Reply::Status(text())),
+        b'-' => Header::Done(Reply::Error(text())),
+        b':' => Header::Done(Reply::Integer(number("bad integer reply")?)),
+        b'$' => match length("bad bulk length")? {
+            None => Header::Done(Reply::Bulk(None)),
+            Some(len) => Header::Bulk(len),
+        },
+        b'*' => match length("bad array length")? {
+            None => Header::Done(Reply::Array(None)),
+            Some(len) => Header::Array(len),
+        },
+        _ => return Err(protocol_error("unknown reply type")),
+    })
 }
 
 fn protocol_error(what: &str) -> io::Error {
@@ -596,7 +603,7 @@ mod tests {
         nested.extend_from_slice(b":1\r\n");
         let err = hostile_peer(nested).read_reply().unwrap_err();
         assert!(err.to_string().contains("nested too deep"), "{err}");
-        let err = hostile_peer(vec![b'+'; 2 * MAX_REPLY_LINE])
+        let err = hostile_peer(vec![b'+'; 2 * ReplyLimits::CONTROL.max_line])
             .read_reply()
             .unwrap_err();
         assert!(err.to_string().contains("line too long"), "{err}");

@@ -369,9 +369,9 @@ pub fn run_with_actor(
         writes: Vec::new(),
         memory: Vec::new(),
         last_intended: vec![None; options.probe_threads as usize],
-        live_threads: vec![true; options.probe_threads as usize],
         writes_notified: 0,
         stalls_notified: 0,
+        actor_ended: false,
         live_keys: BTreeSet::new(),
         analysis: Analysis::default(),
     };
@@ -420,40 +420,13 @@ pub fn run_with_actor(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        // The actor's thread ended: its last event (done or failed) is in the channel if it sent
-        // one (joining it first makes sure its sends are visible). If not, it died (a panic):
-        // end the run rather than wait for it forever.
+        // The actor's thread ended: its last event, if it sent one, is taken below as the run
+        // stops; if it sent none, it died (see after the stop).
         if writer_handle.as_ref().is_some_and(|h| h.is_finished()) {
-            if let Some(handle) = writer_handle.take() {
-                let _ = handle.join();
-            }
-            let mut ended = None;
-            while let Ok(event) = rx.try_recv() {
-                match state.take(event, &mut out) {
-                    Ok(Some(end)) => {
-                        ended = Some(end);
-                        break;
-                    }
-                    Ok(None) => {}
-                    Err(err) => {
-                        export_error = Some(err);
-                        ended = Some((RunStatus::Failed, None));
-                        break;
-                    }
-                }
-            }
-            let (end_status, reason) = ended.unwrap_or_else(|| {
-                (
-                    RunStatus::Failed,
-                    Some("the writer thread stopped without finishing its plan (a bug in holprobe: please report it)".into()),
-                )
-            });
-            status = end_status;
-            status_reason = reason;
             break;
         }
-        // A probe thread that could go on no more reports here too: its event may be stuck
-        // behind a full channel.
+        // A probe thread that could go on no more (reported beside the channel, so a full one
+        // cannot hold it up).
         if let Some((thread, error)) = shared.failure() {
             status = RunStatus::Failed;
             status_reason = Some(format!("probe thread {thread} lost the server: {error}"));
@@ -539,6 +512,18 @@ pub fn run_with_actor(
     }
     while let Ok(event) = rx.try_recv() {
         take_late(event, &mut state, &mut out, &mut status, &mut status_reason);
+    }
+    if status == RunStatus::Complete {
+        if let Some((thread, error)) = shared.failure() {
+            status = RunStatus::Failed;
+            status_reason = Some(format!("probe thread {thread} lost the server: {error}"));
+        } else if has_actor && !state.actor_ended {
+            // Its thread is gone and it never said done or failed: it died (a panic).
+            status = RunStatus::Failed;
+            status_reason = Some(
+                "the writer thread stopped without finishing its plan (a bug in holprobe: please report it)".into(),
+            );
+        }
     }
 
     let mut leftover: Vec<String> = state.live_keys.iter().cloned().collect();
@@ -672,11 +657,12 @@ struct Collector {
     writes: Vec<WriteRecord>,
     memory: Vec<MemorySample>,
     last_intended: Vec<Option<u64>>,
-    live_threads: Vec<bool>,
     writes_notified: usize,
     stalls_notified: usize,
     live_keys: BTreeSet<String>,
     analysis: Analysis,
+    /// The actor said it was done, or failed.
+    actor_ended: bool,
 }
 
 impl Collector {
@@ -716,18 +702,13 @@ impl Collector {
                 }
                 self.writes.push(*write);
             }
-            Event::ProbeFailed { thread, error } => {
-                if let Some(live) = self.live_threads.get_mut(thread as usize) {
-                    *live = false;
-                }
-                return Ok(Some((
-                    RunStatus::Failed,
-                    Some(format!("probe thread {thread} lost the server: {error}")),
-                )));
-            }
             Event::Memory(sample) => self.memory.push(sample),
-            Event::WriterDone => return Ok(Some((RunStatus::Complete, None))),
+            Event::WriterDone => {
+                self.actor_ended = true;
+                return Ok(Some((RunStatus::Complete, None)));
+            }
             Event::WriterFailed(error) => {
+                self.actor_ended = true;
                 return Ok(Some((
                     RunStatus::Failed,
                     Some(format!("the writer lost the server: {error}")),
@@ -737,15 +718,10 @@ impl Collector {
         Ok(None)
     }
 
-    /// The intended time every live probe thread has reported past: anything before it is in.
+    /// The intended time every probe thread has reported past: anything before it is in. (A
+    /// thread that fails ends the run, so none is left out.)
     fn watermark(&self) -> Option<u64> {
-        self.last_intended
-            .iter()
-            .zip(&self.live_threads)
-            .filter(|&(_, &live)| live)
-            .map(|(last, _)| *last)
-            .min()
-            .flatten()
+        self.last_intended.iter().min().copied().flatten()
     }
 
     fn analyze(&mut self, config: CorrelateConfig) {

@@ -222,7 +222,8 @@ impl WriterPlan {
 
     /// How long the plan takes at least: its gaps (the writes themselves add to this).
     pub fn minimum_duration(&self) -> Duration {
-        self.gap * (self.steps().len() as u32 + 1)
+        let steps = u32::try_from(self.steps().len()).unwrap_or(u32::MAX);
+        self.gap.saturating_mul(steps.saturating_add(1))
     }
 }
 
@@ -468,17 +469,19 @@ impl Writer {
             && !self.checks.force_memory
             && let Err(reason) = self.memory_check(step.size_bytes, &room)
         {
-            return (self.refused(seq, step, reason, room.rss_bytes), None);
+            let error = format!("not sent: {reason}; pass --force-memory to send it anyway");
+            return (self.unsent(seq, step, error, room.rss_bytes), None);
         }
         let before = self.view.before(&mut self.conn);
         // Reading the server's memory or its counters failed on this connection (it timed
         // out, or was reset): nothing is sent on it; the caller reconnects or gives up, on
         // that error, not on a write that never went out.
         if let Some(err) = self.conn.broken() {
-            let rss = room.rss_bytes;
-            let mut record = self.refused(seq, step, String::new(), rss);
-            record.error = Some(format!("not sent: {err}"));
-            return (record, Some(err.kind()));
+            let error = format!("not sent: {err}");
+            return (
+                self.unsent(seq, step, error, room.rss_bytes),
+                Some(err.kind()),
+            );
         }
         let start = Instant::now();
         let value = &self.value[..step.size_bytes as usize];
@@ -588,12 +591,12 @@ impl Writer {
         Ok(())
     }
 
-    /// The record of a write that was not sent.
-    fn refused(
+    /// The record of a write that was not sent, and why.
+    fn unsent(
         &mut self,
         seq: u32,
         step: &WriteStep,
-        reason: String,
+        error: String,
         rss: Option<u64>,
     ) -> WriteRecord {
         let now = self.clock.now_us();
@@ -608,9 +611,7 @@ impl Writer {
             reply_us: now,
             set_ms: 0.0,
             ok: false,
-            error: Some(format!(
-                "not sent: {reason}; pass --force-memory to send it anyway"
-            )),
+            error: Some(error),
             host_mem_pct: memory.mem_pct,
             host_swap_pct: memory.swap_pct,
             server_rss_bytes: rss,

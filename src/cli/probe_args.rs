@@ -241,16 +241,10 @@ impl ProbeArgs {
     }
 }
 
-/// How long a run is expected to last: its `--duration`, or for a writer plan its quiet gaps
-/// (before the first write and after each write event), which dominate it.
+/// How long a run is expected to last: its `--duration`, or for a writer plan its quiet gaps,
+/// which dominate it.
 fn expected_length(duration: Option<Duration>, writer: &Option<WriterPlan>) -> Option<Duration> {
-    let plan = writer.as_ref().map(|w| {
-        let per_size = 2 + u32::from(w.overwrite);
-        let events = (w.sizes.len() as u32)
-            .saturating_mul(w.repeat)
-            .saturating_mul(per_size);
-        w.gap.saturating_mul(events.saturating_add(1))
-    });
+    let plan = writer.as_ref().map(WriterPlan::minimum_duration);
     match (duration, plan) {
         (Some(d), Some(p)) => Some(d.min(p)),
         (d, p) => d.or(p),
@@ -316,21 +310,7 @@ mod tests {
 
     #[test]
     fn probes_csv_keeps_every_probe_of_a_short_run_and_the_delayed_ones_of_a_long_one() {
-        #[derive(clap::Parser)]
-        struct Wrapper {
-            #[command(flatten)]
-            args: ProbeArgs,
-        }
-        let mode = |args: &[&str]| {
-            let mut all = vec!["probe"];
-            all.extend_from_slice(args);
-            Wrapper::try_parse_from(all)
-                .unwrap()
-                .args
-                .to_options()
-                .unwrap()
-                .probes_export
-        };
+        let mode = |args: &[&str]| options(args).unwrap().probes_export;
         assert_eq!(mode(&["--duration", "9m"]), ProbesExport::All);
         assert_eq!(mode(&["--duration", "10m"]), ProbesExport::Delayed);
         assert_eq!(

@@ -584,7 +584,7 @@ impl Collector {
                 self.writer_done = true;
                 self.writer_failed = Some(error);
             }
-            Event::Probe(_) | Event::ProbeFailed { .. } | Event::Memory(_) => {}
+            Event::Probe(_) | Event::Memory(_) => {}
         }
     }
 

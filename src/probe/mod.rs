@@ -200,7 +200,6 @@ pub fn spawn_probes(
             shared: Arc::clone(&shared),
             realtime: config.realtime,
             done: Vec::new(),
-            rx: Vec::new(),
         };
         let handle = std::thread::Builder::new()
             .name(format!("probe-{thread}"))
@@ -236,8 +235,6 @@ struct ProbeWorker {
     realtime: bool,
     /// Records ready to go to the collector.
     done: Vec<ProbeRecord>,
-    /// Bytes read and not yet handed to the matcher.
-    rx: Vec<u8>,
 }
 
 /// Why a thread's connection can go on no more.
@@ -347,16 +344,15 @@ impl ProbeWorker {
             } else {
                 self.reply_len
             };
-            self.rx.clear();
-            let Some(got) = self.sock.read(want, &mut self.rx).map_err(Broken::Lost)? else {
+            let Some((times, bytes)) = self.sock.read(want).map_err(Broken::Lost)? else {
                 return Ok(());
             };
-            let read_us = self.clock.us_at(got.read);
-            let reply_us = got.kernel.map(|at| self.clock.us_at(at));
+            let read_us = self.clock.us_at(times.read);
+            let reply_us = times.kernel.map(|at| self.clock.us_at(at));
             let before = self.done.len();
             self.flight
                 .received(
-                    &self.rx,
+                    bytes,
                     Arrival {
                         reply_us: reply_us.unwrap_or(read_us),
                         read_us,
@@ -412,13 +408,10 @@ impl ProbeWorker {
         }
     }
 
-    /// This thread can go on no more: tell the collector without ever blocking on it.
+    /// This thread can go on no more: the collector sees it in the shared slot, which it checks
+    /// whatever the channel holds.
     fn report_failure(&self, error: String) {
-        self.shared.fail(self.thread, error.clone());
-        let _ = self.events.try_send(Event::ProbeFailed {
-            thread: self.thread,
-            error,
-        });
+        self.shared.fail(self.thread, error);
     }
 
     /// After a broken connection. A server that did not answer within `--timeout` ends the run

@@ -25,19 +25,20 @@ use anyhow::{Result, bail};
 use crate::resp::RawConn;
 use crate::target::ConnInfo;
 
+/// Most bytes one plain read asks for.
+const READ_BYTES: usize = 16 * 1024;
+
 /// One probe connection, authenticated and on the right database.
 pub struct ProbeSocket {
     sock: TcpStream,
     tls: Option<rustls::ClientConnection>,
-    kernel_stamps: bool,
+    /// What the last read brought (plaintext, over TLS).
     buf: Vec<u8>,
 }
 
-/// What one read brought.
+/// When the bytes of one read arrived.
 #[derive(Debug, Clone, Copy)]
-pub struct ReadOutcome {
-    /// Bytes now in the caller's buffer.
-    pub len: usize,
+pub struct ReadTimes {
     /// When the kernel received them, if it said.
     pub kernel: Option<Instant>,
     /// When the read returned.
@@ -46,24 +47,19 @@ pub struct ReadOutcome {
 
 impl ProbeSocket {
     /// Connects (TLS, AUTH and SELECT as every connection of the tool) and asks the kernel for
-    /// receive timestamps where it has them.
+    /// receive timestamps where it has them (where it refuses, reads carry no stamp and the
+    /// replies are timed at the read).
     pub fn connect(info: &ConnInfo) -> Result<ProbeSocket> {
         let (sock, tls, unread) = RawConn::connect(info)?.into_parts();
         if !unread.is_empty() {
             bail!("{info} sent bytes nobody asked for after the handshake");
         }
-        let kernel_stamps = enable_receive_stamps(sock.as_raw_fd());
+        enable_receive_stamps(sock.as_raw_fd());
         Ok(ProbeSocket {
             sock,
             tls,
-            kernel_stamps,
-            buf: vec![0; 16 * 1024],
+            buf: Vec::with_capacity(READ_BYTES),
         })
-    }
-
-    /// True when the kernel agreed to stamp arrivals on this socket.
-    pub fn kernel_stamps(&self) -> bool {
-        self.kernel_stamps
     }
 
     /// Writes a whole command. The socket stays blocking for writes, with the run's `--timeout`
@@ -87,23 +83,22 @@ impl ProbeSocket {
         wait_readable(self.sock.as_raw_fd(), timeout)
     }
 
-    /// Reads what has arrived, without blocking, appending at most about `want` bytes of
-    /// plaintext to `out`. `Ok(None)`: nothing there. A closed connection is an error.
-    pub fn read(&mut self, want: usize, out: &mut Vec<u8>) -> io::Result<Option<ReadOutcome>> {
+    /// Reads what has arrived, without blocking: at most about `want` bytes of plaintext, and
+    /// when they came. `Ok(None)`: nothing there. A closed connection is an error.
+    pub fn read(&mut self, want: usize) -> io::Result<Option<(ReadTimes, &[u8])>> {
         let fd = self.sock.as_raw_fd();
         match self.tls.as_mut() {
             None => {
-                let want = want.clamp(1, self.buf.len());
-                let got = match recv_stamped(fd, &mut self.buf[..want]) {
+                self.buf.resize(want.clamp(1, READ_BYTES), 0);
+                let (len, times) = match recv_stamped(fd, &mut self.buf) {
                     Ok(got) => got,
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                     Err(err) => return Err(err),
                 };
-                if got.len == 0 {
+                if len == 0 {
                     return Err(closed());
                 }
-                out.extend_from_slice(&self.buf[..got.len]);
-                Ok(Some(got))
+                Ok(Some((times, &self.buf[..len])))
             }
             Some(tls) => {
                 let mut reader = StampedReader { fd, last: None };
@@ -113,24 +108,18 @@ impl ProbeSocket {
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                     Err(err) => return Err(err),
                 }
-                let Some(last) = reader.last else {
+                let Some(times) = reader.last else {
                     return Ok(None);
                 };
                 tls.process_new_packets()
                     .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))?;
-                let before = out.len();
-                loop {
-                    match tls.reader().read(&mut self.buf) {
-                        Ok(0) => break,
-                        Ok(n) => out.extend_from_slice(&self.buf[..n]),
-                        Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(err) => return Err(err),
-                    }
+                self.buf.clear();
+                match tls.reader().read_to_end(&mut self.buf) {
+                    Ok(_) => {}
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(err) => return Err(err),
                 }
-                Ok(Some(ReadOutcome {
-                    len: out.len() - before,
-                    ..last
-                }))
+                Ok(Some((times, &self.buf)))
             }
         }
     }
@@ -185,9 +174,9 @@ fn wall_now() -> Option<WallStamp> {
     None
 }
 
-/// Asks for software receive timestamps (`SO_TIMESTAMPNS`). False where the kernel refuses, or
-/// off Linux.
-fn enable_receive_stamps(fd: RawFd) -> bool {
+/// Asks for software receive timestamps (`SO_TIMESTAMPNS`) where the kernel has them. Where it
+/// refuses (or off Linux) reads simply carry no stamp, and each is counted as timed at the read.
+fn enable_receive_stamps(fd: RawFd) {
     #[cfg(target_os = "linux")]
     {
         let on: libc::c_int = 1;
@@ -199,19 +188,16 @@ fn enable_receive_stamps(fd: RawFd) -> bool {
                 libc::SO_TIMESTAMPNS,
                 (&on as *const libc::c_int).cast(),
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            ) == 0
+            );
         }
     }
     #[cfg(not(target_os = "linux"))]
-    {
-        let _ = fd;
-        false
-    }
+    let _ = fd;
 }
 
 /// One non-blocking `recvmsg` (the socket itself stays blocking for writes): the bytes, when it
 /// returned, and the kernel's receive stamp on the monotonic clock when one came along.
-fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<ReadOutcome> {
+fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, ReadTimes)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -233,13 +219,10 @@ fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<ReadOutcome> {
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(ReadOutcome {
-        len: n as usize,
-        kernel: stamp_of(&msg)
-            .zip(wall)
-            .and_then(|(s, w)| s.to_instant(read, w)),
-        read,
-    })
+    let kernel = stamp_of(&msg)
+        .zip(wall)
+        .and_then(|(s, w)| s.to_instant(read, w));
+    Ok((n as usize, ReadTimes { kernel, read }))
 }
 
 #[cfg(target_os = "linux")]
@@ -272,14 +255,14 @@ fn stamp_of(_msg: &libc::msghdr) -> Option<WallStamp> {
 /// Feeds rustls from the socket without blocking, keeping the times of the last read.
 struct StampedReader {
     fd: RawFd,
-    last: Option<ReadOutcome>,
+    last: Option<ReadTimes>,
 }
 
 impl Read for StampedReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let got = recv_stamped(self.fd, buf)?;
-        self.last = Some(got);
-        Ok(got.len)
+        let (len, times) = recv_stamped(self.fd, buf)?;
+        self.last = Some(times);
+        Ok(len)
     }
 }
 
@@ -319,7 +302,6 @@ impl std::fmt::Debug for ProbeSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProbeSocket")
             .field("tls", &self.tls.is_some())
-            .field("kernel_stamps", &self.kernel_stamps)
             .finish()
     }
 }
