@@ -15,11 +15,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use holprobe::correlate::{percentile, send_lags};
+use holprobe::analyze::correlate::{percentile, send_lags};
+use holprobe::measure::target::{ConnInfo, EmbeddedServer};
+use holprobe::measure::writer::random_value;
 use holprobe::record::{ProbeRecord, WriteOp, WriteRecord};
-use holprobe::target::{ConnInfo, EmbeddedServer};
 use holprobe::units::{format_size, parse_size_list};
-use holprobe::writer::random_value;
 
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {

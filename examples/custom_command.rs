@@ -3,7 +3,7 @@
 //! out), `DEL` against `UNLINK` (the lazy variant, which Redis still runs on the main thread for
 //! a plain string, since freeing one allocation counts as cheap).
 //!
-//! The library's hook is [`holprobe::writer::CustomCommand`]: commands in
+//! The library's hook is [`holprobe::measure::writer::CustomCommand`]: commands in
 //! `WriterPlan::commands` run on each freshly written key after its SET, each after its own quiet
 //! gap, and are recorded as write events with op `command`, so the correlator reports what the
 //! probe clients saw during each one, as for a SET.
@@ -25,14 +25,14 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
 use clap::Parser;
+use holprobe::analyze::correlate::WriteSummary;
 use holprobe::cli::TargetArgs;
-use holprobe::correlate::WriteSummary;
 use holprobe::error::{UsageError, exit_status};
+use holprobe::measure::target::Target;
+use holprobe::measure::writer::{CustomCommand, KEY_PLACEHOLDER, WriterPlan};
 use holprobe::record::WriteOp;
 use holprobe::run::{Notice, RunOptions, run};
-use holprobe::target::Target;
 use holprobe::units::{format_size, parse_size_list};
-use holprobe::writer::{CustomCommand, KEY_PLACEHOLDER, WriterPlan};
 
 /// GET of large values and DEL vs UNLINK, measured like SET: what the other clients saw.
 #[derive(Debug, Parser)]
@@ -118,7 +118,7 @@ fn measure() -> Result<()> {
         .map(|(name, _)| args.out.as_ref().map(|dir| dir.join(name)))
         .collect();
     for dir in out_dirs.iter().flatten() {
-        holprobe::export::prepare_out_dir(dir, false)?;
+        holprobe::output::export::prepare_out_dir(dir, false)?;
     }
 
     let mut target = Target::open(&spec)?;
@@ -193,7 +193,7 @@ fn measure() -> Result<()> {
         };
         println!(
             "{}",
-            holprobe::report::baseline_line(&report.analysis.baseline)
+            holprobe::output::report::baseline_line(&report.analysis.baseline)
         );
         if let Some(reason) = report.status_reason {
             target.shutdown();

@@ -26,7 +26,7 @@ use anyhow::{Context, Result, bail};
 use holprobe::load::keyspace::{KeyNaming, ValueSize};
 use holprobe::load::populate::{PopulatePlan, populate};
 use holprobe::load::runner::{LoadOptions, LoadServer, run_load};
-use holprobe::target::{EmbeddedServer, Target, TargetSpec};
+use holprobe::measure::target::{EmbeddedServer, Target, TargetSpec};
 
 const VALUE_BYTES: u64 = 2048;
 

@@ -21,9 +21,9 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use holprobe::cli::TargetArgs;
 use holprobe::error::{UsageError, exit_status};
-use holprobe::report::stall_line;
+use holprobe::measure::target::Target;
+use holprobe::output::report::stall_line;
 use holprobe::run::{Notice, RunOptions, run};
-use holprobe::target::Target;
 use holprobe::units::parse_duration;
 
 /// Observe a server for a while and print every stall as it comes.
@@ -156,7 +156,7 @@ fn observe() -> Result<()> {
     let stalls = &report.analysis.stalls;
     println!(
         "{}",
-        holprobe::report::baseline_line(&report.analysis.baseline)
+        holprobe::output::report::baseline_line(&report.analysis.baseline)
     );
     println!(
         "stalls over {}ms: {} (longest {:.1}ms)",

@@ -26,11 +26,11 @@ use anyhow::Result;
 use clap::Parser;
 use holprobe::cli::TargetArgs;
 use holprobe::error::{UsageError, exit_status};
+use holprobe::measure::target::Target;
+use holprobe::measure::writer::WriterPlan;
 use holprobe::record::WriteOp;
 use holprobe::run::{Notice, RunOptions, run};
-use holprobe::target::Target;
 use holprobe::units::{format_size, parse_duration, parse_size};
-use holprobe::writer::WriterPlan;
 
 /// The seed benchmark (one SET per size, keys kept, SET time and memory printed), plus what the
 /// other clients saw during each SET.
@@ -95,7 +95,7 @@ fn seed() -> Result<()> {
         ..RunOptions::default()
     };
     if let Some(dir) = &options.out {
-        holprobe::export::prepare_out_dir(dir, false)?;
+        holprobe::output::export::prepare_out_dir(dir, false)?;
     }
     let mut target = Target::open(&spec)?;
     eprintln!(
@@ -148,7 +148,7 @@ fn seed() -> Result<()> {
     }
     println!(
         "{}",
-        holprobe::report::baseline_line(&report.analysis.baseline)
+        holprobe::output::report::baseline_line(&report.analysis.baseline)
     );
     for warning in &report.warnings {
         eprintln!("seed: warning: {warning}");

@@ -25,15 +25,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Serialize;
 
-use crate::actor::{Actor, ActorContext};
-use crate::clock::RunClock;
-use crate::correlate::Analysis;
-use crate::event::Event;
-use crate::hostmem::HostMemorySampler;
+use crate::analyze::correlate::Analysis;
+use crate::measure::actor::{Actor, ActorContext};
+use crate::measure::clock::RunClock;
+use crate::measure::event::Event;
+use crate::measure::hostmem::HostMemorySampler;
+use crate::measure::resp::{RawConn, Reply};
+use crate::measure::serverview::{ServerView, Want, settings_for_calibration};
+use crate::measure::target::ConnInfo;
 use crate::record::{WriteOp, WriteRecord};
-use crate::resp::{RawConn, Reply};
-use crate::serverview::{ServerView, Want, settings_for_calibration};
-use crate::target::ConnInfo;
 
 /// How stalls are injected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -231,8 +231,8 @@ fn run_loop(raw: &mut RawConn, iterations: u64, nonce: &str) -> Result<(u64, Opt
     }
     let server_us = match raw.command(&[b"SLOWLOG", b"GET", b"32"])? {
         reply @ Reply::Array(_) => {
-            let entries = crate::serverview::parse_log_entries(&reply);
-            crate::serverview::find_entry(&entries, "EVAL", nonce.as_bytes())
+            let entries = crate::measure::serverview::parse_log_entries(&reply);
+            crate::measure::serverview::find_entry(&entries, "EVAL", nonce.as_bytes())
                 .and_then(|e| u64::try_from(e.value).ok())
         }
         _ => None,
@@ -475,7 +475,7 @@ impl InjectorThread {
                 ],
             ),
         };
-        let encoded = crate::resp::encode_command(&args);
+        let encoded = crate::measure::resp::encode_command(&args);
         let before = self.view.before(&mut self.conn);
         let start = Instant::now();
         let sent_result = self.conn.send_raw(&encoded);
@@ -661,7 +661,8 @@ pub fn by_length(rows: &[CalibrationRow]) -> Vec<LengthSummary> {
         .map(|length| {
             let group: Vec<&CalibrationRow> =
                 rows.iter().filter(|r| r.requested_ms == length).collect();
-            let median = |values: Vec<f64>| crate::stats::spread(&values).map(|s| s.median);
+            let median =
+                |values: Vec<f64>| crate::analyze::stats::spread(&values).map(|s| s.median);
             let worst = group
                 .iter()
                 .flat_map(|r| [r.stall_error_ms, r.delay_error_ms])
@@ -687,7 +688,7 @@ pub fn by_length(rows: &[CalibrationRow]) -> Vec<LengthSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::correlate::{Stall, WriteSummary};
+    use crate::analyze::correlate::{Stall, WriteSummary};
 
     fn summary(seq: u32, hol: Option<f64>) -> WriteSummary {
         WriteSummary {

@@ -1,5 +1,5 @@
 //! What the measurement threads record: one row per probe and per write, all times in
-//! microseconds since the run's start ([`crate::clock::RunClock`]). These structs are also the
+//! microseconds since the run's start ([`crate::measure::clock::RunClock`]). These structs are also the
 //! rows of `probes.csv` and `writes.csv`, so the files cannot drift from what was measured.
 
 use serde::{Deserialize, Serialize};
@@ -72,7 +72,7 @@ pub enum WriteOp {
     Overwrite,
     /// `DEL` of a large value: freed on the main thread too.
     Delete,
-    /// A command of the library user's own ([`crate::writer::CustomCommand`]), run by the writer
+    /// A command of the library user's own ([`crate::measure::writer::CustomCommand`]), run by the writer
     /// on a key it just wrote and timed like every write.
     Command,
     /// A stall of known length injected by `probe calibrate` (`DEBUG SLEEP` or a Lua busy loop):

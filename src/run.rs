@@ -12,22 +12,24 @@ use anyhow::{Context, Result};
 use crossbeam_channel::{RecvTimeoutError, bounded};
 use serde::Serialize;
 
-pub use crate::actor::{Actor, ActorContext};
-use crate::clock::RunClock;
-use crate::correlate::{Analysis, CorrelateConfig, Stall, WriteSummary, correlate_with_memory};
-pub use crate::event::Event;
-use crate::export::{
+use crate::analyze::correlate::{
+    Analysis, CorrelateConfig, Stall, WriteSummary, correlate_with_memory,
+};
+use crate::analyze::pressure::MemorySample;
+pub use crate::measure::actor::{Actor, ActorContext};
+use crate::measure::clock::RunClock;
+pub use crate::measure::event::Event;
+use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
+use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
+use crate::measure::serverview::{ServerTuning, ViewSetup};
+use crate::measure::target::Target;
+use crate::measure::writer::{WriterActor, WriterPlan};
+use crate::output::export::{
     HostInfo, PROBES_CSV, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
     ToolInfo, WRITES_CSV, csv_bytes, write_atomic,
 };
-use crate::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
-use crate::pressure::MemorySample;
-use crate::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
-use crate::serverview::{ServerTuning, ViewSetup};
-use crate::target::Target;
 use crate::units::option_duration_ms;
-use crate::writer::{WriterActor, WriterPlan};
 
 /// Validated options of a probe run (also stored in run.json).
 #[derive(Debug, Clone, Serialize)]
@@ -288,7 +290,7 @@ pub fn run_with_actor(
     if options.probe_cmd == ProbeCmd::Get {
         redis::cmd("SET")
             .arg(&probe_config.get_key)
-            .arg(crate::probe::PROBE_VALUE)
+            .arg(crate::measure::probe::PROBE_VALUE)
             .query::<()>(&mut control)
             .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
     }
@@ -907,11 +909,11 @@ mod tests {
     use serde::Serialize;
 
     use super::*;
+    use crate::analyze::correlate::{Stall, WriteSummary};
     use crate::cli::ProbeArgs;
-    use crate::correlate::{Stall, WriteSummary};
-    use crate::export::csv_bytes;
+    use crate::measure::writer::WriterPlan;
+    use crate::output::export::csv_bytes;
     use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
-    use crate::writer::WriterPlan;
 
     /// The header csv derives from the struct's fields.
     fn derived_header<T: Serialize>(row: &T) -> Vec<String> {

@@ -169,7 +169,7 @@ fn an_unresponsive_server_ends_the_run_after_the_timeout() {
     let port = server.port();
     let sleeper = thread::spawn(move || {
         thread::sleep(Duration::from_millis(800));
-        let mut conn = holprobe::target::ConnInfo::loopback(port)
+        let mut conn = holprobe::measure::target::ConnInfo::loopback(port)
             .redis_connection()
             .unwrap();
         let _ = redis::cmd("DEBUG")
@@ -405,7 +405,7 @@ fn reset_probe_connections_reconnect_and_the_run_completes() {
     let port = server.port();
     let killer = thread::spawn(move || {
         thread::sleep(Duration::from_millis(700));
-        let mut conn = holprobe::target::ConnInfo::loopback(port)
+        let mut conn = holprobe::measure::target::ConnInfo::loopback(port)
             .redis_connection()
             .unwrap();
         // Every other client: the probe threads' connections (and the control one).
@@ -468,10 +468,10 @@ fn a_writer_thread_that_dies_fails_the_run_instead_of_hanging_it() {
     use std::sync::atomic::AtomicBool;
     use std::thread::JoinHandle;
 
-    use holprobe::actor::{Actor, ActorContext};
-    use holprobe::export::RunStatus;
+    use holprobe::measure::actor::{Actor, ActorContext};
+    use holprobe::measure::target::{Target, TargetSpec};
+    use holprobe::output::export::RunStatus;
     use holprobe::run::{RunOptions, run_with_actor};
-    use holprobe::target::{Target, TargetSpec};
 
     struct DiesAtOnce;
     impl Actor for DiesAtOnce {
@@ -553,8 +553,8 @@ fn the_embedded_server_dies_with_the_tool_even_on_kill_9() {
 /// connection fails with the timeout, and the caller reconnects or gives up.
 #[test]
 fn a_timed_out_connection_never_reads_a_late_reply_as_the_next_ones() {
-    use holprobe::resp::RawConn;
-    use holprobe::target::ConnInfo;
+    use holprobe::measure::resp::RawConn;
+    use holprobe::measure::target::ConnInfo;
 
     let server = TestServer::start(&[]);
     let port = server.port();
@@ -637,7 +637,7 @@ fn probes_unanswered_at_the_end_are_failed_rows() {
     let port = server.port();
     let pauser = thread::spawn(move || {
         thread::sleep(Duration::from_millis(1200));
-        let mut control = holprobe::target::ConnInfo::loopback(port)
+        let mut control = holprobe::measure::target::ConnInfo::loopback(port)
             .redis_connection()
             .unwrap();
         // Past the run's end and the probe threads' 1 s wait for late replies.

@@ -202,7 +202,7 @@ fn observe_mode_measures_an_injected_debug_sleep() {
     let port = server.port();
     let sleeper = thread::spawn(move || {
         thread::sleep(Duration::from_millis(1200));
-        let mut conn = holprobe::target::ConnInfo::loopback(port)
+        let mut conn = holprobe::measure::target::ConnInfo::loopback(port)
             .redis_connection()
             .unwrap();
         redis::cmd("DEBUG")
@@ -301,7 +301,7 @@ fn probes_csv_can_keep_only_the_delayed_probes_or_none() {
         let dir = tempfile::tempdir().unwrap();
         let sleeper = thread::spawn(move || {
             thread::sleep(Duration::from_millis(700));
-            let mut conn = holprobe::target::ConnInfo::loopback(port)
+            let mut conn = holprobe::measure::target::ConnInfo::loopback(port)
                 .redis_connection()
                 .unwrap();
             redis::cmd("DEBUG")

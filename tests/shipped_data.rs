@@ -9,7 +9,7 @@ use std::path::Path;
 
 use common::read_csv;
 
-use holprobe::correlate::{CorrelateConfig, correlate};
+use holprobe::analyze::correlate::{CorrelateConfig, correlate};
 use holprobe::record::{ProbeRecord, WriteRecord};
 
 fn rows<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {

@@ -66,7 +66,7 @@ fn tls_server(pki: &Pki, tls_port: u16) -> TestServer {
 fn a_run_over_tls_with_client_certificates_and_a_password() {
     let dir = tempfile::tempdir().unwrap();
     let pki = make_pki(dir.path());
-    let tls_port = holprobe::target::free_port().unwrap();
+    let tls_port = holprobe::measure::target::free_port().unwrap();
     let _server = tls_server(&pki, tls_port);
     let out = dir.path().join("run");
     let assert = probe_cmd()
@@ -123,7 +123,7 @@ fn tls_without_the_right_ca_is_refused_and_insecure_skips_verification_only() {
     let pki = make_pki(dir.path());
     let other = tempfile::tempdir().unwrap();
     let stranger = make_pki(other.path());
-    let tls_port = holprobe::target::free_port().unwrap();
+    let tls_port = holprobe::measure::target::free_port().unwrap();
     let _server = tls_server(&pki, tls_port);
     let url = format!("rediss://:tls-secret-pw@127.0.0.1:{tls_port}");
     // A CA that did not sign the server's certificate.

@@ -15,11 +15,11 @@ use crate::calibrate::{
     choose_method, evaluate, tolerance_ms,
 };
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::export::{RunStatus, csv_bytes, prepare_out_dir, write_atomic};
+use crate::measure::target::Target;
+use crate::output::export::{RunStatus, csv_bytes, prepare_out_dir, write_atomic};
+use crate::output::report;
 use crate::record::ProbeCmd;
-use crate::report;
 use crate::run::{self, Notice, RunOptions};
-use crate::target::Target;
 use crate::units::parse_duration;
 
 /// Longest stall calibration injects.
@@ -117,7 +117,7 @@ pub const CALIBRATION_JSON: &str = "calibration.json";
 /// `calibration.json`: what was injected, how, and the verdict.
 #[derive(serde::Serialize)]
 struct CalibrationJson<'a> {
-    tool: crate::export::ToolInfo,
+    tool: crate::output::export::ToolInfo,
     run_id: &'a str,
     method: &'a crate::calibrate::MethodChoice,
     plan: &'a InjectionPlan,
@@ -256,8 +256,8 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
     let validated = args.validate()?;
     let spec = args.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
     let timeout = match &spec {
-        crate::target::TargetSpec::External(conn) => conn.command_timeout,
-        crate::target::TargetSpec::Embedded {
+        crate::measure::target::TargetSpec::External(conn) => conn.command_timeout,
+        crate::measure::target::TargetSpec::Embedded {
             command_timeout, ..
         } => *command_timeout,
     };
@@ -418,7 +418,7 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         write_atomic(&dir.join(CALIBRATION_CSV), &bytes)
             .with_context(|| format!("writing {CALIBRATION_CSV}"))?;
         let summary = CalibrationJson {
-            tool: crate::export::ToolInfo::default(),
+            tool: crate::output::export::ToolInfo::default(),
             run_id: &report.run_id,
             method: &choice,
             plan: &validated.plan,

@@ -10,7 +10,6 @@ use clap::Args;
 
 use super::{Output, TargetArgs};
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::export::prepare_out_dir;
 use crate::load::keyspace::{
     KeyNaming, LOAD_PREFIX, MemoryRoom, PopulationMeta, ValueSize, check_fit, default_keys,
     read_meta,
@@ -18,9 +17,10 @@ use crate::load::keyspace::{
 use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
 use crate::load::report::{block_lines, generator_lines, write_line};
 use crate::load::runner::{LoadNotice, LoadOptions, LoadServer, run_load};
-use crate::target::{Target, TargetSpec};
+use crate::measure::target::{Target, TargetSpec};
+use crate::measure::writer::WriterPlan;
+use crate::output::export::prepare_out_dir;
 use crate::units::{format_size, parse_duration, parse_size_list};
-use crate::writer::WriterPlan;
 
 /// Most connections one run opens.
 pub const MAX_CLIENTS: u64 = 5_000;
@@ -260,7 +260,7 @@ impl LoadArgs {
             if self.url[..i].contains(url) {
                 return Err(UsageError::invalid(
                     "--url",
-                    crate::target::redact_url(url),
+                    crate::measure::target::redact_url(url),
                     "given twice: each server once",
                 ));
             }
@@ -332,7 +332,7 @@ pub fn refuse_tls(spec: &TargetSpec, flag: &'static str, url: &str) -> Result<()
     {
         return Err(UsageError::invalid(
             flag,
-            crate::target::redact_url(url),
+            crate::measure::target::redact_url(url),
             "TLS (rediss://) is not supported by populate and load yet: their clients use plain sockets",
         ));
     }

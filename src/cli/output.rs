@@ -100,12 +100,12 @@ impl Output {
 /// The exit status of a run that produced a report, saying on stderr why it is not 0.
 pub fn run_exit_status(
     out: &mut Output,
-    status: crate::export::RunStatus,
+    status: crate::output::export::RunStatus,
     reason: Option<&str>,
     failed_writes: usize,
 ) -> i32 {
     use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
-    use crate::export::RunStatus;
+    use crate::output::export::RunStatus;
     match status {
         RunStatus::Interrupted if out.stdout_closed() => EXIT_INTERRUPTED,
         RunStatus::Interrupted => {

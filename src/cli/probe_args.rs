@@ -7,10 +7,10 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::error::UsageError;
+use crate::measure::writer::WriterPlan;
 use crate::record::ProbeCmd;
 use crate::run::{ProbesExport, RunOptions};
 use crate::units::{parse_duration, parse_size_list};
-use crate::writer::WriterPlan;
 
 /// Most probes per second one probe thread is allowed to attempt: at about 30 µs per loopback
 /// round trip a thread cannot sustain much more, and past it the schedule only falls behind.

@@ -6,10 +6,10 @@ use anyhow::Result;
 
 use super::{Output, ProbeArgs, TargetArgs};
 use crate::error::{EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::export::prepare_out_dir;
-use crate::report;
+use crate::measure::target::{ServerBinary, Target, TargetSpec};
+use crate::output::export::prepare_out_dir;
+use crate::output::report;
 use crate::run::{self, Notice, RunOptions};
-use crate::target::{ServerBinary, Target, TargetSpec};
 use crate::units::format_size;
 
 /// Runs the main job; returns the exit status.
@@ -149,7 +149,7 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
         .into());
     }
     if !options.force_memory {
-        crate::writer::check_plan_memory(writer, target)?;
+        crate::measure::writer::check_plan_memory(writer, target)?;
     }
     if !target.server.embedded {
         out.warn(&format!(
@@ -266,7 +266,7 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
                 ));
             }
             let largest = plan.max_size();
-            let server_peak = crate::pressure::plan_server_peak_bytes(
+            let server_peak = crate::analyze::pressure::plan_server_peak_bytes(
                 &plan.sizes,
                 plan.repeat,
                 plan.overwrite,
@@ -279,7 +279,7 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
             lines.push(format!(
                 "memory: client about {} (one buffer of the largest value, sliced for every write); server up to {} (a SET holds its value twice while it executes; the allocator may round each up by 25%){}",
                 format_size(largest),
-                crate::pressure::human_bytes(server_peak),
+                crate::analyze::pressure::human_bytes(server_peak),
                 if plan.keep {
                     " (--keep holds every value until the end)"
                 } else if plan.overwrite {

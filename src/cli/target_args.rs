@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::UsageError;
-use crate::target::{ConnInfo, TargetSpec};
+use crate::measure::target::{ConnInfo, TargetSpec};
 use crate::units::parse_duration;
 
 /// `--url`, or the embedded server's `--server-bin` / `--server-arg`; timeouts.
@@ -102,7 +102,7 @@ impl TargetArgs {
                 if conn.socket_addr().is_err() {
                     return Err(UsageError::invalid(
                         "--url",
-                        crate::target::redact_url(url),
+                        crate::measure::target::redact_url(url),
                         format!("unknown host '{}'", conn.host),
                     ));
                 }
@@ -152,7 +152,7 @@ impl TargetArgs {
                     ));
                 }
                 for setting in &self.server_arg {
-                    crate::target::server_arg_tokens(setting)?;
+                    crate::measure::target::server_arg_tokens(setting)?;
                 }
                 Ok(TargetSpec::Embedded {
                     binary: self.server_bin.first().cloned(),

@@ -15,8 +15,8 @@ use super::{Output, ProbeArgs, TargetArgs, probe_cmd};
 use crate::compare::render::{Format, render};
 use crate::compare::{compare_all, load_run};
 use crate::error::{EXIT_FAILURE, EXIT_OK, UsageError};
-use crate::export::prepare_out_dir;
-use crate::target::{ServerBinary, ServerFlavor};
+use crate::measure::target::{ServerBinary, ServerFlavor};
+use crate::output::export::prepare_out_dir;
 use crate::units::format_size;
 
 /// `--baseline` and the rules of its compare.

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::UsageError;
-use crate::export::{RUN_JSON, SUMMARY_CSV, WRITES_CSV};
+use crate::output::export::{RUN_JSON, SUMMARY_CSV, WRITES_CSV};
 
 /// What the compare needs to know about a run, from its `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]

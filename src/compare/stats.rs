@@ -25,9 +25,9 @@ pub struct Spread {
 
 impl Spread {
     /// The spread of `values`; `None` when there are none (or one is not finite). The same
-    /// median, min and max as the run's own per-size table ([`crate::stats::spread`]).
+    /// median, min and max as the run's own per-size table ([`crate::analyze::stats::spread`]).
     pub fn of(values: &[f64]) -> Option<Spread> {
-        crate::stats::spread(values).map(|s| Spread {
+        crate::analyze::stats::spread(values).map(|s| Spread {
             n: s.n,
             median: s.median,
             min: s.min,

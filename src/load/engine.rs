@@ -36,9 +36,9 @@ use super::analyze::Sample;
 use super::keyspace::{KeyNaming, ValueSize, push_decimal};
 use super::scanner::{ReplyScanner, Scanned};
 use super::stats::SecondAgg;
-use crate::clock::{RunClock, sleep_until_precise, tighten_timer_slack};
-use crate::resp::RawConn;
-use crate::target::ConnInfo;
+use crate::measure::clock::{RunClock, sleep_until_precise, tighten_timer_slack};
+use crate::measure::resp::RawConn;
+use crate::measure::target::ConnInfo;
 
 /// One server the clients load.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::error::UsageError;
-use crate::target::{ServerFacts, info_field};
+use crate::measure::target::{ServerFacts, info_field};
 use crate::units::{format_size, parse_size};
 
 /// Prefix of every load key. Unlike a probe run's `holprobe:<run-id>:` it is fixed, so a
@@ -320,7 +320,7 @@ impl MemoryRoom {
             n => n,
         };
         let host_available_bytes = server.local.then(|| {
-            crate::hostmem::HostMemorySampler::new()
+            crate::measure::hostmem::HostMemorySampler::new()
                 .sample()
                 .available_bytes
         });

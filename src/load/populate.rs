@@ -21,8 +21,8 @@ use super::keyspace::{
     KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize, mean_bytes_per_key, read_meta, write_meta,
 };
 use super::scanner::{ReplyScanner, Scanned};
-use crate::resp::RawConn;
-use crate::target::{ConnInfo, info_field};
+use crate::measure::resp::RawConn;
+use crate::measure::target::{ConnInfo, info_field};
 
 /// What to write.
 #[derive(Debug, Clone, Serialize)]

@@ -17,15 +17,15 @@ use super::analyze::{LoadTimeline, Sample, WriteUnderLoad, writes_under_load};
 use super::engine::{self, Control, EngineConfig, EngineMsg, EngineServer, ThreadSummary};
 use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
 use super::stats::{LoadBlock, SecondAgg, TIMELINE_COLUMNS, TimelineRow, new_histogram};
-use crate::clock::RunClock;
-use crate::event::Event;
-use crate::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
+use crate::measure::clock::RunClock;
+use crate::measure::event::Event;
+use crate::measure::serverview::ViewSetup;
+use crate::measure::target::{ServerFacts, Target};
+use crate::measure::writer::{WriterChecks, WriterPlan, random_value, spawn_writer};
+use crate::output::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
 use crate::record::{WriteOp, WriteRecord};
 use crate::run::{KEY_NAMESPACE, new_run_id};
-use crate::serverview::ViewSetup;
-use crate::target::{ServerFacts, Target};
 use crate::units::option_duration_ms;
-use crate::writer::{WriterChecks, WriterPlan, random_value, spawn_writer};
 
 /// The timeline, one row per second (and per server when there are several).
 pub const TIMELINE_CSV: &str = "load_timeline.csv";
@@ -214,7 +214,7 @@ pub fn run_load(
         .unwrap_or_else(|| {
             default_threads(
                 options.clients,
-                crate::hostmem::logical_cpus(),
+                crate::measure::hostmem::logical_cpus(),
                 servers.len(),
                 local,
             )

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use holprobe::target::ConnInfo;
+use holprobe::measure::target::ConnInfo;
 
 /// Spins on `TIME` until `ARGV[1]` microseconds have passed; returns the microseconds that did.
 pub const BURST_SCRIPT: &str = "\

@@ -8,7 +8,7 @@ pub mod bursts;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use holprobe::target::EmbeddedServer;
+use holprobe::measure::target::EmbeddedServer;
 
 /// A real redis-server started for one test.
 pub struct TestServer {

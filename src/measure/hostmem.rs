@@ -79,12 +79,12 @@ pub fn logical_cpus() -> usize {
 pub const MEMORY_SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Starts a thread that reads host memory every `period` and sends each reading as
-/// [`crate::event::Event::Memory`] on the run's clock, until `stop` is set. Reading
+/// [`crate::measure::event::Event::Memory`] on the run's clock, until `stop` is set. Reading
 /// `/proc/meminfo` costs tens of µs, so at 50 Hz it takes well under 1% of a core; it runs on
 /// its own thread, so a slow read never delays a probe.
 pub fn spawn_memory_sampler(
-    clock: crate::clock::RunClock,
-    events: crossbeam_channel::Sender<crate::event::Event>,
+    clock: crate::measure::clock::RunClock,
+    events: crossbeam_channel::Sender<crate::measure::event::Event>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     period: std::time::Duration,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
@@ -96,13 +96,13 @@ pub fn spawn_memory_sampler(
             let mut sampler = HostMemorySampler::new();
             while !stop.load(Ordering::Relaxed) {
                 let reading = sampler.sample();
-                let sample = crate::pressure::MemorySample {
+                let sample = crate::analyze::pressure::MemorySample {
                     at_us: clock.now_us(),
                     mem_pct: reading.mem_pct,
                     swap_used_bytes: reading.swap_used_bytes,
                 };
                 if events
-                    .try_send(crate::event::Event::Memory(sample))
+                    .try_send(crate::measure::event::Event::Memory(sample))
                     .is_err_and(|e| e.is_disconnected())
                 {
                     return;

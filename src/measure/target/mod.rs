@@ -2,7 +2,7 @@
 //! starts itself ([`EmbeddedServer`]).
 //!
 //! [`ConnInfo`] is the one description of a server every connection is made from: the control
-//! connection (redis-rs), the probes and the writer (the hand-written [`crate::resp::RawConn`]).
+//! connection (redis-rs), the probes and the writer (the hand-written [`crate::measure::resp::RawConn`]).
 //! Its `Display` never shows the password.
 
 mod spawn;
@@ -150,7 +150,7 @@ impl ConnInfo {
     }
 
     /// A TCP connection with Nagle off and the configured timeouts (no TLS: see
-    /// [`crate::resp::RawConn::connect`] for a connection that honours `tls`).
+    /// [`crate::measure::resp::RawConn::connect`] for a connection that honours `tls`).
     pub fn tcp_connect(&self) -> Result<TcpStream> {
         let addr = self.socket_addr()?;
         let stream = TcpStream::connect_timeout(&addr, self.connect_timeout)

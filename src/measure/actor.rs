@@ -9,13 +9,13 @@ use std::thread::JoinHandle;
 use anyhow::Result;
 use crossbeam_channel::Sender;
 
-use crate::clock::RunClock;
-use crate::event::Event;
-use crate::serverview::{ViewSetup, Want, settings_for_writes};
-use crate::target::ConnInfo;
+use crate::measure::clock::RunClock;
+use crate::measure::event::Event;
+use crate::measure::serverview::{ViewSetup, Want, settings_for_writes};
+use crate::measure::target::ConnInfo;
 
 /// A measurement thread that runs beside the probes on the run's clock and decides when the run
-/// ends: the writer of the main job ([`crate::writer::WriterActor`]), the stall injector of `probe calibrate`.
+/// ends: the writer of the main job ([`crate::measure::writer::WriterActor`]), the stall injector of `probe calibrate`.
 /// It sends its events as [`Event::Write`] and ends with [`Event::WriterDone`] (or
 /// [`Event::WriterFailed`]); it stops early when its `stop` flag is set.
 pub trait Actor: Send {

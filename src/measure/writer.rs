@@ -17,15 +17,17 @@ use crossbeam_channel::Sender;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::actor::{Actor, ActorContext};
-use crate::clock::RunClock;
-use crate::event::Event;
-use crate::hostmem::HostMemorySampler;
-use crate::pressure::{HostRoom, ServerRoom, check_host, check_maxmemory, server_growth_bytes};
+use crate::analyze::pressure::{
+    HostRoom, ServerRoom, check_host, check_maxmemory, server_growth_bytes,
+};
+use crate::measure::actor::{Actor, ActorContext};
+use crate::measure::clock::RunClock;
+use crate::measure::event::Event;
+use crate::measure::hostmem::HostMemorySampler;
+use crate::measure::resp::{RawConn, Reply};
+use crate::measure::serverview::{ServerFigures, ServerView, ViewSetup};
+use crate::measure::target::{ConnInfo, info_field};
 use crate::record::{WriteOp, WriteRecord};
-use crate::resp::{RawConn, Reply};
-use crate::serverview::{ServerFigures, ServerView, ViewSetup};
-use crate::target::{ConnInfo, info_field};
 use crate::units::format_size;
 
 /// What the writer does, validated.
@@ -231,9 +233,9 @@ impl WriterPlan {
 /// (INFO memory) and, on this host, in the memory available without swapping (the tool's own
 /// value buffer, plus the server's copies when the server runs here). The error says how much
 /// memory the plan needs. `--force-memory` skips it.
-pub fn check_plan_memory(plan: &WriterPlan, target: &crate::target::Target) -> Result<()> {
+pub fn check_plan_memory(plan: &WriterPlan, target: &crate::measure::target::Target) -> Result<()> {
+    use crate::analyze::pressure::{HostRoom, plan_server_peak_bytes};
     use crate::error::UsageError;
-    use crate::pressure::{HostRoom, plan_server_peak_bytes};
 
     let server_peak = plan_server_peak_bytes(&plan.sizes, plan.repeat, plan.overwrite, plan.keep);
     let sizes: Vec<String> = plan.sizes.iter().map(|&s| format_size(s)).collect();
@@ -488,9 +490,12 @@ impl Writer {
         let sent_result = match step.op {
             WriteOp::Set | WriteOp::Overwrite => self.conn.send_set(step.key.as_bytes(), value),
             // The writer's plan holds no injections (those are `probe calibrate`'s).
-            WriteOp::Delete | WriteOp::Inject => self
-                .conn
-                .send_raw(&crate::resp::encode_command(&[b"DEL", step.key.as_bytes()])),
+            WriteOp::Delete | WriteOp::Inject => {
+                self.conn.send_raw(&crate::measure::resp::encode_command(&[
+                    b"DEL",
+                    step.key.as_bytes(),
+                ]))
+            }
             WriteOp::Command => {
                 let args: Vec<&[u8]> = step
                     .command
@@ -498,7 +503,8 @@ impl Writer {
                     .flatten()
                     .map(|arg| arg.as_bytes())
                     .collect();
-                self.conn.send_raw(&crate::resp::encode_command(&args))
+                self.conn
+                    .send_raw(&crate::measure::resp::encode_command(&args))
             }
         };
         let sent = Instant::now();

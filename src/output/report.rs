@@ -1,10 +1,10 @@
 //! Text for the terminal: one line per write in the spirit of the seed benchmark, then the
 //! baseline and the stall list. Pure formatting: the caller decides where it goes.
 
-use crate::correlate::{Analysis, Baseline, Stall, WriteSummary};
-use crate::pressure::human_bytes;
+use crate::analyze::correlate::{Analysis, Baseline, Stall, WriteSummary};
+use crate::analyze::pressure::human_bytes;
+use crate::analyze::stats::{SizeModel, SizeSpread, Spread};
 use crate::record::{WriteOp, WriteRecord};
-use crate::stats::{SizeModel, SizeSpread, Spread};
 use crate::units::format_size;
 
 /// One line per write, e.g.

@@ -2,7 +2,7 @@
 //! (so nobody mistakes swap for Redis's own cost), and whether a write may be sent at all
 //! without pushing the host into swap or the server past its `maxmemory`.
 //!
-//! The readings come from a sampler thread ([`crate::hostmem::spawn_memory_sampler`]) on the
+//! The readings come from a sampler thread ([`crate::measure::hostmem::spawn_memory_sampler`]) on the
 //! run's clock; everything here works on recorded numbers and is tested on synthetic samples.
 
 use serde::Serialize;

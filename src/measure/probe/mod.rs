@@ -28,11 +28,11 @@ use anyhow::{Context, Result};
 use crossbeam_channel::{Sender, TrySendError};
 use serde::Serialize;
 
-use crate::clock::{RunClock, tighten_timer_slack};
-use crate::event::Event;
+use crate::measure::clock::{RunClock, tighten_timer_slack};
+use crate::measure::event::Event;
+use crate::measure::resp::encode_command;
+use crate::measure::target::ConnInfo;
 use crate::record::{ProbeCmd, ProbeRecord};
-use crate::resp::encode_command;
-use crate::target::ConnInfo;
 
 use inflight::{Arrival, InFlight, Outstanding};
 use socket::ProbeSocket;
@@ -248,7 +248,7 @@ enum Broken {
 impl ProbeWorker {
     fn run(mut self) {
         tighten_timer_slack();
-        if self.realtime && crate::clock::try_realtime_priority() {
+        if self.realtime && crate::measure::clock::try_realtime_priority() {
             self.shared.realtime_threads.fetch_add(1, Ordering::Relaxed);
         }
         let mut seq: u64 = 0;

@@ -9,8 +9,8 @@
 use std::collections::VecDeque;
 use std::io;
 
+use crate::measure::resp::{Reply, ReplyLimits, parse_reply};
 use crate::record::{ProbeCmd, ProbeRecord};
-use crate::resp::{Reply, ReplyLimits, parse_reply};
 
 /// The most bytes of unfinished replies a connection may hold: a probe's reply is a few dozen.
 const MAX_PENDING_BYTES: usize = 2 * 1024 * 1024;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::target::ConnInfo;
+use crate::measure::target::ConnInfo;
 
 /// A reply from the server, as far as the tool needs to understand it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +124,7 @@ impl RawConn {
             None => Stream::Plain(socket),
             Some(tls) => {
                 let config = tls.client_config()?;
-                let name = crate::target::TlsSettings::server_name(&info.host)?;
+                let name = crate::measure::target::TlsSettings::server_name(&info.host)?;
                 let session = rustls::ClientConnection::new(config, name)
                     .with_context(|| format!("starting TLS with {info}"))?;
                 let mut stream = rustls::StreamOwned::new(session, socket);

@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use crate::findings::WriteSummary;
+use crate::analyze::findings::WriteSummary;
 use crate::record::WriteOp;
 
 /// Nominal level of the interval for the median.

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use crate::resp::RawConn;
-use crate::target::ConnInfo;
+use crate::measure::resp::RawConn;
+use crate::measure::target::ConnInfo;
 
 /// Most bytes one plain read asks for.
 const READ_BYTES: usize = 16 * 1024;

@@ -2,7 +2,7 @@
 //! module of its own so that the threads (probe, writer, host memory, injector) and the run that
 //! collects them do not depend on each other.
 
-use crate::pressure::MemorySample;
+use crate::analyze::pressure::MemorySample;
 use crate::record::{ProbeRecord, WriteRecord};
 
 /// What the measurement threads send to the collector, all on one clock.

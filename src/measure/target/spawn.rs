@@ -273,7 +273,8 @@ impl EmbeddedServer {
                 );
             }
             // Any reply counts, NOAUTH included (a --server-arg may set requirepass).
-            if let Ok(mut raw) = crate::resp::RawConn::connect(&ConnInfo::loopback(self.port))
+            if let Ok(mut raw) =
+                crate::measure::resp::RawConn::connect(&ConnInfo::loopback(self.port))
                 && raw.command(&[b"PING"]).is_ok()
             {
                 return Ok(());

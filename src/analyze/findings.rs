@@ -1,7 +1,7 @@
 //! What the correlator finds, one type per finding: the baseline, a stall episode, a write's
 //! summary. Each is a row of an export (run.json, stalls.csv, summary.csv), so the files come
 //! from the same structs. In a module of their own so that the correlator and the statistics
-//! over its findings ([`crate::stats`]) do not depend on each other.
+//! over its findings ([`crate::analyze::stats`]) do not depend on each other.
 
 use serde::Serialize;
 

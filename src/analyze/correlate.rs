@@ -16,7 +16,7 @@
 //! client host was busy). Those are reported apart as client hiccups, never as server stalls.
 //!
 //! # Head-of-line delay
-//! Probes are pipelined ([`crate::probe`]): each leaves at its intended time whatever earlier
+//! Probes are pipelined ([`crate::measure::probe`]): each leaves at its intended time whatever earlier
 //! probes are doing, so a probe's latency is how long a client that arrived at that moment
 //! waited for the server. A write's `hol_delay_ms` is the longest such wait among the probes
 //! that overlapped it, less the idle round trip (the baseline median); its resolution is the
@@ -24,10 +24,10 @@
 
 use serde::Serialize;
 
-pub use crate::findings::{Baseline, Stall, WriteSummary};
-use crate::pressure::{MemorySample, assess};
+pub use crate::analyze::findings::{Baseline, Stall, WriteSummary};
+use crate::analyze::pressure::{MemorySample, assess};
+use crate::analyze::stats::{SizeModel, SizeSpread, by_size, size_model};
 use crate::record::{ProbeRecord, WriteRecord};
-use crate::stats::{SizeModel, SizeSpread, by_size, size_model};
 
 /// Settings of the analysis.
 #[derive(Debug, Clone, Copy, Serialize)]

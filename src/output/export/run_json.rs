@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::correlate::Analysis;
-use crate::target::ServerFacts;
+use crate::analyze::correlate::Analysis;
+use crate::measure::target::ServerFacts;
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,10 +56,10 @@ pub struct HostInfo {
 impl HostInfo {
     /// Reads the host now.
     pub fn read() -> HostInfo {
-        let memory = crate::hostmem::HostMemorySampler::new().sample();
+        let memory = crate::measure::hostmem::HostMemorySampler::new().sample();
         HostInfo {
             hostname: sysinfo::System::host_name().ok(),
-            cpus: crate::hostmem::logical_cpus(),
+            cpus: crate::measure::hostmem::logical_cpus(),
             memory_total_bytes: memory.total_bytes,
             swap_total_bytes: memory.swap_total_bytes,
             os: sysinfo::System::long_os_version().ok().map(|os| {
@@ -98,7 +98,7 @@ pub struct RunJson<'a, O: Serialize> {
     pub options: &'a O,
     /// How the probes were taken: the engine's version (runs of different engines have
     /// `hol_delay_ms` that are not comparable) and the clock of `reply_us`.
-    pub probe_engine: crate::probe::ProbeEngineInfo,
+    pub probe_engine: crate::measure::probe::ProbeEngineInfo,
     /// Probe records the collector could not keep up with (expected 0).
     pub probes_dropped: u64,
     /// Probe records kept.

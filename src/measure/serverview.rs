@@ -23,8 +23,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
-use crate::resp::{RawConn, Reply};
-use crate::target::{ConnInfo, info_field};
+use crate::measure::resp::{RawConn, Reply};
+use crate::measure::target::{ConnInfo, info_field};
 
 /// What a run wants of a numeric server setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
