@@ -1,30 +1,54 @@
-//! The correlator: pure functions from a recorded timeline (probes and writes, all on the run's
-//! clock) to findings: the baseline, the stall episodes, and per write how long other clients
-//! were kept waiting. No sockets, no threads, no clock: everything here is testable on synthetic
-//! timelines.
+//! The correlator: from a recorded timeline (probes and writes, all on the run's clock) to
+//! findings: the baseline, the stall episodes, per write how long other clients were kept
+//! waiting, and per interval the probes' latency. No sockets, no threads, no clock: everything
+//! here is testable on synthetic timelines.
+//!
+//! It streams: [`Correlator`] takes events as they arrive, in any order the threads deliver
+//! them, and hands out each finding once no event still to come can change it, keeping only
+//! what an open window needs. A run of any length uses the same memory. [`correlate`] is the
+//! same correlator fed a whole timeline at once, and a property test checks that both give the
+//! same findings.
 //!
 //! # Stall episodes
 //! A probe whose intended send time `t` is followed by no reply from the server (to any probe)
 //! until `e`, with `e - t` above the threshold, proves the server was silent over `[t, e]`
-//! while a client was waiting. Such intervals from all probes are merged into episodes: start =
-//! the intended send of the first delayed probe, end = the reply that broke the silence. The
-//! true stall began at most one aggregate probe interval before the start, so the duration is
-//! accurate to about one interval (0.5 ms at 2 threads × 1000/s).
+//! while a client was waiting. Every probe intended in one gap between two consecutive replies
+//! ends its silence at the same reply, so an episode is one such gap: start = the intended send
+//! of its first probe, end = the reply that broke the silence. The true stall began at most one
+//! aggregate probe interval before the start, so the duration is accurate to about one interval
+//! (0.5 ms at 2 threads × 1000/s).
 //!
 //! An episode in which no probe was actually on the wire longer than the threshold was not the
 //! server: every delayed probe left late, so the probe threads themselves were held up (the
 //! client host was busy). Those are reported apart as client hiccups, never as server stalls.
 //!
 //! # Head-of-line delay
-//! Probes are pipelined ([`crate::measure::probe`]): each leaves at its intended time whatever earlier
-//! probes are doing, so a probe's latency is how long a client that arrived at that moment
-//! waited for the server. A write's `hol_delay_ms` is the longest such wait among the probes
-//! that overlapped it, less the idle round trip (the baseline median); its resolution is the
-//! aggregate probe interval, and it does not grow with the probe rate.
+//! Probes are pipelined ([`crate::measure::probe`]): each leaves at its intended time whatever
+//! earlier probes are doing, so a probe's latency is how long a client that arrived at that
+//! moment waited for the server. A write's `hol_delay_ms` is the longest such wait among the
+//! probes that overlapped it, less the idle round trip: the median latency of the baseline
+//! probes answered before the write began (what the server gave when left alone up to then,
+//! known when the write ends, so the figure is final at once and never moves afterwards). Its
+//! resolution is the aggregate probe interval, and it does not grow with the probe rate.
+//!
+//! # When a finding is final
+//! The caller says how far each input is complete ([`Horizon`]): every probe intended up to
+//! `probes_through_us` is in (the slowest probe thread's last intended send; a probe thread
+//! delivers its probes in order), and no write still to come starts before `writes_from_us`
+//! (the writer's current write's start, or now when it is idle). Any reply still to come is
+//! then later than `probes_through_us`, so the timeline is swept in time order up to there; a
+//! stall is handed out once no unknown write can overlap it; a write once every probe and stall
+//! touching it is known (and a host memory reading after it, when there are readings); an
+//! interval once every probe intended in it and every stall touching it is known. The writes
+//! of one actor must not overlap each other (one thread sends them one after the other).
 
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
-pub use crate::analyze::findings::{Baseline, Stall, WriteSummary};
+pub use crate::analyze::findings::{Baseline, Interval, Stall, WriteSummary};
 use crate::analyze::pressure::{MemorySample, assess};
 use crate::analyze::stats::{SizeModel, SizeSpread, by_size, size_model};
 use crate::record::{ProbeRecord, WriteRecord};
@@ -57,6 +81,24 @@ pub struct Analysis {
     pub size_model: Option<SizeModel>,
 }
 
+impl Analysis {
+    /// Files one finding (intervals are not kept here).
+    pub fn push(&mut self, finding: Finding) {
+        match finding {
+            Finding::Stall(stall) => self.stalls.push(stall),
+            Finding::Hiccup(stall) => self.client_hiccups.push(stall),
+            Finding::Write(summary) => self.writes.push(summary),
+            Finding::Interval(_) => {}
+        }
+    }
+
+    /// Recomputes the statistics over the writes (`by_size`, `size_model`).
+    pub fn summarize_writes(&mut self) {
+        self.by_size = by_size(&self.writes);
+        self.size_model = size_model(&self.writes);
+    }
+}
+
 /// Runs the whole analysis, without host memory samples (memory pressure then rests on the
 /// writer's own reading after each write).
 pub fn correlate(
@@ -68,90 +110,723 @@ pub fn correlate(
 }
 
 /// Runs the whole analysis, with the host memory samples of the run (sorted by time) for the
-/// memory-pressure flags.
+/// memory-pressure flags: the streaming correlator fed the whole timeline at once.
 pub fn correlate_with_memory(
     probes: &[ProbeRecord],
     writes: &[WriteRecord],
     memory: &[MemorySample],
     config: CorrelateConfig,
 ) -> Analysis {
-    let windows: Vec<(u64, u64)> = writes.iter().map(|w| (w.start_us, w.reply_us)).collect();
-    let baseline = baseline(probes, &windows);
-    let (mut stalls, mut client_hiccups) = stall_episodes(probes, config.stall_threshold_us);
-    for episode in stalls.iter_mut().chain(client_hiccups.iter_mut()) {
-        episode.write_seq = overlapping_write(episode, writes);
+    let mut correlator = Correlator::new(config);
+    for write in writes {
+        correlator.write(write.clone());
     }
-    let index = ProbeIndex::new(probes);
-    let writes: Vec<WriteSummary> = writes
-        .iter()
-        .map(|w| {
-            summarize_write(
-                w,
-                &index,
-                &stalls,
-                &baseline,
-                memory,
-                config.stall_threshold_us,
-            )
-        })
-        .collect();
-    Analysis {
-        baseline,
-        stalls,
-        client_hiccups,
-        by_size: by_size(&writes),
-        size_model: size_model(&writes),
-        writes,
+    for probe in probes {
+        correlator.probe(probe);
     }
+    for sample in memory {
+        correlator.memory(*sample);
+    }
+    correlator.finish();
+    let mut analysis = Analysis {
+        baseline: correlator.baseline(),
+        ..Analysis::default()
+    };
+    for finding in correlator.drain() {
+        analysis.push(finding);
+    }
+    analysis.summarize_writes();
+    analysis
 }
 
-/// Probe indices by intended send time, so that a write looks only at the probes that can
-/// overlap it (a run has ~100k probes and ~100 writes, and is analysed after every write).
-struct ProbeIndex<'a> {
-    probes: &'a [ProbeRecord],
-    order: Vec<usize>,
-    intended: Vec<u64>,
-    max_latency_us: u64,
+/// What the correlator hands out, each once it is final.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// A server stall episode (in time order among stalls).
+    Stall(Stall),
+    /// A silence that was the client host's (in time order among hiccups).
+    Hiccup(Stall),
+    /// A write's summary (in write order).
+    Write(WriteSummary),
+    /// One interval of the timeline (in time order), when intervals are on.
+    Interval(Interval),
 }
 
-impl<'a> ProbeIndex<'a> {
-    fn new(probes: &'a [ProbeRecord]) -> Self {
-        let mut order: Vec<usize> = (0..probes.len()).collect();
-        order.sort_unstable_by_key(|&i| probes[i].intended_us);
-        ProbeIndex {
-            probes,
-            intended: order.iter().map(|&i| probes[i].intended_us).collect(),
-            order,
-            max_latency_us: probes
-                .iter()
-                .filter_map(|p| p.latency_us)
-                .max()
-                .unwrap_or(0),
+/// How far each input is complete; see the module comment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Horizon {
+    /// Every probe intended at or before this has been given, µs.
+    pub probes_through_us: u64,
+    /// No write still to come starts before this, µs.
+    pub writes_from_us: u64,
+}
+
+/// Counts of exact µs values, for exact nearest-rank percentiles in bounded memory: a dense
+/// array below 64 ms, a map above (latencies cluster, so the map stays small).
+#[derive(Debug, Clone)]
+struct Counts {
+    dense: Vec<u64>,
+    sparse: BTreeMap<u64, u64>,
+    total: u64,
+    max: Option<u64>,
+}
+
+const DENSE_US: usize = 1 << 16;
+
+impl Counts {
+    fn new() -> Counts {
+        Counts {
+            dense: Vec::new(),
+            sparse: BTreeMap::new(),
+            total: 0,
+            max: None,
         }
     }
 
-    /// The probes whose [intended, reply] can meet [from, to].
-    fn around(&self, from: u64, to: u64) -> impl Iterator<Item = &'a ProbeRecord> {
-        let lo = self
-            .intended
-            .partition_point(|&t| t < from.saturating_sub(self.max_latency_us));
-        let hi = self.intended.partition_point(|&t| t <= to).max(lo);
-        self.order[lo..hi].iter().map(|&i| &self.probes[i])
+    fn add(&mut self, value: u64) {
+        if (value as usize) < DENSE_US {
+            if self.dense.is_empty() {
+                self.dense = vec![0; DENSE_US];
+            }
+            self.dense[value as usize] += 1;
+        } else {
+            *self.sparse.entry(value).or_insert(0) += 1;
+        }
+        self.total += 1;
+        self.max = Some(self.max.map_or(value, |m| m.max(value)));
+    }
+
+    /// Nearest-rank percentile, as [`percentile`] over the sorted values (0 when empty).
+    fn percentile(&self, pct: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let rank = (((pct / 100.0) * self.total as f64).ceil() as u64).clamp(1, self.total);
+        let mut seen = 0;
+        for (value, &n) in self.dense.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return value as u64;
+            }
+        }
+        for (&value, &n) in &self.sparse {
+            seen += n;
+            if seen >= rank {
+                return value;
+            }
+        }
+        self.max.unwrap_or(0)
     }
 }
 
+/// The silence since the last reply swept: the probes intended in it so far.
+#[derive(Debug, Clone, Copy, Default)]
+struct Gap {
+    /// Intended send of its first probe (`None`: no probe waits since the last reply).
+    first_us: Option<u64>,
+    /// Probes in it that waited past the threshold (or got no reply).
+    delayed: u64,
+    /// The latest intended time in it, and how many delayed probes share it (a probe intended
+    /// at the very reply that ends the gap is not inside the episode).
+    last_us: u64,
+    delayed_at_last: u64,
+}
+
+/// (latency, intended, thread, seq, send lag) of a write's worst probe, ordered so that among
+/// equal latencies the earliest probe wins.
+type WorstKey = (u64, Reverse<u64>, Reverse<u16>, Reverse<u64>, u64);
+
+/// A write waiting for its figures to be final.
+#[derive(Debug, Clone)]
+struct OpenWrite {
+    record: WriteRecord,
+    probes_in_window: u64,
+    probes_delayed: u64,
+    /// (latency, intended, thread, seq, send lag) of the worst probe: the key orders ties the
+    /// same way whatever order the probes came in.
+    worst: Option<WorstKey>,
+    stall_us: u64,
+    stall_during_send_us: u64,
+    stall_after_send_us: u64,
+    /// Median of the baseline probes answered before the write began, once known.
+    baseline_p50_us: Option<u64>,
+}
+
+impl OpenWrite {
+    fn take_probe(&mut self, probe: &ProbeRecord, threshold_us: u64) {
+        let (Some(reply_us), Some(latency_us)) = (probe.reply_us, probe.latency_us) else {
+            return;
+        };
+        self.take_answered(
+            &Answered {
+                reply_us,
+                intended_us: probe.intended_us,
+                latency_us,
+                sent_us: probe.sent_us,
+                thread: probe.thread,
+                seq: probe.seq,
+            },
+            threshold_us,
+        );
+    }
+
+    fn take_answered(&mut self, probe: &Answered, threshold_us: u64) {
+        let (ws, we) = (self.record.start_us, self.record.reply_us);
+        let latency = probe.latency_us;
+        if probe.intended_us <= we && probe.reply_us >= ws {
+            self.probes_in_window += 1;
+            if latency > threshold_us {
+                self.probes_delayed += 1;
+            }
+            let key = (
+                latency,
+                Reverse(probe.intended_us),
+                Reverse(probe.thread),
+                Reverse(probe.seq),
+                probe.sent_us.saturating_sub(probe.intended_us),
+            );
+            if self.worst.is_none_or(|w| key > w) {
+                self.worst = Some(key);
+            }
+        }
+    }
+
+    fn take_stall(&mut self, stall: &Stall) {
+        let (ws, we) = (self.record.start_us, self.record.reply_us);
+        let sent = self.record.sent_us.clamp(ws, we);
+        self.stall_us += overlap(stall.start_us, stall.end_us, ws, we);
+        self.stall_during_send_us += overlap(stall.start_us, stall.end_us, ws, sent);
+        self.stall_after_send_us += overlap(stall.start_us, stall.end_us, sent, we);
+    }
+}
+
+/// An answered probe waiting to be sorted into the baseline (or not) in reply order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Answered {
+    reply_us: u64,
+    intended_us: u64,
+    latency_us: u64,
+    sent_us: u64,
+    thread: u16,
+    seq: u64,
+}
+
+/// An interval being filled.
+#[derive(Debug, Clone)]
+struct OpenInterval {
+    probes: u64,
+    errors: u64,
+    latency: Histogram<u64>,
+    stalls: u64,
+    stall_us: u64,
+    longest_stall_us: u64,
+}
+
+/// Longest latency an interval histogram holds, µs (longer ones are clamped to it).
+const INTERVAL_HIST_MAX_US: u64 = 3_600_000_000;
+
+fn interval_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, INTERVAL_HIST_MAX_US, 3).expect("valid histogram bounds")
+}
+
+/// The streaming correlator; see the module comment.
+#[derive(Debug)]
+pub struct Correlator {
+    config: CorrelateConfig,
+    interval_us: Option<u64>,
+    /// Probes not yet swept, by intended send: (intended, delayed).
+    ahead_intended: BinaryHeap<Reverse<(u64, bool)>>,
+    /// Replies not yet swept.
+    ahead_replies: BinaryHeap<Reverse<u64>>,
+    /// Everything at or before this has been swept.
+    swept_through: Option<u64>,
+    gap: Gap,
+    /// Answered probes by send time, for "was a probe on the wire"; those sent long enough
+    /// before the sweep are folded into `wire_latest_reply`.
+    wire: BinaryHeap<Reverse<(u64, u64)>>,
+    wire_latest_reply: Option<u64>,
+    /// Stall episodes closed by the sweep, waiting until no unknown write can overlap them
+    /// (with `true` for a server stall, `false` for a client hiccup).
+    closed: VecDeque<(Stall, bool)>,
+    /// Answered probes not yet sorted into the baseline, by reply.
+    unsorted: BinaryHeap<Reverse<Answered>>,
+    baseline_latency: Counts,
+    send_lag: Counts,
+    probe_errors: u64,
+    /// Windows `(seq, start, reply)` of every write given, in order.
+    windows: Vec<(u32, u64, u64)>,
+    open_writes: VecDeque<OpenWrite>,
+    memory: VecDeque<MemorySample>,
+    memory_ended: bool,
+    intervals: BTreeMap<u64, OpenInterval>,
+    /// Intervals before this index have been handed out.
+    intervals_done: u64,
+    horizon: Horizon,
+    finished: bool,
+    out: Vec<Finding>,
+}
+
+impl Correlator {
+    /// A correlator with no intervals.
+    pub fn new(config: CorrelateConfig) -> Correlator {
+        Correlator {
+            config,
+            interval_us: None,
+            ahead_intended: BinaryHeap::new(),
+            ahead_replies: BinaryHeap::new(),
+            swept_through: None,
+            gap: Gap::default(),
+            wire: BinaryHeap::new(),
+            wire_latest_reply: None,
+            closed: VecDeque::new(),
+            unsorted: BinaryHeap::new(),
+            baseline_latency: Counts::new(),
+            send_lag: Counts::new(),
+            probe_errors: 0,
+            windows: Vec::new(),
+            open_writes: VecDeque::new(),
+            memory: VecDeque::new(),
+            memory_ended: false,
+            intervals: BTreeMap::new(),
+            intervals_done: 0,
+            horizon: Horizon {
+                probes_through_us: 0,
+                writes_from_us: 0,
+            },
+            finished: false,
+            out: Vec::new(),
+        }
+    }
+
+    /// Also hands out one [`Interval`] per `interval_us` of the run (from time 0).
+    pub fn with_intervals(mut self, interval_us: u64) -> Correlator {
+        self.interval_us = Some(interval_us.max(1));
+        self
+    }
+
+    /// Takes one probe.
+    pub fn probe(&mut self, probe: &ProbeRecord) {
+        let threshold = self.config.stall_threshold_us;
+        let delayed = probe.latency_us.is_none_or(|l| l > threshold);
+        self.ahead_intended
+            .push(Reverse((probe.intended_us, delayed)));
+        self.send_lag.add(probe.send_lag_us());
+        if !probe.ok {
+            self.probe_errors += 1;
+        }
+        if let Some(reply) = probe.reply_us {
+            self.ahead_replies.push(Reverse(reply));
+            self.wire.push(Reverse((probe.sent_us, reply)));
+            if let Some(latency) = probe.latency_us {
+                self.unsorted.push(Reverse(Answered {
+                    reply_us: reply,
+                    intended_us: probe.intended_us,
+                    latency_us: latency,
+                    sent_us: probe.sent_us,
+                    thread: probe.thread,
+                    seq: probe.seq,
+                }));
+            }
+        }
+        for write in &mut self.open_writes {
+            write.take_probe(probe, threshold);
+        }
+        if let Some(len) = self.interval_us {
+            let index = probe.intended_us / len;
+            let interval = self.intervals.entry(index).or_insert_with(|| OpenInterval {
+                probes: 0,
+                errors: 0,
+                latency: interval_histogram(),
+                stalls: 0,
+                stall_us: 0,
+                longest_stall_us: 0,
+            });
+            interval.probes += 1;
+            if !probe.ok {
+                interval.errors += 1;
+            }
+            if let Some(latency) = probe.latency_us {
+                interval.latency.saturating_record(latency.max(1));
+            }
+        }
+    }
+
+    /// Takes one write (its window must not overlap an earlier one's).
+    pub fn write(&mut self, record: WriteRecord) {
+        let threshold = self.config.stall_threshold_us;
+        self.windows
+            .push((record.seq, record.start_us, record.reply_us));
+        let mut open = OpenWrite {
+            record,
+            probes_in_window: 0,
+            probes_delayed: 0,
+            worst: None,
+            stall_us: 0,
+            stall_during_send_us: 0,
+            stall_after_send_us: 0,
+            baseline_p50_us: None,
+        };
+        // The probes already given that can overlap it are among those not yet sorted into the
+        // baseline: the others were answered before `writes_from_us`, so before it began.
+        for answered in &self.unsorted {
+            open.take_answered(&answered.0, threshold);
+        }
+        self.open_writes.push_back(open);
+    }
+
+    /// Takes one host memory reading (in time order).
+    pub fn memory(&mut self, sample: MemorySample) {
+        self.memory.push_back(sample);
+    }
+
+    /// No more host memory readings will come (or none ever will).
+    pub fn memory_ended(&mut self) {
+        self.memory_ended = true;
+    }
+
+    /// Moves the horizon on and makes final what it allows.
+    pub fn advance(&mut self, horizon: Horizon) {
+        self.horizon = Horizon {
+            probes_through_us: horizon
+                .probes_through_us
+                .max(self.horizon.probes_through_us),
+            writes_from_us: horizon.writes_from_us.max(self.horizon.writes_from_us),
+        };
+        self.settle();
+    }
+
+    /// Every input is in: makes everything final.
+    pub fn finish(&mut self) {
+        self.finished = true;
+        self.memory_ended = true;
+        self.horizon = Horizon {
+            probes_through_us: u64::MAX,
+            writes_from_us: u64::MAX,
+        };
+        self.sweep();
+        // A silence still open at the end was broken by no reply: it proves nothing.
+        self.gap = Gap::default();
+        self.settle();
+    }
+
+    /// Findings made final since the last call, in the order they became final.
+    pub fn drain(&mut self) -> Vec<Finding> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The baseline so far (over the whole run once finished).
+    pub fn baseline(&self) -> Baseline {
+        Baseline {
+            probes: self.baseline_latency.total,
+            p50_us: self.baseline_latency.percentile(50.0),
+            p99_us: self.baseline_latency.percentile(99.0),
+            max_us: self.baseline_latency.max.unwrap_or(0),
+            probe_errors: self.probe_errors,
+            send_lag_p50_us: self.send_lag.percentile(50.0),
+            send_lag_p99_us: self.send_lag.percentile(99.0),
+            send_lag_max_us: self.send_lag.max.unwrap_or(0),
+        }
+    }
+
+    /// Probes and replies held for windows still open (for the memory benchmarks and tests).
+    pub fn held(&self) -> usize {
+        self.ahead_intended.len() + self.ahead_replies.len() + self.wire.len() + self.unsorted.len()
+    }
+
+    fn settle(&mut self) {
+        self.sweep();
+        self.sort_baseline();
+        self.settle_stalls();
+        self.settle_writes();
+        self.settle_intervals();
+        self.trim_memory();
+    }
+
+    /// Sweeps intended sends and replies in time order up to the probe horizon (an intended
+    /// send before a reply at the same µs: that reply ends its silence).
+    fn sweep(&mut self) {
+        let limit = self.horizon.probes_through_us;
+        let threshold = self.config.stall_threshold_us;
+        loop {
+            let next_intended = self
+                .ahead_intended
+                .peek()
+                .map(|r| r.0)
+                .filter(|&(t, _)| t <= limit);
+            let next_reply = self
+                .ahead_replies
+                .peek()
+                .map(|r| r.0)
+                .filter(|&r| r <= limit);
+            match (next_intended, next_reply) {
+                (Some((t, delayed)), reply) if reply.is_none_or(|r| t <= r) => {
+                    self.ahead_intended.pop();
+                    if self.gap.first_us.is_none() {
+                        self.gap = Gap {
+                            first_us: Some(t),
+                            ..Gap::default()
+                        };
+                    }
+                    if t != self.gap.last_us {
+                        self.gap.last_us = t;
+                        self.gap.delayed_at_last = 0;
+                    }
+                    if delayed {
+                        self.gap.delayed += 1;
+                        self.gap.delayed_at_last += 1;
+                    }
+                }
+                (_, Some(reply)) => {
+                    self.ahead_replies.pop();
+                    while let Some(&Reverse((sent, r))) = self.wire.peek() {
+                        if sent + threshold >= reply {
+                            break;
+                        }
+                        self.wire.pop();
+                        self.wire_latest_reply =
+                            Some(self.wire_latest_reply.map_or(r, |l| l.max(r)));
+                    }
+                    let gap = std::mem::take(&mut self.gap);
+                    if let Some(start) = gap.first_us
+                        && reply - start > threshold
+                    {
+                        let delayed = gap.delayed
+                            - if gap.last_us == reply {
+                                gap.delayed_at_last
+                            } else {
+                                0
+                            };
+                        // Was any probe really waiting on the server: sent more than the
+                        // threshold before the silence ended, and answered only at its end or
+                        // later? If every delayed probe left late instead, the silence was this
+                        // host's. (Probes without a reply prove nothing either way.)
+                        let on_wire = self.wire_latest_reply.is_some_and(|l| l >= reply);
+                        let stall = Stall {
+                            start_us: start,
+                            end_us: reply,
+                            duration_ms: (reply - start) as f64 / 1e3,
+                            probes_delayed: delayed,
+                            write_seq: None,
+                        };
+                        if on_wire {
+                            self.stall_into_intervals(&stall);
+                        }
+                        self.closed.push_back((stall, on_wire));
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.swept_through = Some(limit);
+    }
+
+    fn stall_into_intervals(&mut self, stall: &Stall) {
+        let Some(len) = self.interval_us else {
+            return;
+        };
+        for index in stall.start_us / len..=stall.end_us / len {
+            let (from, to) = (index * len, (index + 1) * len);
+            let covered = overlap(stall.start_us, stall.end_us, from, to);
+            if covered == 0 && index != stall.start_us / len {
+                continue;
+            }
+            let interval = self.intervals.entry(index).or_insert_with(|| OpenInterval {
+                probes: 0,
+                errors: 0,
+                latency: interval_histogram(),
+                stalls: 0,
+                stall_us: 0,
+                longest_stall_us: 0,
+            });
+            interval.stall_us += covered;
+            if index == stall.start_us / len {
+                interval.stalls += 1;
+                interval.longest_stall_us =
+                    interval.longest_stall_us.max(stall.end_us - stall.start_us);
+            }
+        }
+    }
+
+    /// Sorts answered probes into the baseline in reply order, as far as no unknown write can
+    /// overlap them and no unknown probe was answered before them.
+    fn sort_baseline(&mut self) {
+        let limit = self
+            .horizon
+            .writes_from_us
+            .min(self.horizon.probes_through_us.saturating_add(1));
+        while let Some(&Reverse(answered)) = self.unsorted.peek() {
+            if answered.reply_us >= limit {
+                break;
+            }
+            self.unsorted.pop();
+            if in_any_window(&self.windows, answered.intended_us, answered.reply_us) {
+                continue;
+            }
+            // The writes that began at or before this reply take their baseline before it
+            // counts.
+            for write in &mut self.open_writes {
+                if write.baseline_p50_us.is_none() && write.record.start_us <= answered.reply_us {
+                    write.baseline_p50_us = Some(self.baseline_latency.percentile(50.0));
+                }
+            }
+            self.baseline_latency.add(answered.latency_us);
+        }
+    }
+
+    /// Hands out closed episodes that no unknown write can overlap, each tied to its write.
+    fn settle_stalls(&mut self) {
+        while let Some((stall, _)) = self.closed.front() {
+            if stall.end_us >= self.horizon.writes_from_us && !self.finished {
+                break;
+            }
+            let (mut stall, on_wire) = self.closed.pop_front().expect("peeked");
+            stall.write_seq = overlapping_write(&stall, &self.windows);
+            if on_wire {
+                for write in &mut self.open_writes {
+                    write.take_stall(&stall);
+                }
+                self.out.push(Finding::Stall(stall));
+            } else {
+                self.out.push(Finding::Hiccup(stall));
+            }
+        }
+    }
+
+    /// Hands out the writes whose figures can no longer change, in order.
+    fn settle_writes(&mut self) {
+        while let Some(write) = self.open_writes.front() {
+            let end = write.record.reply_us;
+            let probes_in = self.finished || self.horizon.probes_through_us >= end;
+            let silence_closed = self.gap.first_us.is_none_or(|first| first > end);
+            let stalls_in = self.closed.front().is_none_or(|(s, _)| s.start_us > end);
+            let memory_in = self.memory_ended || self.memory.back().is_some_and(|m| m.at_us > end);
+            let baseline_in = self.finished
+                || write.baseline_p50_us.is_some()
+                || self.horizon.writes_from_us > write.record.start_us;
+            if !(probes_in && silence_closed && stalls_in && memory_in && baseline_in) {
+                break;
+            }
+            let write = self.open_writes.pop_front().expect("peeked");
+            let baseline_p50 = write
+                .baseline_p50_us
+                .unwrap_or_else(|| self.baseline_latency.percentile(50.0));
+            let memory: Vec<MemorySample> = self.memory.iter().copied().collect();
+            self.out
+                .push(Finding::Write(summarize(&write, baseline_p50, &memory)));
+        }
+    }
+
+    /// Hands out the intervals nothing still to come can change.
+    fn settle_intervals(&mut self) {
+        let Some(len) = self.interval_us else {
+            return;
+        };
+        let swept = if self.finished {
+            u64::MAX
+        } else {
+            self.swept_through.map_or(0, |s| s.saturating_add(1))
+        };
+        while let Some((&index, _)) = self.intervals.first_key_value() {
+            let end = (index + 1).saturating_mul(len);
+            let ready = self.finished
+                || (swept >= end && self.gap.first_us.is_none_or(|first| first >= end));
+            if !ready {
+                break;
+            }
+            // Intervals with no probe at all (a gap in the timeline) are handed out empty.
+            while self.intervals_done < index {
+                let start = self.intervals_done * len;
+                self.out.push(Finding::Interval(Interval::empty(
+                    start,
+                    len,
+                    interval_histogram(),
+                )));
+                self.intervals_done += 1;
+            }
+            let (_, open) = self.intervals.pop_first().expect("peeked");
+            self.out.push(Finding::Interval(Interval {
+                start_us: index * len,
+                length_us: len,
+                probes: open.probes,
+                errors: open.errors,
+                p50_us: open.latency.value_at_quantile(0.5),
+                p99_us: open.latency.value_at_quantile(0.99),
+                p999_us: open.latency.value_at_quantile(0.999),
+                max_us: open.latency.max(),
+                stalls: open.stalls,
+                stall_ms: open.stall_us as f64 / 1e3,
+                longest_stall_ms: open.longest_stall_us as f64 / 1e3,
+                latency: open.latency,
+            }));
+            self.intervals_done = index + 1;
+        }
+    }
+
+    /// Drops host memory readings no write still open or to come needs (keeping the last one
+    /// before them: it is their reference).
+    fn trim_memory(&mut self) {
+        let needed_from = self
+            .open_writes
+            .front()
+            .map_or(self.horizon.writes_from_us, |w| w.record.start_us);
+        while self.memory.len() >= 2 && self.memory[1].at_us < needed_from {
+            self.memory.pop_front();
+        }
+    }
+}
+
+/// A write's summary from its accumulated figures.
+fn summarize(write: &OpenWrite, baseline_p50_us: u64, memory: &[MemorySample]) -> WriteSummary {
+    let record = &write.record;
+    let worst = write.worst.map(|w| w.0);
+    let pressure = assess(
+        record.start_us,
+        record.reply_us,
+        memory,
+        record.host_mem_pct,
+    );
+    WriteSummary {
+        seq: record.seq,
+        op: record.op,
+        size_bytes: record.size_bytes,
+        set_ms: record.set_ms,
+        hol_delay_ms: worst.map(|w| w.saturating_sub(baseline_p50_us) as f64 / 1e3),
+        stall_ms: write.stall_us as f64 / 1e3,
+        probes_delayed: write.probes_delayed,
+        stall_during_send_ms: write.stall_during_send_us as f64 / 1e3,
+        stall_after_send_ms: write.stall_after_send_us as f64 / 1e3,
+        host_mem_pct: record.host_mem_pct,
+        host_swap_pct: record.host_swap_pct,
+        probes_in_window: write.probes_in_window,
+        worst_latency_ms: worst.map(|w| w as f64 / 1e3),
+        ok: record.ok,
+        server_exec_us: record.server_exec_us,
+        server_latency_event_ms: record.server_latency_event_ms,
+        server_eventloop_max_us: record.server_eventloop_max_us,
+        server_request_bytes: record.server_request_bytes,
+        memory_pressure: pressure.memory_pressure,
+        host_mem_peak_pct: pressure.host_mem_peak_pct,
+        host_swap_grew_bytes: pressure.host_swap_grew_bytes,
+        hol_probe_send_lag_ms: write.worst.map(|w| w.4 as f64 / 1e3),
+    }
+}
+
+/// Whether `[start, end]` meets any write window (windows in order, not overlapping).
+fn in_any_window(windows: &[(u32, u64, u64)], start: u64, end: u64) -> bool {
+    let hi = windows.partition_point(|&(_, ws, _)| ws <= end);
+    windows[..hi].last().is_some_and(|&(_, _, we)| we >= start)
+}
+
 /// The write whose window overlaps the episode most (the earlier on a tie), if any does.
-fn overlapping_write(episode: &Stall, writes: &[WriteRecord]) -> Option<u32> {
-    writes
+fn overlapping_write(episode: &Stall, windows: &[(u32, u64, u64)]) -> Option<u32> {
+    let hi = windows.partition_point(|&(_, ws, _)| ws <= episode.end_us);
+    windows[..hi]
         .iter()
-        .map(|w| {
-            (
-                w.seq,
-                overlap(episode.start_us, episode.end_us, w.start_us, w.reply_us),
-            )
-        })
+        .rev()
+        .take_while(|&&(_, _, we)| we >= episode.start_us)
+        .map(|&(seq, ws, we)| (seq, overlap(episode.start_us, episode.end_us, ws, we)))
         .filter(|&(_, o)| o > 0)
-        .max_by_key(|&(seq, o)| (o, std::cmp::Reverse(seq)))
+        .max_by_key(|&(seq, o)| (o, Reverse(seq)))
         .map(|(seq, _)| seq)
 }
 
@@ -164,8 +839,10 @@ pub fn percentile(sorted: &[u64], pct: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn overlaps_any(start: u64, end: u64, windows: &[(u64, u64)]) -> bool {
-    windows.iter().any(|&(ws, we)| start <= we && end >= ws)
+/// Send lag (actual − intended) of every probe: the tool's own timing jitter. Probes never wait
+/// for each other, so a late probe was late only because its thread was.
+pub fn send_lags(probes: &[ProbeRecord]) -> Vec<u64> {
+    probes.iter().map(ProbeRecord::send_lag_us).collect()
 }
 
 /// Length of the intersection of `[a0, a1]` and `[b0, b1]`, µs.
@@ -173,168 +850,14 @@ pub fn overlap(a0: u64, a1: u64, b0: u64, b1: u64) -> u64 {
     a1.min(b1).saturating_sub(a0.max(b0))
 }
 
-fn baseline(probes: &[ProbeRecord], windows: &[(u64, u64)]) -> Baseline {
-    let mut latencies: Vec<u64> = probes
-        .iter()
-        .filter_map(|p| Some((p.intended_us, p.reply_us?, p.latency_us?)))
-        .filter(|&(start, end, _)| !overlaps_any(start, end, windows))
-        .map(|(_, _, latency)| latency)
-        .collect();
-    latencies.sort_unstable();
-    let mut lags = send_lags(probes);
-    lags.sort_unstable();
-    Baseline {
-        probes: latencies.len() as u64,
-        p50_us: percentile(&latencies, 50.0),
-        p99_us: percentile(&latencies, 99.0),
-        max_us: latencies.last().copied().unwrap_or(0),
-        probe_errors: probes.iter().filter(|p| !p.ok).count() as u64,
-        send_lag_p50_us: percentile(&lags, 50.0),
-        send_lag_p99_us: percentile(&lags, 99.0),
-        send_lag_max_us: lags.last().copied().unwrap_or(0),
-    }
-}
-
-/// Send lag (actual − intended) of every probe: the tool's own timing jitter. Probes never wait
-/// for each other, so a late probe was late only because its thread was.
-pub fn send_lags(probes: &[ProbeRecord]) -> Vec<u64> {
-    probes.iter().map(ProbeRecord::send_lag_us).collect()
-}
-
-/// Finds silences: returns (server stalls, client hiccups), each in time order.
-pub fn stall_episodes(probes: &[ProbeRecord], threshold_us: u64) -> (Vec<Stall>, Vec<Stall>) {
-    let mut replies: Vec<u64> = probes.iter().filter_map(|p| p.reply_us).collect();
-    replies.sort_unstable();
-    // Each delayed probe gives a silence [intended, first reply at or after intended].
-    let mut silences: Vec<(u64, u64)> = probes
-        .iter()
-        .filter_map(|p| {
-            let idx = replies.partition_point(|&r| r < p.intended_us);
-            let end = *replies.get(idx)?;
-            (end - p.intended_us > threshold_us).then_some((p.intended_us, end))
-        })
-        .collect();
-    silences.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::new();
-    for (start, end) in silences {
-        match merged.last_mut() {
-            Some(last) if start < last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
-        }
-    }
-    let mut by_intended: Vec<&ProbeRecord> = probes.iter().collect();
-    by_intended.sort_unstable_by_key(|p| p.intended_us);
-    // Answered probes by send time, with the latest reply among each prefix: "some probe sent
-    // before t was still unanswered at e" is then one binary search.
-    let mut by_sent: Vec<(u64, u64)> = probes
-        .iter()
-        .filter_map(|p| Some((p.sent_us, p.reply_us?)))
-        .collect();
-    by_sent.sort_unstable();
-    let latest_reply: Vec<u64> = by_sent
-        .iter()
-        .scan(0, |latest, &(_, reply)| {
-            *latest = reply.max(*latest);
-            Some(*latest)
-        })
-        .collect();
-    let mut stalls = Vec::new();
-    let mut hiccups = Vec::new();
-    for (start, end) in merged {
-        let lo = by_intended.partition_point(|p| p.intended_us < start);
-        let hi = by_intended.partition_point(|p| p.intended_us < end);
-        let inside = &by_intended[lo..hi];
-        let probes_delayed = inside
-            .iter()
-            .filter(|p| p.latency_us.is_none_or(|l| l > threshold_us))
-            .count() as u64;
-        // Was any probe really waiting on the server: sent more than the threshold before the
-        // silence ended, and answered only at its end or later? If every delayed probe left
-        // late instead, the silence was this host's. (Probes without a reply, lost to a reset,
-        // prove nothing either way.)
-        let sent_before = by_sent.partition_point(|&(sent, _)| sent + threshold_us < end);
-        let on_wire = sent_before > 0 && latest_reply[sent_before - 1] >= end;
-        let stall = Stall {
-            start_us: start,
-            end_us: end,
-            duration_ms: (end - start) as f64 / 1e3,
-            probes_delayed,
-            write_seq: None,
-        };
-        if on_wire {
-            stalls.push(stall);
-        } else {
-            hiccups.push(stall);
-        }
-    }
-    (stalls, hiccups)
-}
-
-fn summarize_write(
-    write: &WriteRecord,
-    index: &ProbeIndex<'_>,
-    stalls: &[Stall],
-    baseline: &Baseline,
-    memory: &[MemorySample],
-    threshold_us: u64,
-) -> WriteSummary {
-    let (ws, we) = (write.start_us, write.reply_us);
-    let mut probes_in_window = 0;
-    let mut probes_delayed = 0;
-    let mut worst: Option<u64> = None;
-    let mut worst_send_lag = 0;
-    for probe in index.around(ws, we) {
-        let (Some(reply), Some(latency)) = (probe.reply_us, probe.latency_us) else {
-            continue;
-        };
-        if probe.intended_us <= we && reply >= ws {
-            probes_in_window += 1;
-            if latency > threshold_us {
-                probes_delayed += 1;
-            }
-            if worst.is_none_or(|w| latency > w) {
-                worst = Some(latency);
-                worst_send_lag = probe.send_lag_us();
-            }
-        }
-    }
-    let covered = |from: u64, to: u64| -> f64 {
-        stalls
-            .iter()
-            .map(|s| overlap(s.start_us, s.end_us, from, to))
-            .sum::<u64>() as f64
-            / 1e3
-    };
-    let sent = write.sent_us.clamp(ws, we);
-    let pressure = assess(ws, we, memory, write.host_mem_pct);
-    WriteSummary {
-        seq: write.seq,
-        op: write.op,
-        size_bytes: write.size_bytes,
-        set_ms: write.set_ms,
-        hol_delay_ms: worst.map(|w| w.saturating_sub(baseline.p50_us) as f64 / 1e3),
-        stall_ms: covered(ws, we),
-        probes_delayed,
-        stall_during_send_ms: covered(ws, sent),
-        stall_after_send_ms: covered(sent, we),
-        host_mem_pct: write.host_mem_pct,
-        host_swap_pct: write.host_swap_pct,
-        probes_in_window,
-        worst_latency_ms: worst.map(|w| w as f64 / 1e3),
-        ok: write.ok,
-        server_exec_us: write.server_exec_us,
-        server_latency_event_ms: write.server_latency_event_ms,
-        server_eventloop_max_us: write.server_eventloop_max_us,
-        server_request_bytes: write.server_request_bytes,
-        memory_pressure: pressure.memory_pressure,
-        host_mem_peak_pct: pressure.host_mem_peak_pct,
-        host_swap_grew_bytes: pressure.host_swap_grew_bytes,
-        hol_probe_send_lag_ms: worst.map(|_| worst_send_lag as f64 / 1e3),
-    }
-}
+#[cfg(test)]
+#[path = "correlate_oracle.rs"]
+mod correlate_oracle;
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::record::{ProbeCmd, WriteOp};
 
@@ -573,7 +1096,8 @@ mod tests {
             rec(0, 1_044_600, 1_145_065, 1_145_109),
             rec(1, 1_044_550, 1_145_074, 1_145_127),
         ];
-        let (stalls, hiccups) = stall_episodes(&probes, 1000);
+        let analysis = correlate(&probes, &[], THRESHOLD);
+        let (stalls, hiccups) = (analysis.stalls, analysis.client_hiccups);
         assert!(hiccups.is_empty(), "{hiccups:?}");
         assert_eq!(stalls.len(), 1);
         assert_eq!(stalls[0].start_us, 1_044_500);
@@ -647,5 +1171,262 @@ mod tests {
         assert_eq!(percentile(&data, 100.0), 100);
         assert_eq!(percentile(&[], 50.0), 0);
         assert_eq!(percentile(&[7], 99.9), 7);
+    }
+
+    /// A random timeline: 1 to 3 threads at 1000 to 5000/s each over 0.3 s, freezes of the
+    /// server, late sends (the client's own hiccups), lost and error replies, and writes
+    /// (one after the other) around some of it.
+    fn random_timeline(
+        threads: u16,
+        rate: u64,
+        freezes: &[(u64, u64)],
+        lates: &[(u64, u64)],
+        losses: &[usize],
+        write_spans: &[(u64, u64)],
+    ) -> (Vec<ProbeRecord>, Vec<WriteRecord>) {
+        let period = 1_000_000 / rate;
+        let mut probes = Vec::new();
+        for thread in 0..threads {
+            let mut t = u64::from(thread) * period / u64::from(threads);
+            let mut seq = 0;
+            while t < 300_000 {
+                let mut sent = t;
+                for &(from, len) in lates {
+                    if t >= from && t < from + len {
+                        sent = from + len + (t % 7);
+                    }
+                }
+                let mut reply = sent + 25 + (t * 7919 % 40);
+                for &(fs, fe) in freezes {
+                    if reply > fs && sent < fe {
+                        reply = fe + 20 + (t % 13);
+                    }
+                }
+                let mut p = probe(thread, t, sent, reply);
+                p.seq = seq;
+                // A thread held up reads what arrived meanwhile only when it runs again.
+                for &(from, len) in lates {
+                    if reply >= from && reply < from + len && thread % 2 == 0 {
+                        p.read_us = Some(from + len + 3);
+                    }
+                }
+                probes.push(p);
+                seq += 1;
+                t += period;
+            }
+        }
+        for &i in losses {
+            let n = probes.len().max(1);
+            if let Some(p) = probes.get_mut(i % n) {
+                if i % 2 == 0 {
+                    p.reply_us = None;
+                    p.read_us = None;
+                    p.latency_us = None;
+                }
+                p.ok = false;
+                p.error = Some("lost".into());
+            }
+        }
+        let mut writes = Vec::new();
+        let mut from = 0;
+        for (i, &(gap, len)) in write_spans.iter().enumerate() {
+            let start = from + gap;
+            let reply = start + len;
+            let op = [WriteOp::Set, WriteOp::Overwrite, WriteOp::Delete][i % 3];
+            writes.push(write(i as u32 + 1, op, start, start + len / 2, reply));
+            from = reply + 1;
+        }
+        (probes, writes)
+    }
+
+    /// Feeds the timeline as the run's threads would: each probe when its thread has read it
+    /// (in order per thread, threads interleaved by read time), each write at its reply, the
+    /// horizon moved every `step_us` of the clock.
+    fn streamed(
+        probes: &[ProbeRecord],
+        writes: &[WriteRecord],
+        memory: &[MemorySample],
+        step_us: u64,
+        intervals: Option<u64>,
+    ) -> (Analysis, Vec<Interval>) {
+        let mut correlator = Correlator::new(THRESHOLD);
+        if let Some(len) = intervals {
+            correlator = correlator.with_intervals(len);
+        }
+        // A probe reaches the collector when its thread read it; a failed one at its intended
+        // time plus a little. A thread delivers in order.
+        let delivered = |p: &ProbeRecord| p.read_us.unwrap_or(p.intended_us + 500);
+        let mut order: Vec<&ProbeRecord> = probes.iter().collect();
+        order.sort_by_key(|p| (p.thread, p.seq));
+        let threads = probes.iter().map(|p| p.thread).max().map_or(0, |t| t + 1);
+        let mut per_thread: Vec<VecDeque<&ProbeRecord>> = vec![VecDeque::new(); threads as usize];
+        for p in order {
+            per_thread[p.thread as usize].push_back(p);
+        }
+        // Each thread's delivery time: the latest read so far (in-order delivery).
+        let mut last_intended: Vec<Option<u64>> = vec![None; threads as usize];
+        let mut ready: Vec<u64> = vec![0; threads as usize];
+        let end = probes.iter().filter_map(|p| p.read_us).max().unwrap_or(0) + 10 * step_us;
+        let mut writes_left: VecDeque<&WriteRecord> = writes.iter().collect();
+        let mut memory_left: VecDeque<&MemorySample> = memory.iter().collect();
+        let mut analysis = Analysis::default();
+        let mut found_intervals = Vec::new();
+        let mut now = 0;
+        while now <= end {
+            for (thread, queue) in per_thread.iter_mut().enumerate() {
+                while let Some(p) = queue.front() {
+                    let at = delivered(p).max(ready[thread]);
+                    if at > now {
+                        break;
+                    }
+                    ready[thread] = at;
+                    last_intended[thread] = Some(p.intended_us);
+                    correlator.probe(p);
+                    queue.pop_front();
+                }
+            }
+            while writes_left.front().is_some_and(|w| w.reply_us <= now) {
+                correlator.write((*writes_left.pop_front().unwrap()).clone());
+            }
+            while memory_left.front().is_some_and(|m| m.at_us <= now) {
+                correlator.memory(*memory_left.pop_front().unwrap());
+            }
+            let probes_through = last_intended
+                .iter()
+                .map(|l| l.unwrap_or(0))
+                .min()
+                .unwrap_or(0);
+            // The writer is busy from a write's start until its record is given.
+            let writes_from = writes_left.front().map_or(now, |w| w.start_us.min(now));
+            correlator.advance(Horizon {
+                probes_through_us: probes_through,
+                writes_from_us: writes_from,
+            });
+            for finding in correlator.drain() {
+                if let Finding::Interval(i) = &finding {
+                    found_intervals.push(i.clone());
+                }
+                analysis.push(finding);
+            }
+            now += step_us;
+        }
+        for queue in &mut per_thread {
+            for p in queue.drain(..) {
+                correlator.probe(p);
+            }
+        }
+        for w in writes_left {
+            correlator.write(w.clone());
+        }
+        for m in memory_left {
+            correlator.memory(*m);
+        }
+        correlator.finish();
+        for finding in correlator.drain() {
+            if let Finding::Interval(i) = &finding {
+                found_intervals.push(i.clone());
+            }
+            analysis.push(finding);
+        }
+        analysis.baseline = correlator.baseline();
+        analysis.summarize_writes();
+        (analysis, found_intervals)
+    }
+
+    fn memory_every(step: u64, to: u64) -> Vec<MemorySample> {
+        (0..to / step)
+            .map(|i| MemorySample {
+                at_us: i * step,
+                mem_pct: 40.0 + (i % 5) as f64,
+                swap_used_bytes: if i % 17 == 3 { 1 << 20 } else { 0 },
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The same timeline fed as a stream (horizon moved every few ms, probes in the order
+        /// their threads read them) and in one go gives the same findings, and both agree with
+        /// the batch correlator this one replaced.
+        #[test]
+        fn streaming_equals_batch(
+            threads in 1u16..=3,
+            rate in prop::sample::select(vec![1000u64, 2000, 5000]),
+            freezes in prop::collection::vec((0u64..290_000, 500u64..40_000), 0..5),
+            lates in prop::collection::vec((0u64..290_000, 100u64..8_000), 0..3),
+            losses in prop::collection::vec(0usize..5000, 0..6),
+            write_spans in prop::collection::vec((1_000u64..60_000, 100u64..50_000), 0..5),
+            step_us in prop::sample::select(vec![700u64, 5_000, 20_000]),
+        ) {
+            let freezes: Vec<(u64, u64)> = freezes.iter().map(|&(s, l)| (s, s + l)).collect();
+            let (probes, writes) = random_timeline(threads, rate, &freezes, &lates, &losses, &write_spans);
+            let memory = memory_every(10_000, 400_000);
+            let batch = correlate_with_memory(&probes, &writes, &memory, THRESHOLD);
+            let (stream, _) = streamed(&probes, &writes, &memory, step_us, None);
+            prop_assert_eq!(&stream, &batch);
+            let oracle = super::correlate_oracle::correlate_with_memory(&probes, &writes, &memory, THRESHOLD);
+            prop_assert_eq!(&batch.stalls, &oracle.stalls);
+            prop_assert_eq!(&batch.client_hiccups, &oracle.client_hiccups);
+            prop_assert_eq!(&batch.writes, &oracle.writes);
+            prop_assert_eq!(&batch.baseline, &oracle.baseline);
+        }
+
+        /// Intervals come out in order, one per interval, the same streamed or not, and their
+        /// counts add up to the run's.
+        #[test]
+        fn intervals_stream_like_batch(
+            freezes in prop::collection::vec((0u64..290_000, 500u64..40_000), 0..4),
+            losses in prop::collection::vec(0usize..600, 0..4),
+            step_us in prop::sample::select(vec![900u64, 7_000]),
+        ) {
+            let freezes: Vec<(u64, u64)> = freezes.iter().map(|&(s, l)| (s, s + l)).collect();
+            let (probes, _) = random_timeline(2, 1000, &freezes, &[], &losses, &[]);
+            let (_, streamed_intervals) = streamed(&probes, &[], &[], step_us, Some(50_000));
+            let (analysis, at_once) = streamed(&probes, &[], &[], 10_000_000, Some(50_000));
+            prop_assert_eq!(&streamed_intervals, &at_once);
+            for (i, interval) in streamed_intervals.iter().enumerate() {
+                prop_assert_eq!(interval.start_us, i as u64 * 50_000);
+            }
+            let probes_total: u64 = streamed_intervals.iter().map(|i| i.probes).sum();
+            prop_assert_eq!(probes_total, probes.len() as u64);
+            let stalls_total: u64 = streamed_intervals.iter().map(|i| i.stalls).sum();
+            prop_assert_eq!(stalls_total, analysis.stalls.len() as u64);
+            let stall_ms: f64 = streamed_intervals.iter().map(|i| i.stall_ms).sum();
+            let expected: f64 = analysis.stalls.iter().map(|s| s.duration_ms).sum();
+            prop_assert!((stall_ms - expected).abs() < 1e-6, "{} vs {}", stall_ms, expected);
+        }
+    }
+
+    #[test]
+    fn memory_stays_bounded_over_a_long_quiet_stream() {
+        // Ten minutes at 2 x 1000/s, fed in 20 ms steps: what the correlator holds stays at
+        // what a few steps bring, however long it runs.
+        let mut correlator = Correlator::new(THRESHOLD).with_intervals(1_000_000);
+        let mut held_max = 0;
+        let mut intervals = 0;
+        let mut t = 0;
+        while t < 600_000_000 {
+            for thread in 0..2u16 {
+                let at = t + u64::from(thread) * 500;
+                correlator.probe(&probe(thread, at, at, at + 30));
+            }
+            t += 1000;
+            if t % 20_000 == 0 {
+                correlator.advance(Horizon {
+                    probes_through_us: t - 500,
+                    writes_from_us: t,
+                });
+                intervals += correlator
+                    .drain()
+                    .iter()
+                    .filter(|f| matches!(f, Finding::Interval(_)))
+                    .count();
+                held_max = held_max.max(correlator.held());
+            }
+        }
+        assert!(held_max <= 200, "{held_max}");
+        assert!(correlator.intervals.len() <= 2);
+        assert_eq!(intervals, 599);
     }
 }

@@ -96,3 +96,55 @@ pub struct WriteSummary {
     /// when the server was frozen anyway while the probe was late). Empty without probes.
     pub hol_probe_send_lag_ms: Option<f64>,
 }
+
+/// One interval of the timeline (`--interval`, a row of timeline.csv): the probes intended in
+/// it and the stalls that touched it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interval {
+    /// Start, µs since the run's start.
+    pub start_us: u64,
+    /// Length, µs.
+    pub length_us: u64,
+    /// Probes intended in it.
+    pub probes: u64,
+    /// Of those, probes that got an error or no reply.
+    pub errors: u64,
+    /// Median latency, µs (HdrHistogram, 3 significant digits).
+    pub p50_us: u64,
+    /// 99th percentile latency, µs.
+    pub p99_us: u64,
+    /// 99.9th percentile latency, µs.
+    pub p999_us: u64,
+    /// Worst latency, µs.
+    pub max_us: u64,
+    /// Stall episodes that began in it.
+    pub stalls: u64,
+    /// Time in it covered by stall episodes, ms.
+    pub stall_ms: f64,
+    /// The longest stall episode that began in it, ms (0 without one).
+    pub longest_stall_ms: f64,
+    /// The latencies themselves, µs (for probes.hlog, reports over several intervals and
+    /// the metrics endpoint).
+    #[serde(skip)]
+    pub latency: hdrhistogram::Histogram<u64>,
+}
+
+impl Interval {
+    /// An interval in which no probe was intended.
+    pub fn empty(start_us: u64, length_us: u64, latency: hdrhistogram::Histogram<u64>) -> Interval {
+        Interval {
+            start_us,
+            length_us,
+            probes: 0,
+            errors: 0,
+            p50_us: 0,
+            p99_us: 0,
+            p999_us: 0,
+            max_us: 0,
+            stalls: 0,
+            stall_ms: 0.0,
+            longest_stall_ms: 0.0,
+            latency,
+        }
+    }
+}
