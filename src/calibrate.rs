@@ -358,6 +358,7 @@ impl Actor for Injector {
             clock: ctx.clock,
             events: ctx.events,
             stop: ctx.stop,
+            mark: ctx.mark,
             view: ServerView::new(ctx.view),
             memory: HostMemorySampler::new(),
         };
@@ -380,6 +381,7 @@ struct InjectorThread {
     clock: RunClock,
     events: crossbeam_channel::Sender<Event>,
     stop: Arc<AtomicBool>,
+    mark: Arc<crate::measure::actor::WriteMark>,
     view: ServerView,
     memory: HostMemorySampler,
 }
@@ -395,11 +397,13 @@ impl InjectorThread {
                 break;
             }
             let seq = index as u32 + 1;
+            self.mark.begin(&self.clock);
             let (record, injection, io_failed) = self.inject(seq, requested_us);
             if let Ok(mut list) = self.injections.lock() {
                 list.push(injection);
             }
             let _ = self.events.send(Event::Write(Box::new(record)));
+            self.mark.end();
             if io_failed {
                 let _ = self.events.send(Event::WriterFailed(
                     "the injector lost its connection".into(),
@@ -724,6 +728,7 @@ mod tests {
             duration_ms: ms,
             probes_delayed: 1,
             write_seq: Some(seq),
+            ..Stall::default()
         }
     }
 

@@ -21,4 +21,5 @@ pub mod measure;
 pub mod output;
 pub mod record;
 pub mod run;
+pub mod session;
 pub mod units;

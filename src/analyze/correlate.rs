@@ -607,6 +607,7 @@ impl Correlator {
                             duration_ms: (reply - start) as f64 / 1e3,
                             probes_delayed: delayed,
                             write_seq: None,
+                            ..Stall::default()
                         };
                         if on_wire {
                             self.stall_into_intervals(&stall);

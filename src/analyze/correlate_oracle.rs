@@ -225,6 +225,7 @@ pub(super) fn stall_episodes(
             duration_ms: (end - start) as f64 / 1e3,
             probes_delayed,
             write_seq: None,
+            ..Stall::default()
         };
         if on_wire {
             stalls.push(stall);

@@ -29,7 +29,7 @@ pub struct Baseline {
 }
 
 /// A stall episode: the server answered no probe while one was waiting past the threshold.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Stall {
     /// Intended send of the first delayed probe, µs since the run's start.
     pub start_us: u64,
@@ -41,6 +41,17 @@ pub struct Stall {
     pub probes_delayed: u64,
     /// The write whose window overlaps the episode most; empty when it overlaps none.
     pub write_seq: Option<u32>,
+    /// Wall-clock time of `start_us`, RFC 3339 UTC with µs, to line the stall up with the
+    /// server's logs and an incident timeline.
+    pub wall_start: Option<String>,
+    /// What the server's SLOWLOG (COMMANDLOG on Valkey 8.1+) logged as running while it was
+    /// silent: the command and its first arguments, truncated. Empty when it logged nothing
+    /// that explains the stall (or could not be read).
+    pub server_command: Option<String>,
+    /// The client that sent `server_command`: its address, and its name when it set one.
+    pub server_client: Option<String>,
+    /// LATENCY LATEST events the server recorded in the stall's seconds, e.g. `command 51ms`.
+    pub server_event: Option<String>,
 }
 
 /// Per write: what other clients saw while it ran.

@@ -215,6 +215,7 @@ impl CalibrateArgs {
                 force_memory: false,
                 predict_bytes: Vec::new(),
                 probes_export: crate::run::ProbesExport::All,
+                interval: crate::run::DEFAULT_INTERVAL,
             },
             plan: InjectionPlan {
                 stalls_us,
@@ -393,7 +394,13 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
             length.injections
         ));
     }
-    for line in report::closing_lines(&report.analysis, options.stall_threshold_us, false) {
+    for line in report::closing_lines(
+        &report.analysis,
+        options.stall_threshold_us,
+        0,
+        report.stalls_found,
+        report.stall_ms_total,
+    ) {
         out.line(&line);
     }
     if !report.server_settings.is_empty() {

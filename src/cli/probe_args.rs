@@ -40,7 +40,7 @@ pub struct ProbeArgs {
     pub probe_cmd: ProbeCmd,
 
     /// Value sizes to write, comma-separated, binary units K, M, G (64M = 64 MiB; a plain
-    /// number is bytes). Without it the tool only observes (needs --duration).
+    /// number is bytes). Without it the tool observes: for --duration, or until Ctrl-C.
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub writer_sizes: Option<String>,
 
@@ -72,8 +72,8 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub keep: bool,
 
-    /// Observe mode (no --writer-sizes): probe for this long and report every stall. With a
-    /// writer: a cap on the run.
+    /// Observe mode (no --writer-sizes): probe for this long (without it: until Ctrl-C or
+    /// SIGTERM). With a writer: a cap on the run.
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub duration: Option<String>,
 
@@ -124,6 +124,30 @@ pub struct ProbeArgs {
     /// all of them either way.
     #[arg(long, value_name = "MODE", value_enum)]
     pub probes: Option<ProbesExport>,
+
+    /// Length of one row of timeline.csv and one histogram of probes.hlog.
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "1s"
+    )]
+    pub interval: String,
+
+    /// Observe mode: print a line (wall-clock time, probes, p50/p99/p99.9/max latency in µs,
+    /// stalls) every this long, as redis-cli --latency-history does; 0 for none.
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub report_every: String,
+
+    /// How many of the longest stalls the end of the run lists, each with its wall-clock
+    /// time and cause: a number, or `all` (stalls.csv has every one).
+    #[arg(long, value_name = "N|all", default_value = "10")]
+    pub show_stalls: String,
 
     /// Print the plan, the memory the server and the client will need, and the commands the
     /// run would send; start, connect to and send nothing.
@@ -181,11 +205,6 @@ impl ProbeArgs {
                 })
             }
             None => {
-                if duration.is_none() {
-                    return Err(UsageError::Conflict(
-                        "nothing to do: give --writer-sizes (e.g. --writer-sizes 64M,128M) to measure large writes, or --duration (e.g. --duration 30s) to observe the server".into(),
-                    ));
-                }
                 for (flag, set) in [
                     ("--overwrite", self.overwrite),
                     ("--keep", self.keep),
@@ -220,9 +239,22 @@ impl ProbeArgs {
             }
             None => Vec::new(),
         };
+        // Observing with no end is a run beyond any length.
+        let length = match (&writer, duration) {
+            (None, None) => Some(Duration::MAX),
+            _ => expected_length(duration, &writer),
+        };
         let probes_export = self
             .probes
-            .unwrap_or_else(|| ProbesExport::for_length(expected_length(duration, &writer)));
+            .unwrap_or_else(|| ProbesExport::for_length(length));
+        let interval = parse_duration("--interval", &self.interval)?;
+        if interval < Duration::from_millis(10) || interval > Duration::from_secs(3600) {
+            return Err(UsageError::invalid(
+                "--interval",
+                &self.interval,
+                "expected 10ms to 1h",
+            ));
+        }
         Ok(RunOptions {
             probe_threads,
             probe_rate,
@@ -237,6 +269,28 @@ impl ProbeArgs {
             force_memory: self.force_memory,
             predict_bytes,
             probes_export,
+            interval,
+        })
+    }
+
+    /// `--report-every`: `None` for 0.
+    pub fn report_every(&self) -> Result<Option<Duration>, UsageError> {
+        let every = parse_duration("--report-every", &self.report_every)?;
+        Ok((!every.is_zero()).then_some(every))
+    }
+
+    /// `--show-stalls`: how many to list (`all`: every one kept).
+    pub fn show_stalls(&self) -> Result<usize, UsageError> {
+        let text = self.show_stalls.trim();
+        if text.eq_ignore_ascii_case("all") {
+            return Ok(usize::MAX);
+        }
+        text.parse().map_err(|_| {
+            UsageError::invalid(
+                "--show-stalls",
+                &self.show_stalls,
+                "expected a number (0 for none) or `all`",
+            )
         })
     }
 }
@@ -420,8 +474,12 @@ mod tests {
     }
 
     #[test]
-    fn nothing_to_do_is_an_error() {
-        assert!(options(&[]).is_err());
+    fn observing_needs_no_duration() {
+        // No writes and no --duration: observe until Ctrl-C, keeping only delayed probes in
+        // probes.csv (a run of no set length).
+        let bare = options(&[]).unwrap();
+        assert!(bare.writer.is_none() && bare.duration.is_none());
+        assert_eq!(bare.probes_export, ProbesExport::Delayed);
         assert!(options(&["--duration", "1s", "--keep"]).is_err());
         assert!(options(&["--duration", "1s"]).unwrap().writer.is_none());
     }

@@ -20,6 +20,8 @@ pub fn run(
     out: &mut Output,
 ) -> Result<i32> {
     let options = probe_args.to_options()?;
+    let report_every = probe_args.report_every()?;
+    let show_stalls = probe_args.show_stalls()?;
     let spec = target_args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
     if probe_args.dry_run {
         for line in dry_run_plan(&options, &spec)? {
@@ -42,16 +44,31 @@ pub fn run(
     } else if observe_secs >= 3 {
         out.start_progress(observe_secs, "s");
     }
+    // Observe mode prints a line per --report-every when the run lasts that long at least.
+    let mut history = match report_every {
+        Some(every) if options.writer.is_none() && options.duration.is_none_or(|d| d >= every) => {
+            Some(History::new(every))
+        }
+        _ => None,
+    };
     let report = run::run(&options, &target, interrupt, &mut |notice| match notice {
         Notice::Started { run_id, .. } => out.note(&format!(
             "run {run_id}: keys under {}:{run_id}:",
             run::KEY_NAMESPACE
         )),
         Notice::Write { record, summary } => out.line(&report::write_line(record, summary)),
-        Notice::Stall(stall) if options.writer.is_none() => {
-            out.line(&report::stall_line(stall, &[]));
-        }
         Notice::Stall(_) => {}
+        Notice::Interval {
+            interval,
+            started_unix_us,
+        } => {
+            if let Some(line) = history
+                .as_mut()
+                .and_then(|h| h.add(interval, started_unix_us))
+            {
+                out.line(&line);
+            }
+        }
         Notice::Tick {
             elapsed,
             probes,
@@ -83,7 +100,9 @@ pub fn run(
     for line in report::closing_lines(
         &report.analysis,
         options.stall_threshold_us,
-        options.writer.is_some(),
+        show_stalls,
+        report.stalls_found,
+        report.stall_ms_total,
     ) {
         out.line(&line);
     }
@@ -180,11 +199,12 @@ fn describe_plan(options: &RunOptions, out: &Output) {
                 if w.keep { ", keep" } else { "" }
             ));
         }
-        None => {
-            if let Some(d) = options.duration {
-                text.push_str(&format!("; observing for {d:?}"));
-            }
-        }
+        None => match options.duration {
+            Some(d) => text.push_str(&format!("; observing for {d:?}")),
+            None => text.push_str(
+                "; observing until Ctrl-C (--duration to stop on its own, --writer-sizes to measure large writes)",
+            ),
+        },
     }
     out.note(&text);
     if options.out.is_some() {
@@ -289,13 +309,74 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
                 }
             ));
         }
-        None => lines.push(format!(
-            "observe: no writes; probing for {:?}",
-            options.duration.unwrap_or_default()
-        )),
+        None => lines.push(match options.duration {
+            Some(d) => format!("observe: no writes; probing for {d:?}"),
+            None => "observe: no writes; probing until Ctrl-C or SIGTERM".to_string(),
+        }),
     }
     lines.push(format!(
         "after the run: DEL of any key left under {run_prefix}"
     ));
     Ok(lines)
+}
+
+/// Intervals gathered into one `--report-every` line.
+struct History {
+    every_us: u64,
+    latency: Option<hdrhistogram::Histogram<u64>>,
+    from_us: Option<u64>,
+    errors: u64,
+    stalls: u64,
+    stall_ms: f64,
+    longest_stall_ms: f64,
+}
+
+impl History {
+    fn new(every: std::time::Duration) -> History {
+        History {
+            every_us: every.as_micros() as u64,
+            latency: None,
+            from_us: None,
+            errors: 0,
+            stalls: 0,
+            stall_ms: 0.0,
+            longest_stall_ms: 0.0,
+        }
+    }
+
+    /// Adds an interval of a run that started at `started_unix_us`; returns a line when `every`
+    /// is covered.
+    fn add(
+        &mut self,
+        interval: &crate::analyze::findings::Interval,
+        started_unix_us: u64,
+    ) -> Option<String> {
+        let from = *self.from_us.get_or_insert(interval.start_us);
+        match self.latency.as_mut() {
+            Some(hist) => {
+                let _ = hist.add(&interval.latency);
+            }
+            None => self.latency = Some(interval.latency.clone()),
+        }
+        self.errors += interval.errors;
+        self.stalls += interval.stalls;
+        self.stall_ms += interval.stall_ms;
+        self.longest_stall_ms = self.longest_stall_ms.max(interval.longest_stall_ms);
+        let end = interval.start_us + interval.length_us;
+        if end - from < self.every_us {
+            return None;
+        }
+        let latency = self.latency.take()?;
+        let line = report::report_every_line(
+            &crate::session::wall_time(started_unix_us + end),
+            (end - from) as f64 / 1e6,
+            &latency,
+            self.errors,
+            self.stalls,
+            self.stall_ms,
+            self.longest_stall_ms,
+        );
+        *self = History::new(std::time::Duration::from_micros(self.every_us));
+        Some(line)
+    }
 }

@@ -286,6 +286,7 @@ pub fn run_load(
                 clock,
                 wtx,
                 Arc::clone(&writer_stop),
+                Arc::new(crate::measure::actor::WriteMark::default()),
                 // No CONFIG RESETSTAT / LATENCY RESET under load: the writer only reads the
                 // server's view; it refuses a value that would not fit, as in the main job.
                 WriterChecks {

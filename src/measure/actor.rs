@@ -3,7 +3,7 @@
 //! run that drives it do not depend on each other.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use anyhow::Result;
@@ -53,8 +53,44 @@ pub struct ActorContext {
     pub events: Sender<Event>,
     /// Set when the run stops.
     pub stop: Arc<AtomicBool>,
+    /// Marked from before a write's start is taken until its record has been sent.
+    pub mark: Arc<WriteMark>,
     /// Which server counters the actor may reset around its events.
     pub view: ViewSetup,
     /// The server runs on this host.
     pub server_local: bool,
+}
+
+/// Tells the collector how far the writes are known: the actor marks the time right before it
+/// takes a write's start, and clears the mark once the write's record is in the channel. The
+/// collector reads the clock, then the mark, then drains the channel: no write it has not seen
+/// starts before what [`WriteMark::writes_from`] returned. (The streaming correlator waits for
+/// this before it ties a stall to a write or counts a probe as baseline.)
+#[derive(Debug)]
+pub struct WriteMark(AtomicU64);
+
+impl Default for WriteMark {
+    fn default() -> Self {
+        WriteMark(AtomicU64::new(IDLE))
+    }
+}
+
+const IDLE: u64 = u64::MAX;
+
+impl WriteMark {
+    /// Called before the write's start time is taken (and before any record of it is made).
+    pub fn begin(&self, clock: &RunClock) {
+        self.0.store(clock.now_us(), Ordering::SeqCst);
+    }
+
+    /// Called after the write's record was sent.
+    pub fn end(&self) {
+        self.0.store(IDLE, Ordering::SeqCst);
+    }
+
+    /// No write still to come (or not yet in the channel) starts before this, µs.
+    pub fn writes_from(&self, clock: RunClock) -> u64 {
+        let now = clock.now_us();
+        self.0.load(Ordering::SeqCst).min(now)
+    }
 }

@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::analyze::pressure::{
     HostRoom, ServerRoom, check_host, check_maxmemory, server_growth_bytes,
 };
-use crate::measure::actor::{Actor, ActorContext};
+use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
@@ -358,12 +358,13 @@ impl Actor for WriterActor {
             force_memory: self.force_memory,
         };
         spawn_writer(
-            self.plan, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop, checks,
+            self.plan, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop, ctx.mark, checks,
         )
     }
 }
 
 /// Starts the writer thread. Its connection is opened (and authenticated) before it returns.
+#[allow(clippy::too_many_arguments)] // each is a different piece of the run the writer joins
 pub fn spawn_writer(
     plan: WriterPlan,
     value: Arc<Vec<u8>>,
@@ -371,6 +372,7 @@ pub fn spawn_writer(
     clock: RunClock,
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
+    mark: Arc<WriteMark>,
     checks: WriterChecks,
 ) -> Result<JoinHandle<()>> {
     if plan.commands.iter().any(|c| c.args.is_empty()) {
@@ -386,6 +388,7 @@ pub fn spawn_writer(
         clock,
         events,
         stop,
+        mark,
         memory: HostMemorySampler::new(),
         view: ServerView::new(checks.view),
         checks,
@@ -405,6 +408,7 @@ struct Writer {
     clock: RunClock,
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
+    mark: Arc<WriteMark>,
     memory: HostMemorySampler,
     view: ServerView,
     checks: WriterChecks,
@@ -420,8 +424,10 @@ impl Writer {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
+            self.mark.begin(&self.clock);
             let (record, io_error) = self.execute(index as u32 + 1, &step);
             let _ = self.events.send(Event::Write(Box::new(record)));
+            self.mark.end();
             match io_error {
                 None => {}
                 // No reply within --timeout: reconnecting would only wait again.

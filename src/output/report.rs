@@ -211,26 +211,42 @@ pub fn baseline_line(baseline: &Baseline) -> String {
     )
 }
 
-/// One stall, e.g. `stall at 1.234s: 96.1ms, 194 probes delayed, during write 2 (set 64M)`.
+/// One stall, e.g. `12:03:04.123  38.2ms  DEBUG SLEEP 0.05 (10.0.0.5:51234 app-worker)` or
+/// `12:03:04.123  96.1ms  during write 2 (set 64M)`: its wall-clock start (UTC), its length,
+/// and what caused it as far as the server's logs or the run can tell.
 pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
-    let during = match stall
+    let mut cause = Vec::new();
+    if let Some(command) = &stall.server_command {
+        cause.push(match &stall.server_client {
+            Some(client) => format!("{command} ({client})"),
+            None => command.clone(),
+        });
+    }
+    if let Some(w) = stall
         .write_seq
         .and_then(|seq| writes.iter().find(|w| w.seq == seq))
     {
-        Some(w) => format!(
-            ", during write {} ({} {})",
+        cause.push(format!(
+            "during write {} ({} {})",
             w.seq,
             w.op.name(),
             format_size(w.size_bytes)
-        ),
-        None => String::new(),
+        ));
+    }
+    if let Some(event) = &stall.server_event {
+        cause.push(format!("latency event {event}"));
+    }
+    let when = match &stall.wall_start {
+        // RFC 3339 `2026-11-30T12:03:04.123456Z`: the time of day to the millisecond.
+        Some(wall) if wall.len() >= 23 => wall[11..23].to_string(),
+        _ => format!("{:.3}s", stall.start_us as f64 / 1e6),
     };
-    format!(
-        "stall at {:.3}s: {:.1}ms, {} probes delayed{during}",
-        stall.start_us as f64 / 1e6,
-        stall.duration_ms,
-        stall.probes_delayed
-    )
+    let cause = if cause.is_empty() {
+        format!("{} probes delayed", stall.probes_delayed)
+    } else {
+        cause.join(", ")
+    };
+    format!("{when}  {:>7.1}ms  {cause}", stall.duration_ms)
 }
 
 /// After the per-write lines: the per-size table (with `--repeat` 2 or more), the size model
@@ -254,27 +270,34 @@ pub fn trust_lines(analysis: &Analysis, options: &crate::run::RunOptions) -> Vec
     lines
 }
 
-/// The closing block: baseline, stall count and list, client hiccups.
-pub fn closing_lines(analysis: &Analysis, threshold_us: u64, list_stalls: bool) -> Vec<String> {
+/// The closing block: baseline, stall count, the `show_stalls` longest stalls (each with its
+/// cause), client hiccups. `stalls_found` and `stall_ms_total` count every stall of the run
+/// (the analysis may keep only the longest of a long run).
+pub fn closing_lines(
+    analysis: &Analysis,
+    threshold_us: u64,
+    show_stalls: usize,
+    stalls_found: u64,
+    stall_ms_total: f64,
+) -> Vec<String> {
     let mut lines = vec![baseline_line(&analysis.baseline)];
+    let mut longest: Vec<&Stall> = analysis.stalls.iter().collect();
+    longest.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
+    let worst = longest.first().map_or(0.0, |s| s.duration_ms);
     // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0ms".
-    let total = analysis
-        .stalls
-        .iter()
-        .map(|s| s.duration_ms)
-        .fold(0.0_f64, |sum, d| sum + d);
-    let worst = analysis
-        .stalls
-        .iter()
-        .map(|s| s.duration_ms)
-        .fold(0.0_f64, f64::max);
     lines.push(format!(
-        "stalls over {}: {} (total {total:.1}ms, longest {worst:.1}ms)",
+        "stalls over {}: {stalls_found} (total {:.1}ms, longest {worst:.1}ms)",
         format_threshold(threshold_us),
-        analysis.stalls.len()
+        stall_ms_total + 0.0
     ));
-    if list_stalls {
-        for stall in &analysis.stalls {
+    if show_stalls > 0 && !longest.is_empty() {
+        let shown = longest.len().min(show_stalls);
+        lines.push(if shown < stalls_found as usize {
+            format!("  the {shown} longest (UTC; every one in stalls.csv with --out; --show-stalls N|all):")
+        } else {
+            "  (UTC)".to_string()
+        });
+        for stall in longest.iter().take(show_stalls) {
             lines.push(format!("  {}", stall_line(stall, &analysis.writes)));
         }
     }
@@ -290,6 +313,43 @@ pub fn closing_lines(analysis: &Analysis, threshold_us: u64, list_stalls: bool) 
         ));
     }
     lines
+}
+
+/// One line per `--report-every` of a long run, in the manner of `redis-cli --latency-history`:
+/// wall-clock time, probes, latency percentiles in µs, stalls.
+pub fn report_every_line(
+    wall_start: &str,
+    seconds: f64,
+    latency: &hdrhistogram::Histogram<u64>,
+    errors: u64,
+    stalls: u64,
+    stall_ms: f64,
+    longest_stall_ms: f64,
+) -> String {
+    let when = if wall_start.len() >= 19 {
+        &wall_start[11..19]
+    } else {
+        wall_start
+    };
+    let mut line = format!(
+        "{when}  {:.0}s  probes {}  p50 {}us  p99 {}us  p99.9 {}us  max {}us",
+        seconds,
+        latency.len(),
+        latency.value_at_quantile(0.5),
+        latency.value_at_quantile(0.99),
+        latency.value_at_quantile(0.999),
+        latency.max()
+    );
+    if errors > 0 {
+        line.push_str(&format!("  errors {errors}"));
+    }
+    line.push_str(&format!("  stalls {stalls}"));
+    if stalls > 0 {
+        line.push_str(&format!(
+            " ({stall_ms:.1}ms, longest {longest_stall_ms:.1}ms)"
+        ));
+    }
+    line
 }
 
 fn format_threshold(us: u64) -> String {

@@ -8,6 +8,7 @@
 
 mod csv_rows;
 mod run_json;
+mod timeline;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -17,6 +18,7 @@ use anyhow::{Context, Result};
 
 pub use csv_rows::{RowAppender, csv_bytes};
 pub use run_json::{HostInfo, RunJson, RunStatus, ToolInfo};
+pub use timeline::TimelineRow;
 
 use crate::error::UsageError;
 
@@ -30,6 +32,10 @@ pub const STALLS_CSV: &str = "stalls.csv";
 pub const SUMMARY_CSV: &str = "summary.csv";
 /// Metadata, options, and the findings.
 pub const RUN_JSON: &str = "run.json";
+/// One row per interval: the probes' latency and the stalls over time.
+pub const TIMELINE_CSV: &str = "timeline.csv";
+/// The probes' latency per interval as an HdrHistogram interval log.
+pub const PROBES_HLOG: &str = "probes.hlog";
 
 /// Makes sure `dir` can take a new run, before anything is measured or sent: creates it if
 /// needed, refuses one that already holds a run unless `force`, and checks it can be written.
@@ -88,4 +94,96 @@ pub(crate) fn open_fresh(path: &Path) -> Result<File> {
         .truncate(true)
         .open(path)
         .with_context(|| format!("creating {}", path.display()))
+}
+
+/// Column names of the CSV exports; a unit test checks them against the structs.
+pub mod columns {
+    /// probes.csv
+    pub const PROBES: &[&str] = &[
+        "thread",
+        "seq",
+        "cmd",
+        "intended_us",
+        "sent_us",
+        "reply_us",
+        "latency_us",
+        "ok",
+        "error",
+        "read_us",
+    ];
+    /// writes.csv
+    pub const WRITES: &[&str] = &[
+        "seq",
+        "op",
+        "size_bytes",
+        "start_us",
+        "sent_us",
+        "reply_us",
+        "set_ms",
+        "ok",
+        "error",
+        "host_mem_pct",
+        "host_swap_pct",
+        "server_rss_bytes",
+        "key",
+        "server_exec_us",
+        "server_latency_event_ms",
+        "server_latency_event",
+        "server_eventloop_max_us",
+        "server_request_bytes",
+    ];
+    /// stalls.csv
+    pub const STALLS: &[&str] = &[
+        "start_us",
+        "end_us",
+        "duration_ms",
+        "probes_delayed",
+        "write_seq",
+        "wall_start",
+        "server_command",
+        "server_client",
+        "server_event",
+    ];
+    /// timeline.csv
+    pub const TIMELINE: &[&str] = &[
+        "time",
+        "unix_us",
+        "target",
+        "start_us",
+        "length_us",
+        "probes",
+        "errors",
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "max_us",
+        "stalls",
+        "stall_ms",
+        "longest_stall_ms",
+    ];
+    /// summary.csv
+    pub const SUMMARY: &[&str] = &[
+        "seq",
+        "op",
+        "size_bytes",
+        "set_ms",
+        "hol_delay_ms",
+        "stall_ms",
+        "probes_delayed",
+        "stall_during_send_ms",
+        "stall_after_send_ms",
+        "host_mem_pct",
+        "host_swap_pct",
+        "probes_in_window",
+        "worst_latency_ms",
+        "ok",
+        "server_exec_us",
+        "server_latency_event_ms",
+        "server_eventloop_max_us",
+        "server_request_bytes",
+        "memory_pressure",
+        "host_mem_peak_pct",
+        "host_swap_grew_bytes",
+        "hol_probe_send_lag_ms",
+    ];
 }

@@ -1,0 +1,821 @@
+//! The measuring session every probe command runs through (the main job, observe mode,
+//! `probe calibrate`): it owns the run id, the server-settings guard, the key ledger and its
+//! cleanup, the event channel, the threads' start, stop and join, the streaming correlator and
+//! the exports. A command supplies only what differs: its [`Actor`] (the writer, the stall
+//! injector, or none to observe).
+//!
+//! # The way of a probe
+//! A probe thread sends its record into the channel; the collector loop here files it in
+//! probes.csv (as `--probes` says), hands it to the [`Correlator`] and counts it for the
+//! metrics endpoint. About every 20 ms the loop moves the correlator's horizon on (the slowest
+//! probe thread's last intended send; the actor's [`WriteMark`]) and takes the findings that
+//! became final: stalls go to stalls.csv (once the server's logs could name them), writes to
+//! summary.csv and the terminal, intervals to timeline.csv and probes.hlog. Nothing grows with
+//! the length of the run but the few findings kept for run.json (bounded too: see
+//! [`KEEP_STALLS`]).
+//!
+//! # Every way out
+//! An export that cannot be written, a probe thread that lost the server, the actor's failure,
+//! Ctrl-C: each stops the actor first (a write under way is finished and recorded), then the
+//! probes, then removes the run's keys while the server is reachable, restores the server's
+//! settings and writes the final exports; only then is an export error returned.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
+
+use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator, Finding, Horizon, Stall};
+use crate::measure::actor::{Actor, ActorContext, WriteMark};
+use crate::measure::clock::RunClock;
+use crate::measure::event::Event;
+use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
+use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
+use crate::measure::serverview::{ServerTuning, ViewSetup};
+use crate::measure::target::Target;
+use crate::output::export::{
+    HostInfo, PROBES_CSV, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
+    TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
+};
+use crate::record::{ProbeCmd, WriteOp, WriteRecord};
+use crate::run::{KEY_NAMESPACE, Notice, ProbesExport, RunOptions, RunReport, new_run_id};
+
+/// Stalls (and, apart, client hiccups) kept for run.json and the report: beyond this many the
+/// shortest ones not tied to a write are let go (stalls.csv still has every one).
+pub const KEEP_STALLS: usize = 10_000;
+
+/// How often the loop moves the correlator on and takes its findings.
+const SETTLE_EVERY: Duration = Duration::from_millis(20);
+/// How often run.json is rewritten while the run goes (and after every write).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+
+/// Runs probes with `actor` beside them (none: observe) until the actor is done, the duration is
+/// over, `interrupt` is set, or the server goes away; see the module comment.
+pub fn measure(
+    options: &RunOptions,
+    target: &Target,
+    mut actor: Option<Box<dyn Actor>>,
+    interrupt: &AtomicBool,
+    notify: &mut dyn FnMut(Notice<'_>),
+) -> Result<RunReport> {
+    let run_id = new_run_id();
+    let key_prefix = format!("{KEY_NAMESPACE}:{run_id}:");
+    let mut warnings = Vec::new();
+    let mut control = target.conn.redis_connection()?;
+
+    // The server's settings for its own view; the guard restores them on every way out.
+    let mut tuning = match &actor {
+        Some(actor) => ServerTuning::apply(
+            &target.conn,
+            &actor.server_settings(),
+            target.server.embedded || options.tune_server,
+        ),
+        None => ServerTuning::apply(&target.conn, &[], false),
+    };
+    warnings.append(&mut tuning.notes);
+    let view = ViewSetup {
+        reset_stats: target.server.embedded,
+        reset_latency: target.server.embedded || tuning.latency_monitor_turned_on(),
+    };
+    let server_settings: Vec<String> = tuning
+        .changed()
+        .iter()
+        .map(|c| format!("{} {} -> {}", c.name, c.old, c.new))
+        .collect();
+
+    let probe_config = ProbeConfig {
+        threads: options.probe_threads,
+        rate_per_thread: options.probe_rate,
+        cmd: options.probe_cmd,
+        get_key: format!("{key_prefix}probe"),
+        realtime: options.realtime,
+    };
+    let mut keys = KeyLedger::default();
+    // The prefix is new by construction; still, never touch a key that is already there.
+    let mut own_keys = vec![probe_config.get_key.clone()];
+    if let Some(actor) = &actor {
+        own_keys.extend(actor.keys(&key_prefix));
+    }
+    let existing: i64 = redis::cmd("EXISTS")
+        .arg(&own_keys)
+        .query(&mut control)
+        .context("checking that the run's keys are free")?;
+    if existing > 0 {
+        anyhow::bail!(
+            "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
+        );
+    }
+    // The actor prepares before the clock starts (the writer generates its value), so it
+    // disturbs nothing measured.
+    if let Some(actor) = actor.as_mut() {
+        actor.prepare(&key_prefix)?;
+    }
+    // The export files first: if they cannot be created, nothing has been written to the
+    // server yet.
+    let mut out = match &options.out {
+        Some(dir) => Some(OutFiles::create(dir, options)?),
+        None => None,
+    };
+    if options.probe_cmd == ProbeCmd::Get {
+        keys.created(&probe_config.get_key);
+        redis::cmd("SET")
+            .arg(&probe_config.get_key)
+            .arg(crate::measure::probe::PROBE_VALUE)
+            .query::<()>(&mut control)
+            .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
+    }
+    let host = HostInfo::read();
+    let clock = RunClock::start();
+    // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
+    // at the default rates if the collector stalls (what does not fit is counted as dropped).
+    let (tx, rx) = bounded::<Event>(1 << 16);
+    let mut threads = Threads::new();
+    let schedule_start_us = 20_000;
+    match spawn_probes(
+        &probe_config,
+        &target.conn,
+        clock,
+        schedule_start_us,
+        tx.clone(),
+        Arc::clone(&threads.probes_shared),
+    ) {
+        Ok(handles) => threads.probes = handles,
+        Err(err) => {
+            keys.remove_all(target, &key_prefix, &mut warnings);
+            return Err(err);
+        }
+    }
+    let steps_total = actor.as_ref().map_or(0, |a| a.steps_total());
+    let has_actor = actor.is_some();
+    if let Some(actor) = actor.take() {
+        let spawned = spawn_memory_sampler(
+            clock,
+            tx.clone(),
+            Arc::clone(&threads.sampler_stop),
+            MEMORY_SAMPLE_PERIOD,
+        )
+        .and_then(|sampler| {
+            threads.sampler = Some(sampler);
+            actor.spawn(ActorContext {
+                conn: target.conn.clone(),
+                clock,
+                events: tx.clone(),
+                stop: Arc::clone(&threads.actor_stop),
+                mark: Arc::clone(&threads.write_mark),
+                view,
+                server_local: target.server.local,
+            })
+        });
+        match spawned {
+            Ok(handle) => threads.actor = Some(handle),
+            Err(err) => {
+                threads.stop_all();
+                keys.remove_all(target, &key_prefix, &mut warnings);
+                return Err(err);
+            }
+        }
+    }
+    drop(tx);
+    notify(Notice::Started {
+        run_id: &run_id,
+        steps_total,
+    });
+
+    let mut correlator = Correlator::new(CorrelateConfig {
+        stall_threshold_us: options.stall_threshold_us,
+    })
+    .with_intervals(options.interval.as_micros().max(1) as u64);
+    if !has_actor {
+        correlator.memory_ended();
+    }
+    let mut state = Collector {
+        correlator,
+        writes: Vec::new(),
+        last_intended: vec![None; options.probe_threads as usize],
+        probes_recorded: 0,
+        actor_ended: false,
+        analysis: Analysis::default(),
+        stalls_found: 0,
+        stall_ms_total: 0.0,
+        hiccups_found: 0,
+        wrote_since_checkpoint: false,
+        target_label: target.server.address.clone(),
+        unix_start_us: clock.unix_start_us(),
+    };
+    let deadline_us = options
+        .duration
+        .map(|d| schedule_start_us + d.as_micros() as u64);
+    let mut status = RunStatus::Complete;
+    let mut status_reason = None;
+    let mut last_tick = Instant::now();
+    let mut last_settle = Instant::now();
+    let mut last_checkpoint = Instant::now();
+    // run.json stores the options as the run used them (the writer with its real key prefix).
+    let effective_options = RunOptions {
+        writer: options.writer.clone().map(|mut plan| {
+            plan.key_prefix = key_prefix.clone();
+            plan.seed = options.seed;
+            plan
+        }),
+        ..options.clone()
+    };
+    let meta = Meta {
+        run_id: &run_id,
+        key_prefix: &key_prefix,
+        clock,
+        target,
+        host: &host,
+        options: &effective_options,
+    };
+
+    // An export that cannot be written (a full disk) ends the run, but only after every thread
+    // has been stopped and the keys removed: it is returned at the end.
+    let mut export_error: Option<anyhow::Error> = None;
+    loop {
+        match rx.recv_timeout(SETTLE_EVERY) {
+            Ok(event) => match state.take(event, &mut out, &mut keys) {
+                Ok(Some((end_status, reason))) => {
+                    status = end_status;
+                    status_reason = reason;
+                    break;
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    export_error = Some(err);
+                    break;
+                }
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        // The actor's thread ended: its last event, if it sent one, is taken below as the run
+        // stops; if it sent none, it died (see after the stop).
+        if threads.actor.as_ref().is_some_and(|h| h.is_finished()) {
+            break;
+        }
+        // A probe thread that could go on no more (reported beside the channel, so a full one
+        // cannot hold it up).
+        if let Some((thread, error)) = threads.probes_shared.failure() {
+            status = RunStatus::Failed;
+            status_reason = Some(format!("probe thread {thread} lost the server: {error}"));
+            break;
+        }
+        if interrupt.load(Ordering::Relaxed) {
+            status = RunStatus::Interrupted;
+            status_reason = Some("interrupted by a signal (Ctrl-C or SIGTERM)".into());
+            break;
+        }
+        if let Some(deadline) = deadline_us
+            && clock.now_us() >= deadline
+        {
+            if has_actor {
+                status = RunStatus::Interrupted;
+                status_reason = Some("--duration ended before the writer's plan".into());
+            }
+            break;
+        }
+        if last_tick.elapsed() >= Duration::from_millis(100) {
+            last_tick = Instant::now();
+            notify(Notice::Tick {
+                elapsed: Duration::from_micros(clock.now_us()),
+                probes: state.probes_recorded as usize,
+                writes: state.writes.len(),
+            });
+        }
+        if last_settle.elapsed() >= SETTLE_EVERY {
+            last_settle = Instant::now();
+            let settled = state
+                .settle(&threads, clock, &rx, &mut out, &mut keys, notify)
+                .and_then(|end| {
+                    if let Some(end) = end {
+                        return Ok(Some(end));
+                    }
+                    if state.wrote_since_checkpoint || last_checkpoint.elapsed() >= CHECKPOINT_EVERY
+                    {
+                        last_checkpoint = Instant::now();
+                        state.wrote_since_checkpoint = false;
+                        if let Some(out) = out.as_mut() {
+                            out.checkpoint(
+                                &meta,
+                                &state,
+                                RunStatus::Running,
+                                None,
+                                &threads,
+                                &warnings,
+                            )?;
+                        }
+                    }
+                    Ok(None)
+                });
+            match settled {
+                Ok(Some((end_status, reason))) => {
+                    status = end_status;
+                    status_reason = reason;
+                    break;
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    export_error = Some(err);
+                    break;
+                }
+            }
+        }
+    }
+
+    // Stop everything, keep every record that is still in flight. The actor first: a write
+    // under way when the run stops (Ctrl-C) is finished and recorded, and the probes go on
+    // until it is, so its figures cover all of it. Its events keep being taken meanwhile (it
+    // sends them blocking).
+    let mut take_late = |event: Event,
+                         state: &mut Collector,
+                         out: &mut Option<OutFiles>,
+                         keys: &mut KeyLedger,
+                         status: &mut RunStatus,
+                         status_reason: &mut Option<String>| {
+        match state.take(event, out, keys) {
+            Ok(Some((end_status, reason))) if *status == RunStatus::Complete => {
+                *status = end_status;
+                *status_reason = reason;
+            }
+            Ok(_) => {}
+            Err(err) => {
+                export_error.get_or_insert(err);
+            }
+        }
+    };
+    threads.actor_stop.store(true, Ordering::Relaxed);
+    if let Some(handle) = threads.actor.take() {
+        while !handle.is_finished() {
+            if let Ok(event) = rx.recv_timeout(SETTLE_EVERY) {
+                take_late(
+                    event,
+                    &mut state,
+                    &mut out,
+                    &mut keys,
+                    &mut status,
+                    &mut status_reason,
+                );
+            }
+        }
+        let _ = handle.join();
+    }
+    threads.stop_all();
+    while let Ok(event) = rx.try_recv() {
+        take_late(
+            event,
+            &mut state,
+            &mut out,
+            &mut keys,
+            &mut status,
+            &mut status_reason,
+        );
+    }
+    if status == RunStatus::Complete {
+        if let Some((thread, error)) = threads.probes_shared.failure() {
+            status = RunStatus::Failed;
+            status_reason = Some(format!("probe thread {thread} lost the server: {error}"));
+        } else if has_actor && !state.actor_ended {
+            // Its thread is gone and it never said done or failed: it died (a panic).
+            status = RunStatus::Failed;
+            status_reason = Some(
+                "the writer thread stopped without finishing its plan (a bug in holprobe: please report it)".into(),
+            );
+        }
+    }
+    keys.remove_all(target, &key_prefix, &mut warnings);
+
+    // Every thread is stopped and the keys are gone: now an export error may end the run (the
+    // settings guard restores the server's settings as it drops).
+    if let Some(err) = export_error {
+        return Err(err);
+    }
+    state.correlator.finish();
+    state.file_findings(&mut out, notify)?;
+    state.analysis.baseline = state.correlator.baseline();
+    state.analysis.summarize_writes();
+    if let Err(err) = tuning.restore() {
+        warnings.push(format!(
+            "could not restore the server's settings ({}): {err:#}",
+            server_settings.join(", ")
+        ));
+    }
+    let shared = &threads.probes_shared;
+    let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
+    if options.realtime && realtime_threads < u32::from(options.probe_threads) {
+        warnings.push(
+            "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
+        );
+    }
+    if let Some(note) = crate::run::late_probe_note(&state.analysis.writes, options.realtime) {
+        warnings.push(note);
+    }
+    let dropped = shared.dropped.load(Ordering::Relaxed);
+    if dropped > 0 {
+        warnings.push(format!(
+            "{dropped} probe records were dropped because the collector fell behind: the figures miss them"
+        ));
+    }
+    let omitted = state.stalls_found - state.analysis.stalls.len() as u64;
+    if omitted > 0 {
+        warnings.push(format!(
+            "{} stalls in all ({:.1} ms): run.json keeps the {} longest, stalls.csv every one",
+            state.stalls_found,
+            state.stall_ms_total,
+            state.analysis.stalls.len()
+        ));
+    }
+    if let Some(out) = out.as_mut() {
+        out.checkpoint(
+            &meta,
+            &state,
+            status,
+            status_reason.clone(),
+            &threads,
+            &warnings,
+        )?;
+    }
+    Ok(RunReport {
+        run_id,
+        status,
+        status_reason,
+        analysis: state.analysis,
+        writes: state.writes,
+        probes_recorded: state.probes_recorded,
+        stalls_found: state.stalls_found,
+        stall_ms_total: state.stall_ms_total,
+        probes_dropped: dropped,
+        warnings,
+        started_unix_us: clock.unix_start_us(),
+        server_settings,
+    })
+}
+
+/// The keys a run created and has not deleted: removed at the end while the server is
+/// reachable, whatever ended the run.
+#[derive(Debug, Default)]
+pub struct KeyLedger {
+    live: BTreeSet<String>,
+}
+
+impl KeyLedger {
+    /// A key the run is about to create.
+    pub fn created(&mut self, key: &str) {
+        self.live.insert(key.to_string());
+    }
+
+    /// A key the run deleted.
+    pub fn deleted(&mut self, key: &str) {
+        self.live.remove(key);
+    }
+
+    /// Files a write event.
+    pub fn track(&mut self, write: &WriteRecord) {
+        match write.op {
+            WriteOp::Set | WriteOp::Overwrite => self.created(&write.key),
+            WriteOp::Delete if write.ok => self.deleted(&write.key),
+            // A custom command may have removed the key: the final cleanup deletes it again,
+            // which is harmless.
+            WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
+        }
+    }
+
+    /// Deletes every key left, on a fresh connection (the run's may be broken); a failure is a
+    /// warning, never an error that hides the results.
+    pub fn remove_all(&mut self, target: &Target, key_prefix: &str, warnings: &mut Vec<String>) {
+        if self.live.is_empty() {
+            return;
+        }
+        let keys: Vec<&String> = self.live.iter().collect();
+        let removed = target.conn.redis_connection().and_then(|mut conn| {
+            redis::cmd("DEL")
+                .arg(&keys)
+                .query::<i64>(&mut conn)
+                .map_err(anyhow::Error::from)
+        });
+        match removed {
+            Ok(_) => self.live.clear(),
+            Err(err) => warnings.push(format!(
+                "could not remove {} key(s) under {key_prefix}: {err:#}",
+                keys.len()
+            )),
+        }
+    }
+}
+
+/// The session's threads and their stop flags: stopped (and joined) in the order that keeps
+/// every record.
+struct Threads {
+    probes: Vec<JoinHandle<()>>,
+    probes_shared: Arc<ProbeShared>,
+    actor: Option<JoinHandle<()>>,
+    actor_stop: Arc<AtomicBool>,
+    write_mark: Arc<WriteMark>,
+    sampler: Option<JoinHandle<()>>,
+    sampler_stop: Arc<AtomicBool>,
+}
+
+impl Threads {
+    fn new() -> Threads {
+        Threads {
+            probes: Vec::new(),
+            probes_shared: Arc::new(ProbeShared::default()),
+            actor: None,
+            actor_stop: Arc::new(AtomicBool::new(false)),
+            write_mark: Arc::new(WriteMark::default()),
+            sampler: None,
+            sampler_stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Stops and joins every thread (the actor's too, when still running).
+    fn stop_all(&mut self) {
+        self.actor_stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.actor.take() {
+            let _ = handle.join();
+        }
+        self.probes_shared.stop.store(true, Ordering::Relaxed);
+        self.sampler_stop.store(true, Ordering::Relaxed);
+        for handle in self.probes.drain(..) {
+            let _ = handle.join();
+        }
+        if let Some(handle) = self.sampler.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+struct Meta<'a> {
+    run_id: &'a str,
+    key_prefix: &'a str,
+    clock: RunClock,
+    target: &'a Target,
+    host: &'a HostInfo,
+    options: &'a RunOptions,
+}
+
+struct Collector {
+    correlator: Correlator,
+    writes: Vec<WriteRecord>,
+    last_intended: Vec<Option<u64>>,
+    probes_recorded: u64,
+    /// The findings kept: every write, at most [`KEEP_STALLS`] stalls and as many hiccups.
+    analysis: Analysis,
+    stalls_found: u64,
+    stall_ms_total: f64,
+    hiccups_found: u64,
+    /// A write's figures came since run.json was last written.
+    wrote_since_checkpoint: bool,
+    /// The actor said it was done, or failed.
+    actor_ended: bool,
+    target_label: String,
+    unix_start_us: u64,
+}
+
+type EndOfRun = (RunStatus, Option<String>);
+
+impl Collector {
+    /// Files one event. Returns the run's end status when the event ends the run.
+    fn take(
+        &mut self,
+        event: Event,
+        out: &mut Option<OutFiles>,
+        keys: &mut KeyLedger,
+    ) -> Result<Option<EndOfRun>> {
+        match event {
+            Event::Probe(probe) => {
+                if let Some(out) = out.as_mut()
+                    && out.probes_export.keeps(&probe, out.stall_threshold_us)
+                {
+                    out.probes.push(&probe)?;
+                }
+                if let Some(slot) = self.last_intended.get_mut(probe.thread as usize) {
+                    *slot = Some(probe.intended_us);
+                }
+                self.probes_recorded += 1;
+                self.correlator.probe(&probe);
+            }
+            Event::Write(write) => {
+                if let Some(out) = out.as_mut() {
+                    out.writes.push(&write)?;
+                    out.writes.flush()?;
+                }
+                keys.track(&write);
+                self.correlator.write((*write).clone());
+                self.writes.push(*write);
+            }
+            Event::Memory(sample) => self.correlator.memory(sample),
+            Event::WriterDone => {
+                self.actor_ended = true;
+                return Ok(Some((RunStatus::Complete, None)));
+            }
+            Event::WriterFailed(error) => {
+                self.actor_ended = true;
+                return Ok(Some((
+                    RunStatus::Failed,
+                    Some(format!("the writer lost the server: {error}")),
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Moves the correlator's horizon on and files what became final. The actor's mark is read
+    /// before the channel is drained: a write it no longer marks has already been sent.
+    fn settle(
+        &mut self,
+        threads: &Threads,
+        clock: RunClock,
+        rx: &Receiver<Event>,
+        out: &mut Option<OutFiles>,
+        keys: &mut KeyLedger,
+        notify: &mut dyn FnMut(Notice<'_>),
+    ) -> Result<Option<EndOfRun>> {
+        let writes_from_us = threads.write_mark.writes_from(clock);
+        let mut end = None;
+        while let Ok(event) = rx.try_recv() {
+            if let Some(e) = self.take(event, out, keys)? {
+                end = Some(e);
+                break;
+            }
+        }
+        // Every thread has delivered up to its last intended send; a thread that has delivered
+        // nothing yet holds everything back.
+        let probes_through_us = self
+            .last_intended
+            .iter()
+            .map(|l| l.unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        self.correlator.advance(Horizon {
+            probes_through_us,
+            writes_from_us,
+        });
+        self.file_findings(out, notify)?;
+        Ok(end)
+    }
+
+    /// Takes the correlator's final findings into the exports, the terminal and the kept
+    /// analysis.
+    fn file_findings(
+        &mut self,
+        out: &mut Option<OutFiles>,
+        notify: &mut dyn FnMut(Notice<'_>),
+    ) -> Result<()> {
+        for finding in self.correlator.drain() {
+            match finding {
+                Finding::Stall(mut stall) => {
+                    stall.wall_start = Some(wall_time(self.unix_start_us + stall.start_us));
+                    self.stalls_found += 1;
+                    self.stall_ms_total += stall.duration_ms;
+                    if let Some(out) = out.as_mut() {
+                        out.stalls.push(&stall)?;
+                    }
+                    notify(Notice::Stall(&stall));
+                    keep_bounded(&mut self.analysis.stalls, stall);
+                }
+                Finding::Hiccup(mut hiccup) => {
+                    hiccup.wall_start = Some(wall_time(self.unix_start_us + hiccup.start_us));
+                    self.hiccups_found += 1;
+                    keep_bounded(&mut self.analysis.client_hiccups, hiccup);
+                }
+                Finding::Write(summary) => {
+                    let record = self
+                        .writes
+                        .iter()
+                        .find(|w| w.seq == summary.seq)
+                        .expect("a summary's write was taken");
+                    notify(Notice::Write {
+                        record,
+                        summary: &summary,
+                    });
+                    self.analysis.writes.push(summary);
+                    self.wrote_since_checkpoint = true;
+                    if let Some(out) = out.as_mut() {
+                        out.stalls.flush()?;
+                        write_atomic(
+                            &out.dir.join(SUMMARY_CSV),
+                            &csv_bytes(&self.analysis.writes, columns::SUMMARY)?,
+                        )?;
+                    }
+                }
+                Finding::Interval(interval) => {
+                    if let Some(out) = out.as_mut() {
+                        out.timeline.push(&TimelineRow::new(
+                            &interval,
+                            &self.target_label,
+                            self.unix_start_us,
+                        ))?;
+                        out.timeline.flush()?;
+                        out.stalls.flush()?;
+                        out.probes.flush()?;
+                    }
+                    notify(Notice::Interval {
+                        interval: &interval,
+                        started_unix_us: self.unix_start_us,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Keeps a stall in a list of at most [`KEEP_STALLS`]: past that, the shortest one not tied to
+/// a write goes (the list stays in time order).
+fn keep_bounded(list: &mut Vec<Stall>, stall: Stall) {
+    list.push(stall);
+    if list.len() > KEEP_STALLS
+        && let Some((index, _)) = list
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.write_seq.is_none())
+            .min_by(|a, b| a.1.duration_ms.total_cmp(&b.1.duration_ms))
+    {
+        list.remove(index);
+    }
+}
+
+/// RFC 3339 UTC time with µs of a Unix time in µs.
+pub fn wall_time(unix_us: u64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_micros(unix_us);
+    humantime::format_rfc3339_micros(at).to_string()
+}
+
+/// The files of an `--out` directory while the run goes.
+struct OutFiles {
+    dir: PathBuf,
+    probes: RowAppender,
+    writes: RowAppender,
+    stalls: RowAppender,
+    timeline: RowAppender,
+    probes_export: ProbesExport,
+    stall_threshold_us: u64,
+}
+
+impl OutFiles {
+    fn create(dir: &std::path::Path, options: &RunOptions) -> Result<OutFiles> {
+        let files = OutFiles {
+            dir: dir.to_path_buf(),
+            probes_export: options.probes_export,
+            stall_threshold_us: options.stall_threshold_us,
+            probes: RowAppender::create(&dir.join(PROBES_CSV), columns::PROBES)?,
+            writes: RowAppender::create(&dir.join(WRITES_CSV), columns::WRITES)?,
+            stalls: RowAppender::create(&dir.join(STALLS_CSV), columns::STALLS)?,
+            timeline: RowAppender::create(&dir.join(TIMELINE_CSV), columns::TIMELINE)?,
+        };
+        write_atomic(
+            &dir.join(SUMMARY_CSV),
+            &csv_bytes::<crate::analyze::findings::WriteSummary>(&[], columns::SUMMARY)?,
+        )?;
+        Ok(files)
+    }
+
+    fn checkpoint(
+        &mut self,
+        meta: &Meta<'_>,
+        state: &Collector,
+        status: RunStatus,
+        status_reason: Option<String>,
+        threads: &Threads,
+        warnings: &[String],
+    ) -> Result<()> {
+        self.probes.flush()?;
+        self.writes.flush()?;
+        self.stalls.flush()?;
+        self.timeline.flush()?;
+        write_atomic(
+            &self.dir.join(SUMMARY_CSV),
+            &csv_bytes(&state.analysis.writes, columns::SUMMARY)?,
+        )?;
+        let shared = &threads.probes_shared;
+        let mut analysis = state.analysis.clone();
+        analysis.baseline = state.correlator.baseline();
+        let run_json = RunJson {
+            tool: ToolInfo::default(),
+            status,
+            status_reason,
+            run_id: meta.run_id,
+            key_prefix: meta.key_prefix,
+            started_unix_us: meta.clock.unix_start_us(),
+            elapsed_us: meta.clock.now_us(),
+            server: &meta.target.server,
+            host: meta.host,
+            options: meta.options,
+            probe_engine: shared.engine_info(),
+            probes_dropped: shared.dropped.load(Ordering::Relaxed),
+            probes_recorded: state.probes_recorded,
+            stalls_found: state.stalls_found,
+            stall_ms_total: state.stall_ms_total,
+            client_hiccups_found: state.hiccups_found,
+            analysis: &analysis,
+            warnings,
+        };
+        let json = serde_json::to_vec_pretty(&run_json).context("encoding run.json")?;
+        write_atomic(&self.dir.join(RUN_JSON), &json)
+    }
+}
