@@ -28,6 +28,7 @@ pub mod export;
 pub mod findings;
 pub mod hostmem;
 pub mod load;
+pub mod output;
 pub mod pressure;
 pub mod probe;
 pub mod record;
