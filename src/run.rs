@@ -51,6 +51,12 @@ pub struct RunOptions {
     /// Which probes get a row in probes.csv (`--probes`).
     #[serde(rename = "probes")]
     pub probes_export: ProbesExport,
+    /// Where the Prometheus endpoint listens (`--metrics-addr`), for run.json.
+    pub metrics_addr: Option<String>,
+    /// The endpoint's figures, updated as the run goes (bound by the caller before anything
+    /// starts, see [`crate::output::metrics::MetricsEndpoint`]).
+    #[serde(skip)]
+    pub metrics: Option<std::sync::Arc<crate::output::metrics::ProbeMetrics>>,
     /// Length of one row of timeline.csv (and of probes.hlog) (`--interval`).
     #[serde(with = "crate::units::duration_ms", rename = "interval_ms")]
     pub interval: Duration,
@@ -124,6 +130,8 @@ impl Default for RunOptions {
             predict_bytes: Vec::new(),
             probes_export: ProbesExport::All,
             interval: DEFAULT_INTERVAL,
+            metrics_addr: None,
+            metrics: None,
         }
     }
 }

@@ -39,9 +39,11 @@ use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::measure::serverview::{ServerTuning, ViewSetup};
 use crate::measure::target::Target;
 use crate::output::export::{
-    HostInfo, PROBES_CSV, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
+    HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
     TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
 };
+use crate::output::hlog::HlogWriter;
+use crate::output::metrics::ProbeMetrics;
 use crate::record::{ProbeCmd, WriteOp, WriteRecord};
 use crate::run::{KEY_NAMESPACE, Notice, ProbesExport, RunOptions, RunReport, new_run_id};
 
@@ -131,6 +133,12 @@ pub fn measure(
     }
     let host = HostInfo::read();
     let clock = RunClock::start();
+    if let Some(out) = out.as_mut()
+        && let Err(err) = out.start_hlog(clock.unix_start_us())
+    {
+        keys.remove_all(target, &key_prefix, &mut warnings);
+        return Err(err);
+    }
     // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
     // at the default rates if the collector stalls (what does not fit is counted as dropped).
     let (tx, rx) = bounded::<Event>(1 << 16);
@@ -205,6 +213,7 @@ pub fn measure(
         hiccups_found: 0,
         wrote_since_checkpoint: false,
         target_label: target.server.address.clone(),
+        metrics: options.metrics.clone(),
         unix_start_us: clock.unix_start_us(),
     };
     let deadline_us = options
@@ -574,6 +583,7 @@ struct Collector {
     actor_ended: bool,
     target_label: String,
     unix_start_us: u64,
+    metrics: Option<Arc<ProbeMetrics>>,
 }
 
 type EndOfRun = (RunStatus, Option<String>);
@@ -597,6 +607,9 @@ impl Collector {
                     *slot = Some(probe.intended_us);
                 }
                 self.probes_recorded += 1;
+                if let Some(metrics) = &self.metrics {
+                    metrics.probe(&self.target_label, probe.latency_us, probe.ok);
+                }
                 self.correlator.probe(&probe);
             }
             Event::Write(write) => {
@@ -672,6 +685,9 @@ impl Collector {
                     stall.wall_start = Some(wall_time(self.unix_start_us + stall.start_us));
                     self.stalls_found += 1;
                     self.stall_ms_total += stall.duration_ms;
+                    if let Some(metrics) = &self.metrics {
+                        metrics.stall(&self.target_label, stall.end_us - stall.start_us);
+                    }
                     if let Some(out) = out.as_mut() {
                         out.stalls.push(&stall)?;
                     }
@@ -704,7 +720,21 @@ impl Collector {
                     }
                 }
                 Finding::Interval(interval) => {
+                    if let Some(metrics) = &self.metrics {
+                        metrics.set_longest_stall(
+                            &self.target_label,
+                            (interval.longest_stall_ms * 1e3) as u64,
+                        );
+                    }
                     if let Some(out) = out.as_mut() {
+                        if let Some(hlog) = out.hlog.as_mut() {
+                            hlog.append(
+                                interval.start_us,
+                                interval.length_us,
+                                &interval.latency,
+                                None,
+                            )?;
+                        }
                         out.timeline.push(&TimelineRow::new(
                             &interval,
                             &self.target_label,
@@ -753,6 +783,8 @@ struct OutFiles {
     writes: RowAppender,
     stalls: RowAppender,
     timeline: RowAppender,
+    /// Opened once the run's clock has started (its header holds the start time).
+    hlog: Option<HlogWriter>,
     probes_export: ProbesExport,
     stall_threshold_us: u64,
 }
@@ -767,12 +799,18 @@ impl OutFiles {
             writes: RowAppender::create(&dir.join(WRITES_CSV), columns::WRITES)?,
             stalls: RowAppender::create(&dir.join(STALLS_CSV), columns::STALLS)?,
             timeline: RowAppender::create(&dir.join(TIMELINE_CSV), columns::TIMELINE)?,
+            hlog: None,
         };
         write_atomic(
             &dir.join(SUMMARY_CSV),
             &csv_bytes::<crate::analyze::findings::WriteSummary>(&[], columns::SUMMARY)?,
         )?;
         Ok(files)
+    }
+
+    fn start_hlog(&mut self, unix_start_us: u64) -> Result<()> {
+        self.hlog = Some(HlogWriter::create(&self.dir.join(PROBES_HLOG), unix_start_us)?);
+        Ok(())
     }
 
     fn checkpoint(

@@ -216,6 +216,8 @@ impl CalibrateArgs {
                 predict_bytes: Vec::new(),
                 probes_export: crate::run::ProbesExport::All,
                 interval: crate::run::DEFAULT_INTERVAL,
+                metrics_addr: None,
+                metrics: None,
             },
             plan: InjectionPlan {
                 stalls_us,

@@ -144,6 +144,12 @@ pub struct ProbeArgs {
     )]
     pub report_every: String,
 
+    /// Serve the run's figures for Prometheus at http://ADDR/metrics while it goes (OpenMetrics
+    /// text: probe latency histogram, probes, errors, stalls): HOST:PORT, or PORT alone for
+    /// 127.0.0.1:PORT. Listen beyond loopback only by naming the address (e.g. 0.0.0.0:9121).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+
     /// How many of the longest stalls the end of the run lists, each with its wall-clock
     /// time and cause: a number, or `all` (stalls.csv has every one).
     #[arg(long, value_name = "N|all", default_value = "10")]
@@ -270,6 +276,8 @@ impl ProbeArgs {
             predict_bytes,
             probes_export,
             interval,
+            metrics_addr: self.metrics_addr.clone(),
+            metrics: None,
         })
     }
 

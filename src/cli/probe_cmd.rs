@@ -8,6 +8,7 @@ use super::{Output, ProbeArgs, TargetArgs};
 use crate::error::{EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::measure::target::{ServerBinary, Target, TargetSpec};
 use crate::output::export::prepare_out_dir;
+use crate::output::metrics::MetricsEndpoint;
 use crate::output::report;
 use crate::run::{self, Notice, RunOptions};
 use crate::units::format_size;
@@ -19,7 +20,7 @@ pub fn run(
     interrupt: &AtomicBool,
     out: &mut Output,
 ) -> Result<i32> {
-    let options = probe_args.to_options()?;
+    let mut options = probe_args.to_options()?;
     let report_every = probe_args.report_every()?;
     let show_stalls = probe_args.show_stalls()?;
     let spec = target_args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
@@ -32,7 +33,19 @@ pub fn run(
     if let Some(dir) = &options.out {
         prepare_out_dir(dir, probe_args.force)?;
     }
+    // Bound before anything starts, so a busy or bad address is a usage error; served until
+    // the run's end (dropped on every way out of here).
+    let endpoint = match &options.metrics_addr {
+        Some(addr) => Some(MetricsEndpoint::bind(addr)?),
+        None => None,
+    };
+    if let Some(endpoint) = &endpoint {
+        options.metrics = Some(std::sync::Arc::clone(endpoint.metrics()));
+    }
     let mut target = Target::open(&spec)?;
+    if let Some(endpoint) = &endpoint {
+        out.note(&format!("metrics at {} while the run goes", endpoint.url()));
+    }
     describe_target(&target, "measuring", out);
     preflight(&options, &target, out)?;
     describe_plan(&options, out);

@@ -54,7 +54,7 @@ impl HlogWriter {
     /// interval's timestamp reads as seconds since the run started and lines up with the run's
     /// other exports (which count from the same anchor).
     pub fn create(path: &Path, start_unix_us: u64) -> Result<HlogWriter> {
-        let file = crate::export::open_fresh(path)?;
+        let file = crate::output::export::open_fresh(path)?;
         let mut writer = HlogWriter {
             path: path.to_path_buf(),
             file,
