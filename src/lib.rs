@@ -22,6 +22,7 @@ pub mod cli;
 pub mod clock;
 pub mod compare;
 pub mod correlate;
+pub mod culprit;
 pub mod error;
 pub mod event;
 pub mod export;
