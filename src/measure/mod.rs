@@ -4,6 +4,7 @@
 
 pub mod actor;
 pub mod clock;
+pub mod culprit;
 pub mod event;
 pub mod hostmem;
 pub mod probe;

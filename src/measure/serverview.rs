@@ -245,6 +245,10 @@ pub struct LogEntry {
     pub value: i64,
     /// The command and its arguments (each possibly truncated by the server).
     pub args: Vec<Vec<u8>>,
+    /// The client's address, `ip:port` (the 5th field, Redis 4+ and Valkey; `None` before).
+    pub client_addr: Option<String>,
+    /// The client's name from `CLIENT SETNAME` (the 6th field; `None` when unset or absent).
+    pub client_name: Option<String>,
 }
 
 /// Parses a `SLOWLOG GET` / `COMMANDLOG GET` reply. Malformed entries are skipped.
@@ -273,11 +277,21 @@ pub fn parse_log_entries(reply: &Reply) -> Vec<LogEntry> {
                     .collect(),
                 _ => return None,
             };
+            // Fields 5 and 6 came with Redis 4.0: older servers send 4, which still parse.
+            let text = |i: usize| match fields.get(i)? {
+                Reply::Bulk(Some(bytes)) if !bytes.is_empty() => {
+                    Some(String::from_utf8_lossy(bytes).into_owned())
+                }
+                Reply::Status(text) if !text.is_empty() => Some(text.clone()),
+                _ => None,
+            };
             Some(LogEntry {
                 id: int(0)?,
                 timestamp: int(1)?,
                 value: int(2)?,
                 args,
+                client_addr: text(4),
+                client_name: text(5),
             })
         })
         .collect()
@@ -602,6 +616,43 @@ mod tests {
         // The command name alone does not match: an argument must.
         assert!(find_entry(&entries, "PING", b"PING").is_none());
         assert!(parse_log_entries(&Reply::Error("ERR unknown".into())).is_empty());
+    }
+
+    #[test]
+    fn slowlog_client_fields_are_read_when_the_server_sends_them() {
+        let named = Reply::Array(Some(vec![
+            Reply::Integer(3),
+            Reply::Integer(1_700_000_000),
+            Reply::Integer(51_000),
+            Reply::Array(Some(vec![bulk("DEBUG"), bulk("SLEEP"), bulk("0.05")])),
+            bulk("10.0.0.5:51234"),
+            bulk("app-worker"),
+        ]));
+        // Redis before 4.0: four fields, no client.
+        let old = Reply::Array(Some(vec![
+            Reply::Integer(2),
+            Reply::Integer(1_700_000_000),
+            Reply::Integer(10),
+            Reply::Array(Some(vec![bulk("PING")])),
+        ]));
+        let entries = parse_log_entries(&Reply::Array(Some(vec![
+            named,
+            entry(1, 5, &["GET", "k"]),
+            old,
+        ])));
+        assert_eq!(entries.len(), 3);
+        assert_eq!(entries[0].client_addr.as_deref(), Some("10.0.0.5:51234"));
+        assert_eq!(entries[0].client_name.as_deref(), Some("app-worker"));
+        // An unnamed client sends an empty name: none.
+        assert_eq!(entries[1].client_addr.as_deref(), Some("127.0.0.1:5000"));
+        assert_eq!(entries[1].client_name, None);
+        assert_eq!(
+            (
+                entries[2].client_addr.clone(),
+                entries[2].client_name.clone()
+            ),
+            (None, None)
+        );
     }
 
     #[test]

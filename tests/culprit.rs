@@ -1,0 +1,346 @@
+//! The server-log poller and the stall naming against real servers: a named client's DEBUG SLEEP
+//! and a busy Lua script are read from SLOWLOG (COMMANDLOG on Valkey) and named for the
+//! wall-clock span they took; missed entries are counted; refused commands keep it quiet.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::TestServer;
+use holprobe::measure::culprit::{
+    CommandLogSource, ServerCommandEntry, ServerLogPoller, WallSpan, name_stall,
+};
+use holprobe::measure::serverview::LatencyEvent;
+use holprobe::measure::target::ConnInfo;
+
+/// A pure Lua loop of `ARGV[1]` steps. No server call inside: on Valkey 9.1 a loop that waited
+/// for `redis.call('TIME')` to pass 30 ms ran for 5 s (the time a script sees stands still while
+/// it runs, until the busy-script threshold), so the steps are calibrated instead.
+const BUSY_SCRIPT: &str =
+    "local n = tonumber(ARGV[1]) local x = 0 for i = 1, n do x = x + i % 7 end return 1";
+
+/// Steps of [`BUSY_SCRIPT`] that keep this server busy for about `target_us`: the quickest of
+/// three runs of a size that takes some ms, scaled (on a loaded machine one run can take ten
+/// times as long as the next, and a slow calibration makes a script too short to name).
+fn busy_steps(conn: &mut redis::Connection, target_us: i64) -> u64 {
+    let mut steps: u64 = 100_000;
+    loop {
+        let quickest_us = (0..3)
+            .map(|_| {
+                timed(conn, redis::cmd("EVAL").arg(BUSY_SCRIPT).arg(0).arg(steps)).duration_us()
+            })
+            .min()
+            .unwrap();
+        if quickest_us >= 5_000 || steps >= 1 << 32 {
+            return (steps as f64 * target_us as f64 / quickest_us.max(1) as f64) as u64;
+        }
+        steps *= 10;
+    }
+}
+
+fn unix_us(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH).unwrap().as_micros() as i64
+}
+
+/// Runs `command` on `conn` and returns the wall-clock span it took, as a client sees it.
+fn timed(conn: &mut redis::Connection, command: &redis::Cmd) -> WallSpan {
+    let start = SystemTime::now();
+    command.exec(conn).expect("the command runs");
+    let end = SystemTime::now();
+    WallSpan {
+        start_unix_us: unix_us(start),
+        end_unix_us: unix_us(end),
+    }
+}
+
+/// Sleeps into the next wall-clock second (20 ms past its start).
+fn wait_for_next_second() {
+    let into_second_us = unix_us(SystemTime::now()).rem_euclid(1_000_000);
+    std::thread::sleep(Duration::from_micros(
+        (1_000_000 - into_second_us + 20_000) as u64,
+    ));
+}
+
+fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .exec(conn)
+        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
+}
+
+/// Everything the poller found over several polls.
+#[derive(Default)]
+struct Gathered {
+    entries: Vec<ServerCommandEntry>,
+    events: Vec<LatencyEvent>,
+    missed: u64,
+}
+
+impl Gathered {
+    /// Polls once; returns what this poll found.
+    fn poll(&mut self, poller: &mut ServerLogPoller) -> Vec<ServerCommandEntry> {
+        let poll = poller.poll().expect("a poll");
+        self.entries.extend(poll.entries.iter().cloned());
+        self.events.extend(poll.latency);
+        self.missed += poll.missed_entries;
+        poll.entries
+    }
+}
+
+/// The entries of one command. Others may be there too: with a 1 ms threshold on a busy
+/// 2-core machine, any command the scheduler interrupts can be logged.
+fn only<'a>(entries: &'a [ServerCommandEntry], command: &str) -> Vec<&'a ServerCommandEntry> {
+    entries
+        .iter()
+        .filter(|e| {
+            e.args
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(command.as_bytes()))
+        })
+        .collect()
+}
+
+/// The main scenario on one server: a DEBUG SLEEP logged before the poller started is not
+/// returned; a named client's DEBUG SLEEP 0.05 and busy EVAL are, and each is named for its own
+/// span, with a SLOWLOG RESET by another client in between.
+fn names_sleep_and_script(server: &TestServer, expected_source: CommandLogSource) {
+    let info: ConnInfo = server.server.conn_info();
+    let mut admin = server.conn();
+    config_set(&mut admin, "slowlog-log-slower-than", "1000");
+    config_set(&mut admin, "slowlog-max-len", "128");
+    config_set(&mut admin, "latency-monitor-threshold", "1");
+    let steps = busy_steps(&mut admin, 30_000);
+    // The calibration's own latency samples are not the run's.
+    redis::cmd("LATENCY").arg("RESET").exec(&mut admin).unwrap();
+    // History from before the run: not the poller's business.
+    redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.02")
+        .exec(&mut admin)
+        .unwrap();
+
+    let mut poller = ServerLogPoller::connect(&info).expect("the poller connects");
+    assert_eq!(poller.source(), Some(expected_source));
+    assert!(poller.reads_latency());
+    assert_eq!(poller.take_notes(), Vec::<String>::new());
+    let mut gathered = Gathered::default();
+    assert!(
+        only(&gathered.poll(&mut poller), "DEBUG").is_empty(),
+        "nothing new yet"
+    );
+
+    let mut app = server.conn();
+    redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("culprit-test")
+        .exec(&mut app)
+        .unwrap();
+    let sleep_span = timed(&mut app, redis::cmd("DEBUG").arg("SLEEP").arg("0.05"));
+    let first = gathered.poll(&mut poller);
+    // The sleep logged before the poller started is not among them.
+    let sleeps = only(&first, "DEBUG");
+    assert_eq!(sleeps.len(), 1, "{first:?}");
+    let sleep = sleeps[0];
+    assert_eq!(sleep.args[2], b"0.05");
+    assert!(
+        (45_000..1_000_000).contains(&sleep.duration_us),
+        "{sleep:?}"
+    );
+    assert_eq!(sleep.client_name.as_deref(), Some("culprit-test"));
+
+    // Another client empties the log: the ids go on, the poller is not confused.
+    redis::cmd("SLOWLOG").arg("RESET").exec(&mut admin).unwrap();
+    // The script in a second of its own: in the sleep's second both would be candidates for
+    // either span, and on a loaded machine the script may take as long as the sleep (the
+    // unit tests cover that case).
+    wait_for_next_second();
+    let script_span = timed(
+        &mut app,
+        redis::cmd("EVAL").arg(BUSY_SCRIPT).arg(0).arg(steps),
+    );
+    let second = gathered.poll(&mut poller);
+    assert_eq!(only(&second, "EVAL").len(), 1, "{second:?}");
+    assert!(only(&second, "DEBUG").is_empty(), "{second:?}");
+    assert!(
+        second.iter().all(|e| e.id > sleep.id),
+        "ids keep growing: {first:?} then {second:?}"
+    );
+    let third = gathered.poll(&mut poller);
+    assert!(only(&third, "EVAL").is_empty() && only(&third, "DEBUG").is_empty());
+    assert_eq!(gathered.missed, 0);
+    assert_eq!(poller.missed_entries(), 0);
+    assert_eq!(poller.take_notes(), Vec::<String>::new());
+
+    let culprit = name_stall(sleep_span, &gathered.entries, &gathered.events);
+    assert_eq!(culprit.server_command.as_deref(), Some("DEBUG SLEEP 0.05"));
+    let client = culprit.server_client.expect("a client");
+    assert!(
+        client.starts_with("127.0.0.1:") && client.ends_with(" culprit-test"),
+        "{client}"
+    );
+    let event = culprit.server_event.expect("a latency event");
+    assert!(event.contains("command "), "{event}");
+
+    let culprit = name_stall(script_span, &gathered.entries, &gathered.events);
+    let command = culprit.server_command.unwrap_or_else(|| {
+        panic!(
+            "the script is not named for {script_span:?} ({} µs): {:?}",
+            script_span.duration_us(),
+            only(&gathered.entries, "EVAL")
+        )
+    });
+    assert!(
+        command.starts_with(&format!("EVAL \"local n = tonumber(...\" 0 {steps}")),
+        "{command}"
+    );
+    assert!(command.chars().count() <= 44, "{command}");
+    assert!(
+        culprit
+            .server_client
+            .is_some_and(|c| c.ends_with(" culprit-test"))
+    );
+
+    let event = culprit.server_event.expect("the script's latency event");
+    assert!(event.starts_with("command "), "{event}");
+
+    // The same stall ten seconds later names nothing.
+    let later = WallSpan {
+        start_unix_us: sleep_span.start_unix_us + 10_000_000,
+        end_unix_us: sleep_span.end_unix_us + 10_000_000,
+    };
+    let culprit = name_stall(later, &gathered.entries, &gathered.events);
+    assert_eq!(culprit.server_command, None);
+    assert_eq!(culprit.server_event, None);
+}
+
+#[test]
+fn redis_7_sleep_and_script_are_named() {
+    let server = TestServer::start(&[]);
+    names_sleep_and_script(&server, CommandLogSource::Slowlog);
+}
+
+#[test]
+fn valkey_9_sleep_and_script_are_named_from_commandlog() {
+    let Some(bin) = common::server("valkey-9.1") else {
+        return; // the reason is printed
+    };
+    let server = TestServer::start_bin(Some(&bin), &[]);
+    names_sleep_and_script(&server, CommandLogSource::Commandlog);
+}
+
+#[test]
+fn redis_6_sleep_and_script_are_named() {
+    let Some(bin) = common::server("redis-6.2") else {
+        return;
+    };
+    let server = TestServer::start_bin(Some(&bin), &[]);
+    names_sleep_and_script(&server, CommandLogSource::Slowlog);
+}
+
+#[test]
+fn entries_dropped_before_a_poll_are_counted_as_missed() {
+    let server = TestServer::start(&[]);
+    let mut admin = server.conn();
+    // 10 ms: a command the scheduler interrupts on a busy machine is not logged as well.
+    config_set(&mut admin, "slowlog-log-slower-than", "10000");
+    config_set(&mut admin, "slowlog-max-len", "2");
+    let sleep = |conn: &mut redis::Connection| {
+        redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("0.02")
+            .exec(conn)
+            .unwrap()
+    };
+    // The poller starts from a log that holds an entry: gaps are counted from its id.
+    sleep(&mut admin);
+    let mut poller = ServerLogPoller::connect(&server.server.conn_info()).unwrap();
+    for _ in 0..5 {
+        sleep(&mut admin);
+    }
+    let poll = poller.poll().unwrap();
+    assert_eq!(poll.entries.len(), 2, "the log holds 2");
+    assert_eq!(poll.missed_entries, 3);
+    // One more, wiped by someone's RESET before the poll, then two: one missed.
+    sleep(&mut admin);
+    redis::cmd("SLOWLOG").arg("RESET").exec(&mut admin).unwrap();
+    sleep(&mut admin);
+    sleep(&mut admin);
+    let poll = poller.poll().unwrap();
+    assert_eq!(poll.entries.len(), 2);
+    assert_eq!(poll.missed_entries, 1);
+    assert_eq!(poller.missed_entries(), 4);
+
+    // More than a page at once: one page is read, the rest counted.
+    config_set(&mut admin, "slowlog-max-len", "1000");
+    config_set(&mut admin, "slowlog-log-slower-than", "0");
+    let mut pipe = redis::pipe();
+    for _ in 0..300 {
+        pipe.cmd("PING");
+    }
+    pipe.exec(&mut admin).unwrap();
+    let poll = poller.poll().unwrap();
+    assert_eq!(poll.entries.len(), holprobe::measure::culprit::POLL_PAGE);
+    assert!(poll.missed_entries >= 300 - 128, "{}", poll.missed_entries);
+    let ids: Vec<i64> = poll.entries.iter().map(|e| e.id).collect();
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "oldest first, no gaps: {ids:?}"
+    );
+}
+
+#[test]
+fn a_server_that_refuses_the_logs_keeps_the_poller_quiet() {
+    // Renamed away (COMMANDLOG does not exist on Redis 7.0).
+    let server = TestServer::start(&["rename-command SLOWLOG \"\"", "rename-command LATENCY \"\""]);
+    let mut poller = ServerLogPoller::connect(&server.server.conn_info()).expect("connects");
+    assert_eq!(poller.source(), None);
+    assert!(!poller.reads_latency());
+    let notes = poller.take_notes();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].contains("SLOWLOG") && notes[0].contains("COMMANDLOG"),
+        "{notes:?}"
+    );
+    assert!(notes[1].contains("LATENCY"), "{notes:?}");
+    let mut admin = server.conn();
+    redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.01")
+        .exec(&mut admin)
+        .unwrap();
+    for _ in 0..3 {
+        let poll = poller.poll().expect("a quiet poll is not an error");
+        assert!(poll.entries.is_empty() && poll.latency.is_empty());
+    }
+    assert!(poller.take_notes().is_empty(), "each note is said once");
+
+    // Denied by ACL for the poller's user.
+    let server = TestServer::start(&[]);
+    let mut admin = server.conn();
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "watcher",
+            "on",
+            ">watcher-pw",
+            "~*",
+            "+@all",
+            "-slowlog",
+            "-latency",
+        ])
+        .exec(&mut admin)
+        .unwrap();
+    let mut info = server.server.conn_info();
+    info.username = Some("watcher".into());
+    info.password = Some("watcher-pw".into());
+    let mut poller = ServerLogPoller::connect(&info).expect("connects");
+    assert_eq!((poller.source(), poller.reads_latency()), (None, false));
+    let notes = poller.take_notes();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].contains("NOPERM"), "{notes:?}");
+    assert!(poller.poll().unwrap().entries.is_empty());
+    std::thread::sleep(Duration::from_millis(10));
+    assert!(poller.take_notes().is_empty());
+}
