@@ -33,14 +33,18 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator, Finding, Horizon, Stall};
 use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::RunClock;
+use crate::measure::culprit::{
+    Culprit, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan, name_stall,
+    spawn_poller,
+};
 use crate::measure::event::Event;
 use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
 use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
-use crate::measure::serverview::{ServerTuning, ViewSetup};
+use crate::measure::serverview::{LatencyEvent, ServerTuning, ViewSetup, settings_for_observing};
 use crate::measure::target::Target;
 use crate::output::export::{
-    HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
-    TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
+    HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
+    SUMMARY_CSV, TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
 };
 use crate::output::hlog::HlogWriter;
 use crate::output::metrics::ProbeMetrics;
@@ -77,7 +81,11 @@ pub fn measure(
             &actor.server_settings(),
             target.server.embedded || options.tune_server,
         ),
-        None => ServerTuning::apply(&target.conn, &[], false),
+        None => ServerTuning::apply(
+            &target.conn,
+            &settings_for_observing(options.stall_threshold_us),
+            target.server.embedded || options.tune_server,
+        ),
     };
     warnings.append(&mut tuning.notes);
     let view = ViewSetup {
@@ -188,6 +196,36 @@ pub fn measure(
             }
         }
     }
+    // The server's slow log names the stalls, unless it logs every command (the writer's view
+    // of each write needs that; its stalls are named by their write instead).
+    let log_threshold = tuning.effective("slowlog-log-slower-than");
+    let naming = if log_threshold.is_none_or(|t| t > 0) {
+        match ServerLogPoller::connect(&target.conn)
+            .and_then(|poller| spawn_poller(poller, tx.clone(), Arc::clone(&threads.poller_stop)))
+        {
+            Ok(handle) => {
+                threads.poller = Some(handle);
+                if let Some(t) = log_threshold
+                    && t > i64::try_from(options.stall_threshold_us).unwrap_or(i64::MAX)
+                {
+                    warnings.push(format!(
+                        "the server logs commands slower than {:.1} ms only (slowlog-log-slower-than {t}): shorter stalls go unnamed (--tune-server lowers it for the run)",
+                        t as f64 / 1e3
+                    ));
+                }
+                Some(Namer::default())
+            }
+            Err(err) => {
+                warnings.push(format!(
+                    "stalls go unnamed: could not read the server's slow log ({})",
+                    crate::error::one_line(&err)
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
     drop(tx);
     notify(Notice::Started {
         run_id: &run_id,
@@ -214,6 +252,8 @@ pub fn measure(
         wrote_since_checkpoint: false,
         target_label: target.server.address.clone(),
         metrics: options.metrics.clone(),
+        naming,
+        notes: Vec::new(),
         unix_start_us: clock.unix_start_us(),
     };
     let deadline_us = options
@@ -405,6 +445,12 @@ pub fn measure(
     }
     state.correlator.finish();
     state.file_findings(&mut out, notify)?;
+    state.file_named(true, &mut out, notify)?;
+    for note in std::mem::take(&mut state.notes) {
+        if !warnings.contains(&note) {
+            warnings.push(note);
+        }
+    }
     state.analysis.baseline = state.correlator.baseline();
     state.analysis.summarize_writes();
     if let Err(err) = tuning.restore() {
@@ -526,6 +572,8 @@ struct Threads {
     write_mark: Arc<WriteMark>,
     sampler: Option<JoinHandle<()>>,
     sampler_stop: Arc<AtomicBool>,
+    poller: Option<JoinHandle<()>>,
+    poller_stop: Arc<AtomicBool>,
 }
 
 impl Threads {
@@ -538,6 +586,8 @@ impl Threads {
             write_mark: Arc::new(WriteMark::default()),
             sampler: None,
             sampler_stop: Arc::new(AtomicBool::new(false)),
+            poller: None,
+            poller_stop: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -553,6 +603,11 @@ impl Threads {
             let _ = handle.join();
         }
         if let Some(handle) = self.sampler.take() {
+            let _ = handle.join();
+        }
+        // Last: its final poll covers the stalls the last probes closed.
+        self.poller_stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.poller.take() {
             let _ = handle.join();
         }
     }
@@ -584,6 +639,74 @@ struct Collector {
     target_label: String,
     unix_start_us: u64,
     metrics: Option<Arc<ProbeMetrics>>,
+    /// Stalls waiting for the server's slow log to name them (`None`: no naming).
+    naming: Option<Namer>,
+    /// Notes from the threads (the slow-log poller), for the run's warnings.
+    notes: Vec<String>,
+}
+
+/// What the server's logs said lately, and the stalls waiting for them.
+#[derive(Debug, Default)]
+struct Namer {
+    entries: std::collections::VecDeque<ServerCommandEntry>,
+    events: Vec<LatencyEvent>,
+    /// Every command that ended before this (Unix µs) has been read.
+    read_through_unix_us: i64,
+    waiting: std::collections::VecDeque<Stall>,
+}
+
+/// How long the namer keeps what the server logged, s: a stall is named within a poll or two
+/// of its end, so a minute is plenty, and memory stays flat.
+const NAMER_KEEPS_S: i64 = 60;
+
+impl Namer {
+    fn take(&mut self, batch: ServerLogBatch) {
+        self.entries.extend(batch.poll.entries);
+        for event in batch.poll.latency {
+            self.events
+                .retain(|e| e.name != event.name || e.at_unix_s != event.at_unix_s);
+            self.events.push(event);
+        }
+        if batch.polled_unix_us > 0 {
+            self.read_through_unix_us = batch.polled_unix_us;
+        }
+        let horizon_s = self.read_through_unix_us / 1_000_000 - NAMER_KEEPS_S;
+        while self
+            .entries
+            .front()
+            .is_some_and(|e| e.logged_unix_s < horizon_s)
+        {
+            self.entries.pop_front();
+        }
+        self.events.retain(|e| e.at_unix_s >= horizon_s);
+    }
+
+    /// The stalls whose end the logs have covered (all of them when `all`), named.
+    fn named(&mut self, unix_start_us: u64, all: bool) -> Vec<Stall> {
+        let mut out = Vec::new();
+        while let Some(stall) = self.waiting.front() {
+            let end_unix_us = (unix_start_us + stall.end_us) as i64;
+            if !all && end_unix_us >= self.read_through_unix_us {
+                break;
+            }
+            let mut stall = self.waiting.pop_front().expect("peeked");
+            let span = WallSpan {
+                start_unix_us: (unix_start_us + stall.start_us) as i64,
+                end_unix_us,
+            };
+            let entries: Vec<ServerCommandEntry> = self.entries.iter().cloned().collect();
+            let Culprit {
+                server_command,
+                server_client,
+                server_event,
+            } = name_stall(span, &entries, &self.events);
+            stall.server_command = server_command;
+            stall.server_client = server_client;
+            stall.server_event = server_event;
+            out.push(stall);
+        }
+        out
+    }
 }
 
 type EndOfRun = (RunStatus, Option<String>);
@@ -622,6 +745,12 @@ impl Collector {
                 self.writes.push(*write);
             }
             Event::Memory(sample) => self.correlator.memory(sample),
+            Event::ServerLog(batch) => {
+                self.notes.extend(batch.notes.iter().cloned());
+                if let Some(namer) = self.naming.as_mut() {
+                    namer.take(*batch);
+                }
+            }
             Event::WriterDone => {
                 self.actor_ended = true;
                 return Ok(Some((RunStatus::Complete, None)));
@@ -669,7 +798,45 @@ impl Collector {
             writes_from_us,
         });
         self.file_findings(out, notify)?;
+        self.file_named(false, out, notify)?;
         Ok(end)
+    }
+
+    /// Files one final stall (named, when naming is on).
+    fn file_stall(
+        &mut self,
+        stall: Stall,
+        out: &mut Option<OutFiles>,
+        notify: &mut dyn FnMut(Notice<'_>),
+    ) -> Result<()> {
+        self.stalls_found += 1;
+        self.stall_ms_total += stall.duration_ms;
+        if let Some(metrics) = &self.metrics {
+            metrics.stall(&self.target_label, stall.end_us - stall.start_us);
+        }
+        if let Some(out) = out.as_mut() {
+            out.stalls.push(&stall)?;
+        }
+        notify(Notice::Stall(&stall));
+        keep_bounded(&mut self.analysis.stalls, stall);
+        Ok(())
+    }
+
+    /// Files the stalls the server's logs have caught up with (every one waiting, at the end).
+    fn file_named(
+        &mut self,
+        all: bool,
+        out: &mut Option<OutFiles>,
+        notify: &mut dyn FnMut(Notice<'_>),
+    ) -> Result<()> {
+        let named = match self.naming.as_mut() {
+            Some(namer) => namer.named(self.unix_start_us, all),
+            None => return Ok(()),
+        };
+        for stall in named {
+            self.file_stall(stall, out, notify)?;
+        }
+        Ok(())
     }
 
     /// Takes the correlator's final findings into the exports, the terminal and the kept
@@ -683,16 +850,10 @@ impl Collector {
             match finding {
                 Finding::Stall(mut stall) => {
                     stall.wall_start = Some(wall_time(self.unix_start_us + stall.start_us));
-                    self.stalls_found += 1;
-                    self.stall_ms_total += stall.duration_ms;
-                    if let Some(metrics) = &self.metrics {
-                        metrics.stall(&self.target_label, stall.end_us - stall.start_us);
+                    match self.naming.as_mut() {
+                        Some(namer) => namer.waiting.push_back(stall),
+                        None => self.file_stall(stall, out, notify)?,
                     }
-                    if let Some(out) = out.as_mut() {
-                        out.stalls.push(&stall)?;
-                    }
-                    notify(Notice::Stall(&stall));
-                    keep_bounded(&mut self.analysis.stalls, stall);
                 }
                 Finding::Hiccup(mut hiccup) => {
                     hiccup.wall_start = Some(wall_time(self.unix_start_us + hiccup.start_us));
@@ -809,7 +970,10 @@ impl OutFiles {
     }
 
     fn start_hlog(&mut self, unix_start_us: u64) -> Result<()> {
-        self.hlog = Some(HlogWriter::create(&self.dir.join(PROBES_HLOG), unix_start_us)?);
+        self.hlog = Some(HlogWriter::create(
+            &self.dir.join(PROBES_HLOG),
+            unix_start_us,
+        )?);
         Ok(())
     }
 

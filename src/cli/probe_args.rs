@@ -104,8 +104,9 @@ pub struct ProbeArgs {
     pub force: bool,
 
     /// On a server given by --url, lower slowlog-log-slower-than and switch the latency
-    /// monitor on for the run, so the server's own view of each write is complete; the old
-    /// values are restored afterwards, also on failure. (The embedded server is always tuned.)
+    /// monitor on for the run, so the server's own view of each write is complete (observe
+    /// mode: so that stalls as short as --stall-threshold are named); the old values are
+    /// restored afterwards, also on failure. (The embedded server is always tuned.)
     #[arg(long)]
     pub tune_server: bool,
 
@@ -215,7 +216,6 @@ impl ProbeArgs {
                     ("--overwrite", self.overwrite),
                     ("--keep", self.keep),
                     ("--force-memory", self.force_memory),
-                    ("--tune-server", self.tune_server),
                     ("--predict", self.predict.is_some()),
                 ] {
                     if set {

@@ -585,7 +585,7 @@ impl Collector {
                 self.writer_done = true;
                 self.writer_failed = Some(error);
             }
-            Event::Probe(_) | Event::Memory(_) => {}
+            Event::Probe(_) | Event::Memory(_) | Event::ServerLog(_) => {}
         }
     }
 

@@ -19,4 +19,7 @@ pub enum Event {
     WriterFailed(String),
     /// A reading of host memory (for the memory-pressure flags).
     Memory(MemorySample),
+    /// What the server logged since the last poll (slow commands, latency events), to name
+    /// the stalls with.
+    ServerLog(Box<crate::measure::culprit::ServerLogBatch>),
 }

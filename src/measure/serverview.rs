@@ -68,6 +68,21 @@ pub fn settings_for_calibration() -> Vec<(&'static str, Want)> {
     ]
 }
 
+/// The settings observe mode needs to name its stalls: SLOWLOG logging every command as slow
+/// as a stall (never every command: the probes' own PINGs would crowd the log), a log long
+/// enough for a burst, and the latency monitor at the same threshold.
+pub fn settings_for_observing(stall_threshold_us: u64) -> Vec<(&'static str, Want)> {
+    let threshold = i64::try_from(stall_threshold_us).unwrap_or(i64::MAX);
+    vec![
+        ("slowlog-log-slower-than", Want::LogAtMost(threshold)),
+        ("slowlog-max-len", Want::AtLeast(128)),
+        (
+            "latency-monitor-threshold",
+            Want::OnAndAtMost((threshold / 1000).max(1)),
+        ),
+    ]
+}
+
 /// Server settings changed for a run; the old values are put back by [`ServerTuning::restore`]
 /// or, failing that, when the guard is dropped. Restoring opens a fresh connection, so it works
 /// even when the run's connections were killed.
@@ -549,7 +564,14 @@ impl ServerView {
     }
 }
 
-/// Unix time now, s (for messages).
+/// Unix time now, µs.
+pub fn unix_now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// Unix time now, s.
 pub fn unix_now_s() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
