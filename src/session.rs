@@ -694,12 +694,11 @@ impl Namer {
                 start_unix_us: (unix_start_us + stall.start_us) as i64,
                 end_unix_us,
             };
-            let entries: Vec<ServerCommandEntry> = self.entries.iter().cloned().collect();
             let Culprit {
                 server_command,
                 server_client,
                 server_event,
-            } = name_stall(span, &entries, &self.events);
+            } = name_stall(span, self.entries.make_contiguous(), &self.events);
             stall.server_command = server_command;
             stall.server_client = server_client;
             stall.server_event = server_event;
