@@ -13,7 +13,7 @@ minutes=${MINUTES:-60}
 checkpoints=${CHECKPOINTS:-"1 10 60"}
 rates=${RATES:-"1000 10000"}
 cargo build --release --locked -q
-bin=target/release/probe
+bin=${BIN:-target/release/probe}
 mkdir -p "$out"
 ticks=$(getconf CLK_TCK)
 declare -A pids

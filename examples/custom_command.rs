@@ -167,7 +167,7 @@ fn measure() -> Result<()> {
                 .hol_delay_ms
                 .map_or("n/a".to_string(), |ms| format!("{ms:.1}ms"));
             println!(
-                "{name:<16} {:>5}  own {:7.1}ms  others blocked {blocked:>7}  stalled {:5.1}ms (send {:.1} + after {:.1}){}",
+                "{name:<16} {:>5}  own {:7.3}ms  others blocked {blocked:>7}  stalled {:5.1}ms (send {:.1} + after {:.1}){}",
                 format_size(record.size_bytes),
                 record.set_ms,
                 summary.stall_ms,

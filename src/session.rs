@@ -31,8 +31,9 @@ use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
 use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator, Finding, Horizon, Stall};
+use crate::analyze::correlate::{Interval, WriteSummary};
 use crate::measure::actor::{Actor, ActorContext, WriteMark};
-use crate::measure::clock::RunClock;
+use crate::measure::clock::{RunClock, wall_time};
 use crate::measure::culprit::{
     Culprit, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan, name_stall,
     spawn_poller,
@@ -42,18 +43,241 @@ use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
 use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::measure::serverview::{LatencyEvent, ServerTuning, ViewSetup, settings_for_observing};
 use crate::measure::target::Target;
+use crate::measure::writer::WriterPlan;
 use crate::output::export::{
     HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
     SUMMARY_CSV, TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
 };
 use crate::output::hlog::HlogWriter;
 use crate::output::metrics::ProbeMetrics;
-use crate::record::{ProbeCmd, WriteOp, WriteRecord};
-use crate::run::{KEY_NAMESPACE, Notice, ProbesExport, RunOptions, RunReport, new_run_id};
+use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
+use crate::units::option_duration_ms;
+use serde::Serialize;
+
+/// Validated options of a probe run (also stored in run.json).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOptions {
+    /// Probe threads, each with its own connection.
+    pub probe_threads: u16,
+    /// Probes per second per thread.
+    pub probe_rate: f64,
+    /// `ping` or `get`.
+    pub probe_cmd: ProbeCmd,
+    /// The writer's plan; `None` in observe mode.
+    pub writer: Option<WriterPlan>,
+    /// Observe mode's length (or a cap on a writer run).
+    #[serde(with = "option_duration_ms", rename = "duration_ms")]
+    pub duration: Option<Duration>,
+    /// Latency past which a probe counts as delayed, µs.
+    pub stall_threshold_us: u64,
+    /// Seed of the value bytes.
+    pub seed: u64,
+    /// Ask for real-time (SCHED_FIFO) priority for the probe threads.
+    pub realtime: bool,
+    /// Where the exports go.
+    pub out: Option<PathBuf>,
+    /// Change the server's SLOWLOG and LATENCY settings for the run on an external server
+    /// (`--tune-server`; always done on the embedded one), restoring them afterwards.
+    pub tune_server: bool,
+    /// Send values even when they would pass maxmemory or push the host into swap
+    /// (`--force-memory`).
+    pub force_memory: bool,
+    /// Sizes to predict the blocking of from the size model (`--predict`), bytes.
+    pub predict_bytes: Vec<u64>,
+    /// Which probes get a row in probes.csv (`--probes`).
+    #[serde(rename = "probes")]
+    pub probes_export: ProbesExport,
+    /// Where the Prometheus endpoint listens (`--metrics-addr`), for run.json.
+    pub metrics_addr: Option<String>,
+    /// The endpoint's figures, updated as the run goes (bound by the caller before anything
+    /// starts, see [`crate::output::metrics::MetricsEndpoint`]).
+    #[serde(skip)]
+    pub metrics: Option<std::sync::Arc<crate::output::metrics::ProbeMetrics>>,
+    /// Length of one row of timeline.csv (and of probes.hlog) (`--interval`).
+    #[serde(with = "crate::units::duration_ms", rename = "interval_ms")]
+    pub interval: Duration,
+}
+
+/// Which probes get a row in probes.csv. Every other export, and every figure, comes from all
+/// of them either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbesExport {
+    /// Every probe (about 2,000 rows a second at the defaults).
+    All,
+    /// Probes that waited longer than the stall threshold, or got no reply or an error.
+    Delayed,
+    /// None: probes.csv holds its header only.
+    None,
+}
+
+impl ProbesExport {
+    /// The mode a run of about `length` gets when `--probes` is not given: every probe under
+    /// [`PROBES_ALL_UP_TO`], the delayed ones beyond (a day at the defaults would be 170
+    /// million rows).
+    pub fn for_length(length: Option<Duration>) -> ProbesExport {
+        match length {
+            Some(length) if length >= PROBES_ALL_UP_TO => ProbesExport::Delayed,
+            _ => ProbesExport::All,
+        }
+    }
+
+    /// Whether `probe` gets a row.
+    pub fn keeps(self, probe: &ProbeRecord, threshold_us: u64) -> bool {
+        match self {
+            ProbesExport::All => true,
+            ProbesExport::Delayed => !probe.ok || probe.latency_us.is_none_or(|l| l > threshold_us),
+            ProbesExport::None => false,
+        }
+    }
+}
+
+/// Runs expected to last this long or more keep only delayed probes in probes.csv unless
+/// `--probes all` is given.
+pub const PROBES_ALL_UP_TO: Duration = Duration::from_secs(600);
+
+/// Default of [`RunOptions::probe_threads`] (and of `--probe-threads`).
+pub const DEFAULT_PROBE_THREADS: u16 = 2;
+/// Default of [`RunOptions::probe_rate`] (and of `--probe-rate`), probes/s per thread.
+pub const DEFAULT_PROBE_RATE: f64 = 1000.0;
+/// Default of [`RunOptions::stall_threshold_us`] (and of `--stall-threshold`), µs.
+pub const DEFAULT_STALL_THRESHOLD_US: u64 = 1000;
+/// Default of [`RunOptions::seed`] (and of `--seed`).
+pub const DEFAULT_SEED: u64 = 0x5eed;
+
+impl Default for RunOptions {
+    /// The command line's defaults: 2 probe threads × 1000 PING/s, a 1 ms stall threshold, no
+    /// writer, no duration, no exports. As it stands this observes until the `interrupt` flag
+    /// given to [`run`] is set: set [`RunOptions::duration`] to observe for a while, or
+    /// [`RunOptions::writer`] to measure writes.
+    fn default() -> Self {
+        RunOptions {
+            probe_threads: DEFAULT_PROBE_THREADS,
+            probe_rate: DEFAULT_PROBE_RATE,
+            probe_cmd: ProbeCmd::Ping,
+            writer: None,
+            duration: None,
+            stall_threshold_us: DEFAULT_STALL_THRESHOLD_US,
+            seed: DEFAULT_SEED,
+            realtime: false,
+            out: None,
+            tune_server: false,
+            force_memory: false,
+            predict_bytes: Vec::new(),
+            probes_export: ProbesExport::All,
+            interval: DEFAULT_INTERVAL,
+            metrics_addr: None,
+            metrics: None,
+        }
+    }
+}
+
+/// Default of [`RunOptions::interval`] (and of `--interval`).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What a finished (or stopped) run found.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run's id (its keys were under `holprobe:<run_id>:`).
+    pub run_id: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Why it stopped early, if it did.
+    pub status_reason: Option<String>,
+    /// The findings.
+    pub analysis: Analysis,
+    /// Every write event.
+    pub writes: Vec<WriteRecord>,
+    /// Probes recorded (the records themselves went to the correlator and probes.csv).
+    pub probes_recorded: u64,
+    /// Stall episodes found; `analysis.stalls` keeps at most [`crate::session::KEEP_STALLS`].
+    pub stalls_found: u64,
+    /// Their total length, ms.
+    pub stall_ms_total: f64,
+    /// Probe records dropped because the collector fell behind (expected 0).
+    pub probes_dropped: u64,
+    /// Warnings raised during the run (also in run.json).
+    pub warnings: Vec<String>,
+    /// Wall-clock time of the run's clock zero, µs since the Unix epoch.
+    pub started_unix_us: u64,
+    /// Server settings changed for the run (and restored), as `name old -> new`.
+    pub server_settings: Vec<String>,
+}
+
+/// Something the caller may show while the run goes.
+#[derive(Debug)]
+pub enum Notice<'a> {
+    /// The run's clock started; probes begin shortly.
+    Started {
+        /// Run id.
+        run_id: &'a str,
+        /// Steps the writer will take (0 in observe mode).
+        steps_total: usize,
+    },
+    /// A write's figures are final (all probes around it are in).
+    Write {
+        /// The write as recorded.
+        record: &'a WriteRecord,
+        /// What the others saw.
+        summary: &'a WriteSummary,
+    },
+    /// A stall episode is final (with its wall-clock start).
+    Stall(&'a Stall),
+    /// An interval of the timeline is final.
+    Interval {
+        /// The interval.
+        interval: &'a Interval,
+        /// Wall-clock time of the run's clock zero, µs since the Unix epoch.
+        started_unix_us: u64,
+    },
+    /// About every 100 ms.
+    Tick {
+        /// Since the run's start.
+        elapsed: Duration,
+        /// Probes recorded so far.
+        probes: usize,
+        /// Writes done so far.
+        writes: usize,
+    },
+}
+
+/// Prefix of every key the tool creates.
+pub const KEY_NAMESPACE: &str = "holprobe";
+
+/// A new run id: 8 hex digits, random.
+pub fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+/// A note when the probe behind some writes' `hol_delay_ms` left its thread a millisecond or
+/// more late: those figures are partly this host's (its cores were busy), not the server's.
+pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
+    let late: Vec<f64> = writes
+        .iter()
+        .filter_map(|w| w.hol_probe_send_lag_ms)
+        .filter(|&lag| lag >= LATE_PROBE_NOTE_MS)
+        .collect();
+    let worst = late.iter().copied().fold(0.0, f64::max);
+    (!late.is_empty()).then(|| {
+        format!(
+            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): up to that much of those figures is this host's own delay, not the server's (hol_probe_send_lag_ms in summary.csv){}",
+            late.len(),
+            writes.len(),
+            if realtime {
+                ""
+            } else {
+                "; --realtime shortens it"
+            }
+        )
+    })
+}
+
+/// How late the worst probe of a write must have left before the run says so.
+const LATE_PROBE_NOTE_MS: f64 = 1.0;
 
 /// Stalls (and, apart, client hiccups) kept for run.json and the report: beyond this many the
 /// shortest ones not tied to a write are let go (stalls.csv still has every one).
-pub const KEEP_STALLS: usize = 10_000;
+pub const KEEP_STALLS: usize = 1_000;
 
 /// How often the loop moves the correlator on and takes its findings.
 const SETTLE_EVERY: Duration = Duration::from_millis(20);
@@ -348,6 +572,7 @@ pub fn measure(
                     {
                         last_checkpoint = Instant::now();
                         state.wrote_since_checkpoint = false;
+                        state.analysis.baseline = state.correlator.baseline();
                         if let Some(out) = out.as_mut() {
                             out.checkpoint(
                                 &meta,
@@ -466,7 +691,7 @@ pub fn measure(
             "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
         );
     }
-    if let Some(note) = crate::run::late_probe_note(&state.analysis.writes, options.realtime) {
+    if let Some(note) = late_probe_note(&state.analysis.writes, options.realtime) {
         warnings.push(note);
     }
     let dropped = shared.dropped.load(Ordering::Relaxed);
@@ -930,12 +1155,6 @@ fn keep_bounded(list: &mut Vec<Stall>, stall: Stall) {
     }
 }
 
-/// RFC 3339 UTC time with µs of a Unix time in µs.
-pub fn wall_time(unix_us: u64) -> String {
-    let at = std::time::UNIX_EPOCH + Duration::from_micros(unix_us);
-    humantime::format_rfc3339_micros(at).to_string()
-}
-
 /// The files of an `--out` directory while the run goes.
 struct OutFiles {
     dir: PathBuf,
@@ -994,8 +1213,7 @@ impl OutFiles {
             &csv_bytes(&state.analysis.writes, columns::SUMMARY)?,
         )?;
         let shared = &threads.probes_shared;
-        let mut analysis = state.analysis.clone();
-        analysis.baseline = state.correlator.baseline();
+        let analysis = &state.analysis;
         let run_json = RunJson {
             tool: ToolInfo::default(),
             status,
@@ -1013,7 +1231,7 @@ impl OutFiles {
             stalls_found: state.stalls_found,
             stall_ms_total: state.stall_ms_total,
             client_hiccups_found: state.hiccups_found,
-            analysis: &analysis,
+            analysis,
             warnings,
         };
         let json = serde_json::to_vec_pretty(&run_json).context("encoding run.json")?;

@@ -237,7 +237,15 @@ fn observe_mode_measures_an_injected_debug_sleep() {
         durations.get(1).is_none_or(|&second| second < 150.0),
         "a second long stall: {stalls:?}"
     );
-    assert!(stdout.contains("stall at"), "{stdout}");
+    // Named from the server's slow log (the server logs commands over 10 ms by default), in
+    // the file and on the terminal.
+    assert!(
+        stalls
+            .iter()
+            .any(|s| s["server_command"] == "DEBUG SLEEP 0.2"),
+        "{stalls:?}"
+    );
+    assert!(stdout.contains("ms  DEBUG SLEEP 0.2 (127.0.0.1:"), "{stdout}");
     let run = read_json(&dir.path().join("run.json"));
     assert_eq!(run["status"], "complete");
     assert!(run["options"]["writer"].is_null());

@@ -121,11 +121,22 @@ pub fn correlate_with_memory(
     for write in writes {
         correlator.write(write.clone());
     }
-    for probe in probes {
-        correlator.probe(probe);
-    }
     for sample in memory {
         correlator.memory(*sample);
+    }
+    // Fed in time order with the horizon moving as it goes, so that what the correlator holds
+    // stays small (the findings are the same in any order: see the tests).
+    let mut order: Vec<&ProbeRecord> = probes.iter().collect();
+    order.sort_by_key(|p| p.intended_us);
+    for chunk in order.chunks(4096) {
+        for probe in chunk {
+            correlator.probe(probe);
+        }
+        let last = chunk.last().map_or(0, |p| p.intended_us);
+        correlator.advance(Horizon {
+            probes_through_us: last.saturating_sub(1),
+            writes_from_us: u64::MAX,
+        });
     }
     correlator.finish();
     let mut analysis = Analysis {
@@ -428,8 +439,18 @@ impl Correlator {
                 }));
             }
         }
-        for write in &mut self.open_writes {
-            write.take_probe(probe, threshold);
+        if let (Some(reply), Some(_)) = (probe.reply_us, probe.latency_us) {
+            // Windows are in order and do not overlap: only those from the last one starting
+            // before the reply back to the first ending after the send can hold the probe.
+            let hi = self
+                .open_writes
+                .partition_point(|w| w.record.start_us <= reply);
+            for write in self.open_writes.range_mut(..hi).rev() {
+                if write.record.reply_us < probe.intended_us {
+                    break;
+                }
+                write.take_probe(probe, threshold);
+            }
         }
         if let Some(len) = self.interval_us {
             let index = probe.intended_us / len;
@@ -683,7 +704,13 @@ impl Correlator {
             let (mut stall, on_wire) = self.closed.pop_front().expect("peeked");
             stall.write_seq = overlapping_write(&stall, &self.windows);
             if on_wire {
-                for write in &mut self.open_writes {
+                let hi = self
+                    .open_writes
+                    .partition_point(|w| w.record.start_us <= stall.end_us);
+                for write in self.open_writes.range_mut(..hi).rev() {
+                    if write.record.reply_us < stall.start_us {
+                        break;
+                    }
                     write.take_stall(&stall);
                 }
                 self.out.push(Finding::Stall(stall));

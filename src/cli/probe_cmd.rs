@@ -381,7 +381,7 @@ impl History {
         }
         let latency = self.latency.take()?;
         let line = report::report_every_line(
-            &crate::session::wall_time(started_unix_us + end),
+            &crate::measure::clock::wall_time(started_unix_us + end),
             (end - from) as f64 / 1e6,
             &latency,
             self.errors,

@@ -98,3 +98,10 @@ pub fn try_realtime_priority() -> bool {
         false
     }
 }
+
+/// RFC 3339 UTC time with µs (`2026-11-30T12:03:04.123456Z`) of a Unix time in µs: how the
+/// exports and the terminal give wall-clock times, to line them up with other logs.
+pub fn wall_time(unix_us: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(unix_us);
+    humantime::format_rfc3339_micros(at).to_string()
+}

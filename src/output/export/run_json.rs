@@ -104,11 +104,11 @@ pub struct RunJson<'a, O: Serialize> {
     /// Probe records kept.
     pub probes_recorded: u64,
     /// Stall episodes found (all of them are in stalls.csv; `stalls` below keeps at most
-    /// 10,000, the longest).
+    /// 1,000: the longest, and every one tied to a write).
     pub stalls_found: u64,
     /// Their total length, ms.
     pub stall_ms_total: f64,
-    /// Client hiccups found (`client_hiccups` keeps at most 10,000).
+    /// Client hiccups found (`client_hiccups` keeps at most 1,000, the longest).
     pub client_hiccups_found: u64,
     /// Baseline, stall episodes, client hiccups and per-write summary.
     #[serde(flatten)]

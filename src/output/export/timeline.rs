@@ -43,7 +43,7 @@ impl TimelineRow {
     pub fn new(interval: &Interval, target: &str, unix_start_us: u64) -> TimelineRow {
         let unix_us = unix_start_us + interval.start_us;
         TimelineRow {
-            time: crate::session::wall_time(unix_us),
+            time: crate::measure::clock::wall_time(unix_us),
             unix_us,
             target: target.to_string(),
             start_us: interval.start_us,
