@@ -116,3 +116,207 @@ pub struct RunJson<'a, O: Serialize> {
     /// Warnings printed during the run.
     pub warnings: &'a [String],
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::analyze::findings::{Baseline, Stall, WriteSummary};
+    use crate::analyze::stats::{SizeModel, SizeSpread, Spread};
+    use crate::measure::probe::ProbeEngineInfo;
+    use crate::measure::writer::{CustomCommand, WriterPlan};
+    use crate::output::export::{columns, csv_bytes};
+    use crate::record::{ProbeCmd, WriteOp};
+    use crate::run::{ProbesExport, RunOptions};
+
+    /// The bytes today's writer gives for one run with every field set (the golden files were
+    /// written by the borrowed, Serialize-only `RunJson` before it could be read back, and must
+    /// not change).
+    #[test]
+    fn exports_keep_their_bytes() {
+        let server = ServerFacts {
+            flavor: "valkey".into(),
+            version: "9.1.0".into(),
+            address: "127.0.0.1:40001".into(),
+            embedded: true,
+            binary: Some("/usr/bin/valkey-server".into()),
+            maxmemory_bytes: Some(1 << 30),
+            proto_max_bulk_len_bytes: Some(512 << 20),
+            save: Some("3600 1".into()),
+            appendonly: Some("yes".into()),
+            local: true,
+            role: Some("master".into()),
+        };
+        let host = HostInfo {
+            hostname: Some("bench-host".into()),
+            cpus: 8,
+            memory_total_bytes: 16 << 30,
+            swap_total_bytes: 2 << 30,
+            os: Some("Linux (Debian GNU/Linux 12) (kernel 6.1.0)".into()),
+        };
+        let options = RunOptions {
+            probe_threads: 3,
+            probe_rate: 750.5,
+            probe_cmd: ProbeCmd::Get,
+            writer: Some(WriterPlan {
+                sizes: vec![1 << 20, 3 << 20],
+                repeat: 4,
+                gap: Duration::from_millis(250),
+                overwrite: true,
+                keep: true,
+                commands: vec![CustomCommand::removing(["UNLINK", "{key}"])],
+                key_prefix: "holprobe:feedf00d:".into(),
+                seed: 99,
+            }),
+            duration: Some(Duration::from_millis(90_500)),
+            stall_threshold_us: 2500,
+            seed: 99,
+            realtime: true,
+            out: Some("/tmp/holprobe-golden".into()),
+            tune_server: true,
+            force_memory: true,
+            predict_bytes: vec![1 << 30],
+            probes_export: ProbesExport::Delayed,
+            metrics_addr: Some("127.0.0.1:9100".into()),
+            metrics: None,
+            interval: Duration::from_millis(1500),
+        };
+        let stall = Stall {
+            start_us: 1_500_000,
+            end_us: 1_512_345,
+            duration_ms: 12.345,
+            probes_delayed: 7,
+            write_seq: Some(2),
+            wall_start: Some("2026-12-01T10:00:01.500000Z".into()),
+            server_command: Some("SET holprobe:feedf00d:1 ...".into()),
+            server_client: Some("127.0.0.1:50000 holprobe-writer".into()),
+            server_event: Some("command 12ms".into()),
+        };
+        let write = |seq: u32, op: WriteOp, size_bytes: u64, set_ms: f64| WriteSummary {
+            seq,
+            op,
+            size_bytes,
+            set_ms,
+            hol_delay_ms: Some(set_ms * 0.75),
+            stall_ms: 4.25,
+            probes_delayed: 3,
+            stall_during_send_ms: 1.5,
+            stall_after_send_ms: 2.75,
+            host_mem_pct: 41.5,
+            host_swap_pct: 0.5,
+            probes_in_window: 12,
+            worst_latency_ms: Some(set_ms),
+            ok: seq != 3,
+            server_exec_us: Some(900),
+            server_latency_event_ms: Some(11),
+            server_eventloop_max_us: Some(12_000),
+            server_request_bytes: Some(size_bytes + 40),
+            memory_pressure: seq == 2,
+            host_mem_peak_pct: 43.25,
+            host_swap_grew_bytes: 4096,
+            hol_probe_send_lag_ms: Some(0.125),
+        };
+        let spread = |median: f64| Spread {
+            n: 5,
+            median,
+            min: median - 1.0,
+            max: median + 1.0,
+            ci95_low: Some(median - 0.5),
+            ci95_high: Some(median + 0.5),
+            ci_coverage: Some(0.9375),
+        };
+        let analysis = Analysis {
+            baseline: Baseline {
+                probes: 1000,
+                p50_us: 31,
+                p99_us: 250,
+                max_us: 9000,
+                probe_errors: 2,
+                send_lag_p50_us: 14,
+                send_lag_p99_us: 900,
+                send_lag_max_us: 8000,
+            },
+            stalls: vec![stall.clone()],
+            client_hiccups: vec![Stall {
+                write_seq: None,
+                wall_start: None,
+                server_command: None,
+                server_client: None,
+                server_event: None,
+                ..stall.clone()
+            }],
+            writes: vec![
+                write(1, WriteOp::Set, 1 << 20, 2.5),
+                write(2, WriteOp::Overwrite, 3 << 20, 7.25),
+                write(3, WriteOp::Delete, 3 << 20, 0.5),
+            ],
+            by_size: vec![SizeSpread {
+                op: WriteOp::Set,
+                size_bytes: 1 << 20,
+                writes: 5,
+                set_ms: spread(2.5),
+                hol_delay_ms: Some(spread(1.875)),
+            }],
+            size_model: Some(SizeModel {
+                hol_ms_per_mib: 0.625,
+                hol_intercept_ms: 0.25,
+                hol_r2: Some(0.98),
+                set_ms_per_mib: 2.375,
+                set_intercept_ms: 0.125,
+                set_r2: None,
+                writes: 10,
+                min_size_bytes: 1 << 20,
+                max_size_bytes: 3 << 20,
+            }),
+        };
+        let warnings = vec!["a warning".to_string()];
+        let run_json = RunJson {
+            // Not the crate's version: the golden files must not change with a release.
+            tool: ToolInfo {
+                name: "holprobe",
+                version: "0.0.0-golden",
+            },
+            status: RunStatus::Interrupted,
+            status_reason: Some("interrupted by SIGTERM".into()),
+            run_id: "feedf00d",
+            key_prefix: "holprobe:feedf00d:",
+            started_unix_us: 1_796_053_782_168_721,
+            elapsed_us: 54_356_608,
+            server: &server,
+            host: &host,
+            options: &options,
+            probe_engine: ProbeEngineInfo {
+                version: 2,
+                mode: "pipelined",
+                reply_clock: "mixed",
+                replies_kernel_stamped: 900,
+                replies_read_stamped: 98,
+                max_outstanding: 26,
+                unanswered_at_stop: 2,
+                reconnects: 1,
+            },
+            probes_dropped: 3,
+            probes_recorded: 1001,
+            stalls_found: 11,
+            stall_ms_total: 123.5,
+            client_hiccups_found: 1,
+            analysis: &analysis,
+            warnings: &warnings,
+        };
+        let json = serde_json::to_vec_pretty(&run_json).unwrap();
+        let summary = csv_bytes(&analysis.writes, columns::SUMMARY).unwrap();
+        let stalls = csv_bytes(&analysis.stalls, columns::STALLS).unwrap();
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        if std::env::var_os("HOLPROBE_WRITE_GOLDEN").is_some() {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(golden.join("run.json"), &json).unwrap();
+            std::fs::write(golden.join("summary.csv"), &summary).unwrap();
+            std::fs::write(golden.join("stalls.csv"), &stalls).unwrap();
+        }
+        let read = |name: &str| std::fs::read(golden.join(name)).unwrap();
+        assert!(json == read("run.json"), "run.json bytes changed");
+        assert!(summary == read("summary.csv"), "summary.csv bytes changed");
+        assert!(stalls == read("stalls.csv"), "stalls.csv bytes changed");
+    }
+}
