@@ -72,7 +72,9 @@ fn run(args: &Args) -> Result<()> {
         .as_str()
         .is_some_and(|mode| mode != "all")
     {
-        bail!("probes.csv of this run does not hold every probe (--probes all): it cannot be reanalysed");
+        bail!(
+            "probes.csv of this run does not hold every probe (--probes all): it cannot be reanalysed"
+        );
     }
     let threshold_us = match &args.stall_threshold {
         Some(text) => parse_duration("--stall-threshold", text)?.as_micros() as u64,
@@ -220,10 +222,7 @@ fn keep_memory_columns(summary: &mut WriteSummary, recorded: &[HashMap<String, S
     if let Some(peak) = row.get("host_mem_peak_pct").and_then(|v| v.parse().ok()) {
         summary.host_mem_peak_pct = peak;
     }
-    if let Some(grew) = row
-        .get("host_swap_grew_bytes")
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(grew) = row.get("host_swap_grew_bytes").and_then(|v| v.parse().ok()) {
         summary.host_swap_grew_bytes = grew;
     }
 }

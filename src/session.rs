@@ -52,10 +52,12 @@ use crate::output::hlog::HlogWriter;
 use crate::output::metrics::ProbeMetrics;
 use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
 use crate::units::option_duration_ms;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// Validated options of a probe run (also stored in run.json).
-#[derive(Debug, Clone, Serialize)]
+/// Validated options of a probe run (also stored in run.json, and read back from it by
+/// `probe compare`: options added after the first release carry `#[serde(default)]`, the value
+/// a run recorded before them had).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunOptions {
     /// Probe threads, each with its own connection.
     pub probe_threads: u16,
@@ -73,34 +75,45 @@ pub struct RunOptions {
     /// Seed of the value bytes.
     pub seed: u64,
     /// Ask for real-time (SCHED_FIFO) priority for the probe threads.
+    #[serde(default)]
     pub realtime: bool,
     /// Where the exports go.
     pub out: Option<PathBuf>,
     /// Change the server's SLOWLOG and LATENCY settings for the run on an external server
     /// (`--tune-server`; always done on the embedded one), restoring them afterwards.
+    #[serde(default)]
     pub tune_server: bool,
     /// Send values even when they would pass maxmemory or push the host into swap
     /// (`--force-memory`).
+    #[serde(default)]
     pub force_memory: bool,
     /// Sizes to predict the blocking of from the size model (`--predict`), bytes.
+    #[serde(default)]
     pub predict_bytes: Vec<u64>,
-    /// Which probes get a row in probes.csv (`--probes`).
-    #[serde(rename = "probes")]
+    /// Which probes get a row in probes.csv (`--probes`; every probe in runs recorded before
+    /// the flag).
+    #[serde(rename = "probes", default = "ProbesExport::all")]
     pub probes_export: ProbesExport,
     /// Where the Prometheus endpoint listens (`--metrics-addr`), for run.json.
+    #[serde(default)]
     pub metrics_addr: Option<String>,
     /// The endpoint's figures, updated as the run goes (bound by the caller before anything
     /// starts, see [`crate::output::metrics::MetricsEndpoint`]).
     #[serde(skip)]
     pub metrics: Option<std::sync::Arc<crate::output::metrics::ProbeMetrics>>,
-    /// Length of one row of timeline.csv (and of probes.hlog) (`--interval`).
-    #[serde(with = "crate::units::duration_ms", rename = "interval_ms")]
+    /// Length of one row of timeline.csv (and of probes.hlog) (`--interval`; the default in
+    /// runs recorded before the flag, which wrote no timeline).
+    #[serde(
+        with = "crate::units::duration_ms",
+        rename = "interval_ms",
+        default = "default_interval"
+    )]
     pub interval: Duration,
 }
 
 /// Which probes get a row in probes.csv. Every other export, and every figure, comes from all
 /// of them either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum ProbesExport {
     /// Every probe (about 2,000 rows a second at the defaults).
@@ -112,6 +125,11 @@ pub enum ProbesExport {
 }
 
 impl ProbesExport {
+    /// [`ProbesExport::All`], what every run recorded before `--probes` wrote.
+    fn all() -> ProbesExport {
+        ProbesExport::All
+    }
+
     /// The mode a run of about `length` gets when `--probes` is not given: every probe under
     /// [`PROBES_ALL_UP_TO`], the delayed ones beyond (a day at the defaults would be 170
     /// million rows).
@@ -174,6 +192,10 @@ impl Default for RunOptions {
 
 /// Default of [`RunOptions::interval`] (and of `--interval`).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+fn default_interval() -> Duration {
+    DEFAULT_INTERVAL
+}
 
 /// What a finished (or stopped) run found.
 #[derive(Debug, Clone)]
@@ -1218,21 +1240,21 @@ impl OutFiles {
             tool: ToolInfo::default(),
             status,
             status_reason,
-            run_id: meta.run_id,
-            key_prefix: meta.key_prefix,
+            run_id: meta.run_id.to_string(),
+            key_prefix: meta.key_prefix.to_string(),
             started_unix_us: meta.clock.unix_start_us(),
             elapsed_us: meta.clock.now_us(),
-            server: &meta.target.server,
-            host: meta.host,
-            options: meta.options,
-            probe_engine: shared.engine_info(),
+            server: meta.target.server.clone(),
+            host: meta.host.clone(),
+            options: meta.options.clone(),
+            probe_engine: Some(shared.engine_info()),
             probes_dropped: shared.dropped.load(Ordering::Relaxed),
             probes_recorded: state.probes_recorded,
-            stalls_found: state.stalls_found,
-            stall_ms_total: state.stall_ms_total,
-            client_hiccups_found: state.hiccups_found,
-            analysis,
-            warnings,
+            stalls_found: Some(state.stalls_found),
+            stall_ms_total: Some(state.stall_ms_total),
+            client_hiccups_found: Some(state.hiccups_found),
+            analysis: analysis.clone(),
+            warnings: warnings.to_vec(),
         };
         let json = serde_json::to_vec_pretty(&run_json).context("encoding run.json")?;
         write_atomic(&self.dir.join(RUN_JSON), &json)

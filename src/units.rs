@@ -106,23 +106,28 @@ pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (KIB * KIB) as f64
 }
 
-/// Serializes a `Duration` as fractional milliseconds (run.json options).
+/// Serializes a `Duration` as fractional milliseconds (run.json options), and reads it back.
 pub mod duration_ms {
     use std::time::Duration;
 
-    use serde::Serializer;
+    use serde::{Deserialize, Deserializer, Serializer};
 
     /// Serializer for `#[serde(with = "crate::units::duration_ms")]`.
     pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_f64(duration.as_secs_f64() * 1e3)
     }
+
+    /// Deserializer for the same: the duration [`serialize`] wrote, to the nanosecond.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        super::duration_of_ms(f64::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
 }
 
-/// Serializes an `Option<Duration>` as fractional milliseconds or null.
+/// Serializes an `Option<Duration>` as fractional milliseconds or null, and reads it back.
 pub mod option_duration_ms {
     use std::time::Duration;
 
-    use serde::Serializer;
+    use serde::{Deserialize, Deserializer, Serializer};
 
     /// Serializer for `#[serde(with = "crate::units::option_duration_ms")]`.
     pub fn serialize<S: Serializer>(
@@ -134,6 +139,27 @@ pub mod option_duration_ms {
             None => serializer.serialize_none(),
         }
     }
+
+    /// Deserializer for the same.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Option::<f64>::deserialize(deserializer)?
+            .map(super::duration_of_ms)
+            .transpose()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The duration of `ms` milliseconds, rounded to the nanosecond: the written figure came from a
+/// whole number of nanoseconds, so rounding gives that number back (below about a day exactly,
+/// and so the same bytes when written again).
+fn duration_of_ms(ms: f64) -> Result<Duration, String> {
+    let nanos = (ms * 1e6).round();
+    if !nanos.is_finite() || nanos < 0.0 || nanos >= u64::MAX as f64 {
+        return Err(format!("expected a duration in milliseconds, not {ms}"));
+    }
+    Ok(Duration::from_nanos(nanos as u64))
 }
 
 #[cfg(test)]
@@ -186,6 +212,23 @@ mod tests {
         );
         assert!(parse_duration("--gap", "5").is_err());
         assert!(parse_duration("--gap", "-1s").is_err());
+    }
+
+    #[test]
+    fn milliseconds_read_back_to_the_nanosecond() {
+        for duration in [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_micros(333_333),
+            Duration::from_millis(500),
+            Duration::from_nanos(86_399_999_999_999),
+        ] {
+            let ms = duration.as_secs_f64() * 1e3;
+            assert_eq!(duration_of_ms(ms), Ok(duration), "{ms}");
+        }
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
+            assert!(duration_of_ms(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

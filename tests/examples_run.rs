@@ -179,5 +179,8 @@ fn observe_example_catches_an_injected_debug_sleep() {
         assert!((99.0..=600.0).contains(&measured), "{line}\n{stdout}");
     }
     // The stall lines name the injected command, from the server's slow log.
-    assert!(stdout.contains("ms  DEBUG SLEEP 0.100 (127.0.0.1:"), "{stdout}");
+    assert!(
+        stdout.contains("ms  DEBUG SLEEP 0.100 (127.0.0.1:"),
+        "{stdout}"
+    );
 }

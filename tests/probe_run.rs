@@ -245,7 +245,10 @@ fn observe_mode_measures_an_injected_debug_sleep() {
             .any(|s| s["server_command"] == "DEBUG SLEEP 0.2"),
         "{stalls:?}"
     );
-    assert!(stdout.contains("ms  DEBUG SLEEP 0.2 (127.0.0.1:"), "{stdout}");
+    assert!(
+        stdout.contains("ms  DEBUG SLEEP 0.2 (127.0.0.1:"),
+        "{stdout}"
+    );
     let run = read_json(&dir.path().join("run.json"));
     assert_eq!(run["status"], "complete");
     assert!(run["options"]["writer"].is_null());

@@ -46,7 +46,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::analyze::findings::{Baseline, Interval, Stall, WriteSummary};
 use crate::analyze::pressure::{MemorySample, assess};
@@ -62,7 +62,7 @@ pub struct CorrelateConfig {
 }
 
 /// Everything the correlator finds in one timeline.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Analysis {
     /// Latency outside write windows, and the tool's own send jitter.
     pub baseline: Baseline,
@@ -74,10 +74,12 @@ pub struct Analysis {
     #[serde(rename = "summary")]
     pub writes: Vec<WriteSummary>,
     /// Per op and size: median, min, max and the 95% interval of `set_ms` and `hol_delay_ms`
-    /// over the repeats.
+    /// over the repeats (empty in runs recorded before it was kept).
+    #[serde(default)]
     pub by_size: Vec<SizeSpread>,
     /// Least-squares lines of delay against size over the `set` writes (empty with fewer than
-    /// two sizes).
+    /// two sizes, and in runs recorded before it was kept).
+    #[serde(default)]
     pub size_model: Option<SizeModel>,
 }
 

@@ -1,14 +1,16 @@
 //! What the correlator finds, one type per finding: the baseline, a stall episode, a write's
 //! summary. Each is a row of an export (run.json, stalls.csv, summary.csv), so the files come
-//! from the same structs. In a module of their own so that the correlator and the statistics
-//! over its findings ([`crate::analyze::stats`]) do not depend on each other.
+//! from the same structs, and are read back through them (`probe compare`): fields added after
+//! the first release carry `#[serde(default)]`, so files recorded before them still read. In a
+//! module of their own so that the correlator and the statistics over its findings
+//! ([`crate::analyze::stats`]) do not depend on each other.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::record::WriteOp;
 
 /// Probe latency outside every write window: what the server gives when left alone.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Baseline {
     /// Probes with a reply outside write windows.
     pub probes: u64,
@@ -29,7 +31,7 @@ pub struct Baseline {
 }
 
 /// A stall episode: the server answered no probe while one was waiting past the threshold.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stall {
     /// Intended send of the first delayed probe, µs since the run's start.
     pub start_us: u64,
@@ -43,19 +45,23 @@ pub struct Stall {
     pub write_seq: Option<u32>,
     /// Wall-clock time of `start_us`, RFC 3339 UTC with µs, to line the stall up with the
     /// server's logs and an incident timeline.
+    #[serde(default)]
     pub wall_start: Option<String>,
     /// What the server's SLOWLOG (COMMANDLOG on Valkey 8.1+) logged as running while it was
     /// silent: the command and its first arguments, truncated. Empty when it logged nothing
     /// that explains the stall (or could not be read).
+    #[serde(default)]
     pub server_command: Option<String>,
     /// The client that sent `server_command`: its address, and its name when it set one.
+    #[serde(default)]
     pub server_client: Option<String>,
     /// LATENCY LATEST events the server recorded in the stall's seconds, e.g. `command 51ms`.
+    #[serde(default)]
     pub server_event: Option<String>,
 }
 
 /// Per write: what other clients saw while it ran.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WriteSummary {
     /// Write number, from 1.
     pub seq: u32,
@@ -88,23 +94,34 @@ pub struct WriteSummary {
     /// Whether the write itself succeeded.
     pub ok: bool,
     /// The server's SLOWLOG execution time of the command, µs (see [`crate::record::WriteRecord`]).
+    #[serde(default)]
     pub server_exec_us: Option<u64>,
     /// The largest LATENCY event the server recorded during the write, ms.
+    #[serde(default)]
     pub server_latency_event_ms: Option<u64>,
     /// The server's longest event-loop cycle during the write, µs.
+    #[serde(default)]
     pub server_eventloop_max_us: Option<u64>,
     /// The request size in Valkey's COMMANDLOG `large-request`, bytes.
+    #[serde(default)]
     pub server_request_bytes: Option<u64>,
     /// True when host swap grew during the write or host memory passed 90%: the figures then
-    /// include the host's paging, not only the server's own cost.
+    /// include the host's paging, not only the server's own cost (false in runs recorded
+    /// before it was judged).
+    #[serde(default)]
     pub memory_pressure: bool,
-    /// The highest host memory use from the write's start to just after its reply, percent.
+    /// The highest host memory use from the write's start to just after its reply, percent
+    /// (0 in runs recorded before it was kept).
+    #[serde(default)]
     pub host_mem_peak_pct: f64,
-    /// How much host swap use grew during the write, bytes.
+    /// How much host swap use grew during the write, bytes (0 in runs recorded before it was
+    /// kept).
+    #[serde(default)]
     pub host_swap_grew_bytes: u64,
     /// How late the probe behind `hol_delay_ms` left its thread, ms: at most that much of the
     /// figure was the tool's own lateness (its thread waited for a core), not the server (less
     /// when the server was frozen anyway while the probe was late). Empty without probes.
+    #[serde(default)]
     pub hol_probe_send_lag_ms: Option<f64>,
 }
 

@@ -11,7 +11,7 @@
 //! reaches 95%: the widest, `[min, max]`, covers 93.75%, and that is what is given (and said).
 //! Below 5 repeats there is no interval.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analyze::findings::WriteSummary;
 use crate::record::WriteOp;
@@ -22,7 +22,7 @@ pub const CI_LEVEL: f64 = 0.95;
 pub const CI_MIN_N: usize = 5;
 
 /// Median, extremes and the interval for the median of a set of repeats.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// Number of values.
     pub n: usize,
@@ -134,7 +134,7 @@ pub fn linear_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
 }
 
 /// The spread of repeated writes of one operation and size (`by_size` in run.json).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizeSpread {
     /// `set`, `overwrite`, `delete` or `inject`.
     pub op: WriteOp,
@@ -178,7 +178,7 @@ pub fn by_size(writes: &[WriteSummary]) -> Vec<SizeSpread> {
 /// The size model of a sweep (`size_model` in run.json): least-squares lines of the head-of-line
 /// delay and of the writer's own time against the value size in MiB, over the successful `set`
 /// writes (fresh keys).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizeModel {
     /// Head-of-line delay per MiB of value, ms.
     pub hol_ms_per_mib: f64,

@@ -1,7 +1,9 @@
-//! Reads a run back from its `--out` directory: `run.json` (server, host, options, status),
-//! `summary.csv` (per write: set_ms, hol_delay_ms) and `writes.csv` (per write: outcome and
-//! error). Readers go by column name and ignore columns they do not know, so runs made by a
-//! later version (with more columns) still read.
+//! Reads a run back from its `--out` directory through the types that wrote it: `run.json`
+//! ([`RunJson`]: server, host, options, status), `summary.csv` ([`WriteSummary`]: per write,
+//! set_ms and hol_delay_ms) and `writes.csv` ([`WriteRecord`]: per write, outcome and error).
+//! Fields those types gained after the first release have defaults, so runs recorded by older
+//! builds still read; unknown fields and columns are ignored, so runs made by a later version
+//! (with more of them) still read too.
 //!
 //! Every problem with a directory is a [`UsageError`] naming the directory and the file: the
 //! user gave the tool something it cannot compare (exit 2).
@@ -13,8 +15,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::analyze::correlate::Analysis;
+use crate::analyze::findings::WriteSummary;
 use crate::error::UsageError;
-use crate::output::export::{RUN_JSON, SUMMARY_CSV, WRITES_CSV};
+use crate::measure::writer::WriterPlan;
+use crate::output::export::{RUN_JSON, RunJson, SUMMARY_CSV, ToolInfo, WRITES_CSV};
+use crate::record::WriteRecord;
 
 /// What the compare needs to know about a run, from its `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -133,29 +139,41 @@ impl RunData {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct SummaryRow {
-    seq: u32,
-    op: String,
-    size_bytes: u64,
-    set_ms: f64,
-    hol_delay_ms: Option<f64>,
-    #[serde(default)]
-    ok: Option<bool>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WritesRow {
-    seq: u32,
-    op: String,
-    size_bytes: u64,
-    ok: bool,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-const SUMMARY_REQUIRED: &[&str] = &["seq", "op", "size_bytes", "set_ms", "hol_delay_ms"];
-const WRITES_REQUIRED: &[&str] = &["seq", "op", "size_bytes", "ok"];
+/// The columns summary.csv has had since the first release, checked first so that a file
+/// without one is named as such; a file of only these reads (a test checks it), the columns
+/// added later having defaults in [`WriteSummary`].
+const SUMMARY_REQUIRED: &[&str] = &[
+    "seq",
+    "op",
+    "size_bytes",
+    "set_ms",
+    "hol_delay_ms",
+    "stall_ms",
+    "probes_delayed",
+    "stall_during_send_ms",
+    "stall_after_send_ms",
+    "host_mem_pct",
+    "host_swap_pct",
+    "probes_in_window",
+    "worst_latency_ms",
+    "ok",
+];
+/// The columns writes.csv has had since the first release, likewise for [`WriteRecord`].
+const WRITES_REQUIRED: &[&str] = &[
+    "seq",
+    "op",
+    "size_bytes",
+    "start_us",
+    "sent_us",
+    "reply_us",
+    "set_ms",
+    "ok",
+    "error",
+    "host_mem_pct",
+    "host_swap_pct",
+    "server_rss_bytes",
+    "key",
+];
 
 /// Reads the run in `dir`. `role` names the argument in messages (`BASELINE`, `CANDIDATE`,
 /// `--baseline`).
@@ -172,10 +190,11 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
     }
     let meta = read_run_json(dir).map_err(&bad)?;
     let mut warnings = Vec::new();
-    let summary: Vec<SummaryRow> =
+    let summary: Vec<WriteSummary> =
         read_csv(&dir.join(SUMMARY_CSV), SUMMARY_REQUIRED).map_err(&bad)?;
-    let writes: Vec<WritesRow> = read_csv(&dir.join(WRITES_CSV), WRITES_REQUIRED).map_err(&bad)?;
-    let outcome: BTreeMap<u32, &WritesRow> = writes.iter().map(|w| (w.seq, w)).collect();
+    let writes: Vec<WriteRecord> =
+        read_csv(&dir.join(WRITES_CSV), WRITES_REQUIRED).map_err(&bad)?;
+    let outcome: BTreeMap<u32, &WriteRecord> = writes.iter().map(|w| (w.seq, w)).collect();
 
     let mut samples = Vec::new();
     let mut failed_writes = Vec::new();
@@ -186,10 +205,14 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         {
             return Err(bad(format!(
                 "{SUMMARY_CSV} and {WRITES_CSV} disagree on write {} ({} {} vs {} {}): the files come from different runs",
-                row.seq, row.op, row.size_bytes, w.op, w.size_bytes
+                row.seq,
+                row.op.name(),
+                row.size_bytes,
+                w.op.name(),
+                w.size_bytes
             )));
         }
-        let ok = row.ok.unwrap_or(true) && recorded.is_none_or(|w| w.ok);
+        let ok = row.ok && recorded.is_none_or(|w| w.ok);
         if !ok {
             let error = recorded
                 .and_then(|w| w.error.clone())
@@ -197,7 +220,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
             failed_writes.push(format!(
                 "write {} ({} {}): {error}",
                 row.seq,
-                row.op,
+                row.op.name(),
                 crate::units::format_size(row.size_bytes)
             ));
             continue;
@@ -210,7 +233,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         }
         samples.push(WriteSample {
             seq: row.seq,
-            op: row.op,
+            op: row.op.name().to_string(),
             size_bytes: row.size_bytes,
             set_ms: row.set_ms,
             hol_delay_ms: row.hol_delay_ms,
@@ -256,67 +279,104 @@ fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
     };
     let json: Value = serde_json::from_str(&text)
         .map_err(|err| format!("{RUN_JSON} is not valid JSON ({err})"))?;
-    let str_at = |pointer: &str| {
-        json.pointer(pointer)
-            .and_then(Value::as_str)
-            .map(String::from)
-    };
-    let u64_at = |pointer: &str| json.pointer(pointer).and_then(Value::as_u64);
-    if str_at("/tool/name").as_deref() != Some("holprobe") {
-        return Err(format!(
-            "{RUN_JSON} was not written by holprobe (no tool.name)"
-        ));
+    // Whose file it is comes first, so that another tool's JSON, or the run.json of
+    // `probe load` (another shape), is named as such rather than by a field it lacks.
+    match Stamp::deserialize(&json) {
+        Ok(stamp) if stamp.tool.name == "holprobe" => {
+            if let Some(mode) = stamp.mode {
+                return Err(format!(
+                    "a `probe {mode}` run: compare reads the runs of `probe --writer-sizes`"
+                ));
+            }
+        }
+        _ => {
+            return Err(format!(
+                "{RUN_JSON} was not written by holprobe (no tool.name)"
+            ));
+        }
     }
-    let writer = json.pointer("/options/writer");
-    if writer.is_none_or(Value::is_null) {
+    let run: RunJson = serde_path_to_error::deserialize(&json).map_err(|err| {
+        // The findings are flattened into run.json, and an error inside them comes without its
+        // path: read them alone to find it.
+        if err.path().iter().next().is_none()
+            && let Err(in_findings) = serde_path_to_error::deserialize::<_, Analysis>(&json)
+        {
+            return describe_json_error(in_findings);
+        }
+        describe_json_error(err)
+    })?;
+    let Some(writer) = &run.options.writer else {
         return Err("an observe-mode run (no --writer-sizes): it has no writes to compare".into());
+    };
+    Ok(RunMeta::of(dir, &run, writer))
+}
+
+/// The part of run.json read before the rest.
+#[derive(Deserialize)]
+struct Stamp {
+    tool: ToolInfo,
+    /// Written by `probe load` only (`load`).
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+/// One line naming run.json and the field: `run.json has no server.flavor` for a field that is
+/// not there, `run.json: options.probe_rate: invalid type: ...` for one that does not read.
+fn describe_json_error(err: serde_path_to_error::Error<serde_json::Error>) -> String {
+    // The path is that of the object a missing field is missing from; serde names the field in
+    // its message only.
+    let path = err.path().to_string();
+    let error = err.into_inner().to_string();
+    let missing = error
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'));
+    let field = match (path.as_str(), missing) {
+        (".", Some(name)) => name.to_string(),
+        (".", None) => String::new(),
+        (path, Some(name)) => format!("{path}.{name}"),
+        (path, None) => path.to_string(),
+    };
+    if field == "probe_engine" || field == "probe_engine.version" {
+        return format!("{RUN_JSON} has a probe_engine without a numeric probe_engine.version");
     }
-    let planned_sizes_bytes = json
-        .pointer("/options/writer/sizes")
-        .and_then(Value::as_array)
-        .map(|sizes| sizes.iter().filter_map(Value::as_u64).collect())
-        .unwrap_or_default();
-    let probe_engine_version = match json.get("probe_engine").filter(|v| !v.is_null()) {
-        None => PROBE_ENGINE_BEFORE_KEY,
-        Some(engine) => engine
-            .get("version")
-            .and_then(Value::as_u64)
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| {
-                format!("{RUN_JSON} has a probe_engine without a numeric probe_engine.version")
-            })?,
-    };
-    let required = |pointer: &str| {
-        str_at(pointer)
-            .ok_or_else(|| format!("{RUN_JSON} has no {}", &pointer[1..].replace('/', ".")))
-    };
-    Ok(RunMeta {
-        dir: dir.to_path_buf(),
-        run_id: required("/run_id")?,
-        status: required("/status")?,
-        tool_version: str_at("/tool/version").unwrap_or_default(),
-        server_flavor: required("/server/flavor")?,
-        server_version: required("/server/version")?,
-        server_binary: str_at("/server/binary"),
-        server_appendonly: str_at("/server/appendonly"),
-        hostname: str_at("/host/hostname"),
-        cpus: u64_at("/host/cpus"),
-        probe_threads: u64_at("/options/probe_threads"),
-        probe_rate: json.pointer("/options/probe_rate").and_then(Value::as_f64),
-        probe_cmd: str_at("/options/probe_cmd"),
-        stall_threshold_us: u64_at("/options/stall_threshold_us"),
-        repeat: u64_at("/options/writer/repeat"),
-        gap_ms: json.pointer("/options/writer/gap").and_then(Value::as_f64),
-        overwrite: json
-            .pointer("/options/writer/overwrite")
-            .and_then(Value::as_bool),
-        keep: json
-            .pointer("/options/writer/keep")
-            .and_then(Value::as_bool),
-        planned_sizes_bytes,
-        started_unix_us: u64_at("/started_unix_us"),
-        probe_engine_version,
-    })
+    match (missing, field.is_empty()) {
+        (Some(_), _) => format!("{RUN_JSON} has no {field}"),
+        (None, true) => format!("{RUN_JSON}: {error}"),
+        (None, false) => format!("{RUN_JSON}: {field}: {error}"),
+    }
+}
+
+impl RunMeta {
+    /// What the compare needs of a run with writes.
+    fn of(dir: &Path, run: &RunJson, writer: &WriterPlan) -> RunMeta {
+        let options = &run.options;
+        RunMeta {
+            dir: dir.to_path_buf(),
+            run_id: run.run_id.clone(),
+            status: run.status.name().to_string(),
+            tool_version: run.tool.version.clone(),
+            server_flavor: run.server.flavor.clone(),
+            server_version: run.server.version.clone(),
+            server_binary: run.server.binary.clone(),
+            server_appendonly: run.server.appendonly.clone(),
+            hostname: run.host.hostname.clone(),
+            cpus: Some(run.host.cpus as u64),
+            probe_threads: Some(u64::from(options.probe_threads)),
+            probe_rate: Some(options.probe_rate),
+            probe_cmd: Some(options.probe_cmd.name().to_string()),
+            stall_threshold_us: Some(options.stall_threshold_us),
+            repeat: Some(u64::from(writer.repeat)),
+            gap_ms: Some(writer.gap.as_secs_f64() * 1e3),
+            overwrite: Some(writer.overwrite),
+            keep: Some(writer.keep),
+            planned_sizes_bytes: writer.sizes.clone(),
+            started_unix_us: Some(run.started_unix_us),
+            probe_engine_version: run
+                .probe_engine
+                .as_ref()
+                .map_or(PROBE_ENGINE_BEFORE_KEY, |engine| engine.version),
+        }
+    }
 }
 
 /// Reads a CSV by column name, after checking the columns the compare needs are there.
@@ -374,85 +434,299 @@ fn read_csv<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::export::sample::{self, ADDED_LATER, remove};
+    use crate::output::export::{columns, csv_bytes};
 
-    const RUN_JSON_TEXT: &str = r#"{
-        "tool": {"name": "holprobe", "version": "0.1.0"},
-        "status": "complete", "run_id": "abcd1234", "started_unix_us": 1,
-        "server": {"flavor": "redis", "version": "7.0.15", "binary": "/usr/bin/redis-server", "appendonly": "no"},
-        "host": {"hostname": "vm", "cpus": 2},
-        "options": {"probe_threads": 2, "probe_rate": 1000.0, "probe_cmd": "ping",
-                    "stall_threshold_us": 1000,
-                    "writer": {"sizes": [1048576], "repeat": 2, "gap": 500.0, "overwrite": false, "keep": false}},
-        "future_field": [1, 2, 3]
-    }"#;
-
-    fn write_run(dir: &Path, summary: &str, writes: &str) {
-        fs::write(dir.join(RUN_JSON), RUN_JSON_TEXT).unwrap();
+    /// Writes `run` as the run itself would: run.json, summary.csv and writes.csv.
+    fn write_run(dir: &Path, run: &RunJson) {
+        write_json(dir, &serde_json::to_value(run).unwrap());
+        let summary = csv_bytes(&run.analysis.writes, columns::SUMMARY).unwrap();
+        let writes = csv_bytes(&sample::write_records(run), columns::WRITES).unwrap();
         fs::write(dir.join(SUMMARY_CSV), summary).unwrap();
         fs::write(dir.join(WRITES_CSV), writes).unwrap();
     }
 
+    fn write_json(dir: &Path, json: &Value) {
+        fs::write(dir.join(RUN_JSON), serde_json::to_vec_pretty(json).unwrap()).unwrap();
+    }
+
+    /// Rewrites the CSV `name` in `dir`, keeping only the columns `keep` says yes to.
+    fn keep_columns(dir: &Path, name: &str, keep: impl Fn(&str) -> bool) {
+        let path = dir.join(name);
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let headers = reader.headers().unwrap().clone();
+        let kept: Vec<usize> = (0..headers.len()).filter(|&i| keep(&headers[i])).collect();
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer
+            .write_record(kept.iter().map(|&i| &headers[i]))
+            .unwrap();
+        for record in reader.records() {
+            let record = record.unwrap();
+            writer
+                .write_record(kept.iter().map(|&i| &record[i]))
+                .unwrap();
+        }
+        fs::write(path, writer.into_inner().unwrap()).unwrap();
+    }
+
+    fn sample_json() -> Value {
+        serde_json::to_value(sample::run_json()).unwrap()
+    }
+
+    /// The round trip: every field compare reads, written by the run's own types with a value
+    /// other than its default, comes back.
     #[test]
-    fn reads_a_run_and_ignores_unknown_columns() {
+    fn a_run_reads_back_through_the_types_that_wrote_it() {
         let dir = tempfile::tempdir().unwrap();
-        write_run(
-            dir.path(),
-            "seq,op,size_bytes,set_ms,hol_delay_ms,new_column,ok\n\
-             1,set,1048576,1.5,0.8,x,true\n\
-             2,delete,1048576,0.2,,y,true\n\
-             3,set,1048576,1.7,0.9,z,false\n",
-            "seq,op,size_bytes,start_us,ok,error,extra\n\
-             1,set,1048576,0,true,,a\n2,delete,1048576,5,true,,b\n3,set,1048576,9,false,OOM out of memory,c\n",
-        );
+        let written = sample::run_json();
+        write_run(dir.path(), &written);
         let run = load_run("BASELINE", dir.path()).unwrap();
-        assert_eq!(run.meta.server_label(), "redis 7.0.15");
-        assert_eq!(run.meta.probe_interval_ms(), Some(0.5));
-        assert_eq!(run.meta.gap_ms, Some(500.0));
-        // No probe_engine: recorded before engine 2.
-        assert_eq!(run.meta.probe_engine_version, PROBE_ENGINE_BEFORE_KEY);
-        assert_eq!(run.writes.len(), 2);
-        assert_eq!(run.writes[1].hol_delay_ms, None);
-        assert_eq!(run.failed_writes.len(), 1);
-        assert!(
-            run.failed_writes[0].contains("OOM"),
-            "{:?}",
-            run.failed_writes
+        let plan = written.options.writer.as_ref().unwrap();
+        assert_eq!(
+            run.meta,
+            RunMeta {
+                dir: dir.path().to_path_buf(),
+                run_id: "feedf00d".into(),
+                status: "interrupted".into(),
+                tool_version: "0.0.0-golden".into(),
+                server_flavor: "valkey".into(),
+                server_version: "9.1.0".into(),
+                server_binary: Some("/usr/bin/valkey-server".into()),
+                server_appendonly: Some("yes".into()),
+                hostname: Some("bench-host".into()),
+                cpus: Some(8),
+                probe_threads: Some(3),
+                probe_rate: Some(750.5),
+                probe_cmd: Some("get".into()),
+                stall_threshold_us: Some(2500),
+                repeat: Some(4),
+                gap_ms: Some(250.0),
+                overwrite: Some(true),
+                keep: Some(true),
+                planned_sizes_bytes: plan.sizes.clone(),
+                started_unix_us: Some(1_796_053_782_168_721),
+                probe_engine_version: 2,
+            }
         );
-        assert!(run.warnings.iter().any(|w| w.contains("failed write")));
-        let groups = run.groups();
-        assert_eq!(groups.len(), 2);
+        assert_eq!(run.meta.server_label(), "valkey 9.1.0 appendonly");
+        let expected: Vec<WriteSample> = written
+            .analysis
+            .writes
+            .iter()
+            .filter(|w| w.ok)
+            .map(|w| WriteSample {
+                seq: w.seq,
+                op: w.op.name().into(),
+                size_bytes: w.size_bytes,
+                set_ms: w.set_ms,
+                hol_delay_ms: w.hol_delay_ms,
+            })
+            .collect();
+        assert_eq!(run.writes, expected);
+        assert_eq!(
+            run.failed_writes,
+            ["write 3 (delete 3M): OOM command not allowed"]
+        );
+        assert!(
+            run.warnings.iter().any(|w| w.contains("'interrupted'")),
+            "{:?}",
+            run.warnings
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_columns_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path(), &sample::run_json());
+        let mut json = sample_json();
+        json["future_field"] = serde_json::json!([1, 2, 3]);
+        json["options"]["future_option"] = serde_json::json!({"a": 1});
+        json["server"]["future_fact"] = serde_json::json!("x");
+        write_json(dir.path(), &json);
+        for name in [SUMMARY_CSV, WRITES_CSV] {
+            let text = fs::read_to_string(dir.path().join(name)).unwrap();
+            let widened: String = text
+                .lines()
+                .enumerate()
+                .map(|(i, line)| {
+                    let extra = if i == 0 { "new_column" } else { "x" };
+                    format!("{extra},{line},{extra}\n")
+                })
+                .collect();
+            fs::write(dir.path().join(name), widened).unwrap();
+        }
+        let run = load_run("BASELINE", dir.path()).unwrap();
+        assert_eq!(run.writes.len(), 2);
+        assert_eq!(run.failed_writes.len(), 1);
+        assert_eq!(run.groups().len(), 2);
+    }
+
+    /// A run of the first release's shape: none of the fields run.json, summary.csv and
+    /// writes.csv gained since, so no `probe_engine` either (engine 1).
+    #[test]
+    fn a_run_of_the_first_release_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path(), &sample::run_json());
+        let mut json = sample_json();
+        for (pointer, key) in ADDED_LATER {
+            remove(&mut json, pointer, key);
+        }
+        write_json(dir.path(), &json);
+        keep_columns(dir.path(), SUMMARY_CSV, |c| SUMMARY_REQUIRED.contains(&c));
+        keep_columns(dir.path(), WRITES_CSV, |c| WRITES_REQUIRED.contains(&c));
+        let run = load_run("BASELINE", dir.path()).unwrap();
+        assert_eq!(run.meta.probe_engine_version, PROBE_ENGINE_BEFORE_KEY);
+        assert_eq!(run.meta.gap_ms, Some(250.0));
+        assert_eq!(run.writes.len(), 2);
+        assert_eq!(run.writes[1].hol_delay_ms, Some(5.4375));
+        assert_eq!(run.failed_writes.len(), 1);
+    }
+
+    /// The required columns are columns of the files.
+    #[test]
+    fn required_columns_are_export_columns() {
+        for column in SUMMARY_REQUIRED {
+            assert!(columns::SUMMARY.contains(column), "{column}");
+        }
+        for column in WRITES_REQUIRED {
+            assert!(columns::WRITES.contains(column), "{column}");
+        }
+    }
+
+    /// The runs shipped in data/ (engine 2, recorded before stalls_found and the named stalls)
+    /// read, and read as engine 1 without their probe_engine.
+    #[test]
+    fn the_shipped_runs_read() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+        let mut dirs = vec![];
+        let mut pending = vec![data];
+        while let Some(dir) = pending.pop() {
+            for entry in fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    pending.push(path);
+                }
+            }
+            if dir.join(RUN_JSON).is_file() {
+                dirs.push(dir);
+            }
+        }
+        assert!(dirs.len() >= 5, "{dirs:?}");
+        for dir in &dirs {
+            let run = load_run("BASELINE", dir).unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(run.meta.probe_engine_version, 2, "{}", dir.display());
+            assert_eq!(run.meta.status, "complete");
+            assert!(!run.writes.is_empty());
+        }
+        let old = tempfile::tempdir().unwrap();
+        for name in [SUMMARY_CSV, WRITES_CSV] {
+            fs::copy(dirs[0].join(name), old.path().join(name)).unwrap();
+        }
+        let mut json: Value =
+            serde_json::from_str(&fs::read_to_string(dirs[0].join(RUN_JSON)).unwrap()).unwrap();
+        remove(&mut json, "", "probe_engine");
+        write_json(old.path(), &json);
+        let run = load_run("CANDIDATE", old.path()).unwrap();
+        assert_eq!(run.meta.probe_engine_version, PROBE_ENGINE_BEFORE_KEY);
     }
 
     #[test]
     fn the_probe_engine_version_is_read_and_a_broken_one_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        write_run(
-            dir.path(),
-            "seq,op,size_bytes,set_ms,hol_delay_ms\n1,set,1,1.0,1.0\n",
-            "seq,op,size_bytes,ok\n1,set,1,true\n",
-        );
-        let with_engine = |engine: &str| {
-            let text = RUN_JSON_TEXT.replace(
-                "\"future_field\"",
-                &format!("\"probe_engine\": {engine}, \"future_field\""),
-            );
-            fs::write(dir.path().join(RUN_JSON), text).unwrap();
+        write_run(dir.path(), &sample::run_json());
+        let with_engine = |engine: Value| {
+            let mut json = sample_json();
+            json["probe_engine"] = engine;
+            write_json(dir.path(), &json);
             load_run("CANDIDATE", dir.path())
         };
-        let run =
-            with_engine(r#"{"version": 2, "mode": "pipelined", "reply_clock": "kernel"}"#).unwrap();
-        assert_eq!(run.meta.probe_engine_version, 2);
+        let mut engine = sample_json()["probe_engine"].clone();
+        engine["version"] = 3.into();
+        let run = with_engine(engine).unwrap();
+        assert_eq!(run.meta.probe_engine_version, 3);
         assert_eq!(
-            with_engine("null").unwrap().meta.probe_engine_version,
+            with_engine(Value::Null).unwrap().meta.probe_engine_version,
             PROBE_ENGINE_BEFORE_KEY
         );
-        for broken in [r#"{"mode": "pipelined"}"#, r#"{"version": "2"}"#, "2"] {
-            let err = with_engine(broken).unwrap_err().to_string();
+        for broken in [
+            serde_json::json!({"mode": "pipelined"}),
+            serde_json::json!({"version": "2"}),
+            serde_json::json!(2),
+        ] {
+            let err = with_engine(broken.clone()).unwrap_err().to_string();
             assert!(
                 err.contains("CANDIDATE") && err.contains("probe_engine.version"),
                 "{broken}: {err}"
             );
         }
+    }
+
+    /// Each problem with run.json is one line naming the file and the field.
+    #[test]
+    fn run_json_problems_name_the_file_and_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path(), &sample::run_json());
+        let load_with = |edit: &dyn Fn(&mut Value)| {
+            let mut json = sample_json();
+            edit(&mut json);
+            write_json(dir.path(), &json);
+            let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
+            assert!(!err.contains('\n'), "{err}");
+            assert!(err.contains("CANDIDATE"), "{err}");
+            err
+        };
+        for (pointer, key, field) in [
+            ("", "run_id", "run_id"),
+            ("", "status", "status"),
+            ("/server", "flavor", "server.flavor"),
+            ("/server", "version", "server.version"),
+            ("/options", "probe_rate", "options.probe_rate"),
+            ("/options/writer", "sizes", "options.writer.sizes"),
+        ] {
+            let err = load_with(&|json| remove(json, pointer, key));
+            assert!(err.contains(&format!("run.json has no {field}")), "{err}");
+        }
+        let err = load_with(&|json| json["options"]["probe_rate"] = "fast".into());
+        assert!(
+            err.contains("run.json: options.probe_rate: invalid type: string \"fast\""),
+            "{err}"
+        );
+        let err = load_with(&|json| json["status"] = "paused".into());
+        assert!(
+            err.contains("run.json: status: unknown variant `paused`"),
+            "{err}"
+        );
+        for foreign in [
+            serde_json::json!({}),
+            serde_json::json!([1]),
+            serde_json::json!({"tool": {"name": "other", "version": "1"}}),
+            serde_json::json!({"tool": "holprobe"}),
+        ] {
+            let err = load_with(&|json| *json = foreign.clone());
+            assert!(
+                err.contains("run.json was not written by holprobe (no tool.name)"),
+                "{foreign}: {err}"
+            );
+        }
+        let err = load_with(&|json| json["options"]["writer"]["gap"] = (-5.0).into());
+        assert!(
+            err.contains("run.json: options.writer.gap: expected a duration in milliseconds"),
+            "{err}"
+        );
+        // Inside the findings, which run.json holds flattened.
+        let err = load_with(&|json| remove(json, "", "baseline"));
+        assert!(err.contains("run.json has no baseline"), "{err}");
+        let err = load_with(&|json| remove(json, "/summary", "stall_ms"));
+        assert!(err.contains("run.json has no summary[0].stall_ms"), "{err}");
+        let err = load_with(&|json| json["stalls"][0]["end_us"] = "x".into());
+        assert!(
+            err.contains("run.json: stalls[0].end_us: invalid type: string \"x\""),
+            "{err}"
+        );
+        let err = load_with(&|json| json["mode"] = "load".into());
+        assert!(err.contains("a `probe load` run"), "{err}");
+        let err = load_with(&|json| json["options"]["writer"] = Value::Null);
+        assert!(err.contains("observe-mode"), "{err}");
     }
 
     #[test]
@@ -471,30 +745,26 @@ mod tests {
             "{err}"
         );
 
-        write_run(
-            dir.path(),
-            "seq,op,size_bytes,set_ms\n1,set,1,1.0\n",
-            "seq,op,size_bytes,ok\n1,set,1,true\n",
-        );
+        let run = sample::run_json();
+        write_run(dir.path(), &run);
+        keep_columns(dir.path(), SUMMARY_CSV, |c| c != "hol_delay_ms");
         let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
         assert!(
             err.contains("summary.csv has no column hol_delay_ms"),
             "{err}"
         );
 
-        write_run(
-            dir.path(),
-            "seq,op,size_bytes,set_ms,hol_delay_ms\n1,set,1,fast,1.0\n",
-            "seq,op,size_bytes,ok\n1,set,1,true\n",
-        );
+        write_run(dir.path(), &run);
+        let path = dir.path().join(SUMMARY_CSV);
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(&path, text.replacen(",2.5,", ",fast,", 1)).unwrap();
         let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
         assert!(err.contains("summary.csv line 2 is malformed"), "{err}");
 
-        write_run(
-            dir.path(),
-            "seq,op,size_bytes,set_ms,hol_delay_ms\n1,set,1,1.0,1.0\n",
-            "seq,op,size_bytes,ok\n1,delete,1,true\n",
-        );
+        write_run(dir.path(), &run);
+        let path = dir.path().join(WRITES_CSV);
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(&path, text.replacen(",set,", ",delete,", 1)).unwrap();
         let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
         assert!(err.contains("disagree"), "{err}");
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam_channel::Sender;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analyze::pressure::{
     HostRoom, ServerRoom, check_host, check_maxmemory, server_growth_bytes,
@@ -31,7 +31,7 @@ use crate::record::{WriteOp, WriteRecord};
 use crate::units::format_size;
 
 /// What the writer does, validated.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WriterPlan {
     /// Value sizes in bytes, in the order given.
     pub sizes: Vec<u64>,
@@ -47,7 +47,7 @@ pub struct WriterPlan {
     pub keep: bool,
     /// Commands of the caller's own, run on each freshly written key after its SET (library
     /// use; the `probe` command line has none). Empty: the plan is SET and DEL only.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<CustomCommand>,
     /// The run's key prefix, `holprobe:<run-id>:`.
     pub key_prefix: String,
@@ -68,7 +68,7 @@ pub const KEY_PLACEHOLDER: &str = "{key}";
 /// `STRLEN {key}` as a control. Use only [`KEY_PLACEHOLDER`] to name keys, so the command
 /// touches nothing outside the run's prefix. Any reply but an error counts as success; a
 /// reply is read whole into memory (a `GET` of a 512 MiB value holds 512 MiB in the client).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CustomCommand {
     /// The command and its arguments, e.g. `["UNLINK", "{key}"]`; every argument equal to
     /// [`KEY_PLACEHOLDER`] is replaced by the key just written.

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use crossbeam_channel::{Sender, TrySendError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::measure::clock::{RunClock, tighten_timer_slack};
 use crate::measure::event::Event;
@@ -100,15 +100,15 @@ pub struct ProbeShared {
 }
 
 /// How the probes of a run were taken, for run.json.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ProbeEngineInfo {
     /// [`PROBE_ENGINE_VERSION`].
     pub version: u32,
     /// `pipelined`: every probe goes out at its intended time.
-    pub mode: &'static str,
+    pub mode: String,
     /// Where `reply_us` came from: `kernel` (receive timestamps), `read` (when the thread read
     /// the reply), `mixed`, or `none` (no reply came).
-    pub reply_clock: &'static str,
+    pub reply_clock: String,
     /// Replies timed by the kernel's stamp.
     pub replies_kernel_stamped: u64,
     /// Replies timed at the read.
@@ -117,7 +117,9 @@ pub struct ProbeEngineInfo {
     pub max_outstanding: u64,
     /// Probes unanswered when the run stopped (failed rows of probes.csv).
     pub unanswered_at_stop: u64,
-    /// Connections lost and opened again (their outstanding probes are errors in probes.csv).
+    /// Connections lost and opened again (their outstanding probes are errors in probes.csv;
+    /// 0 in the first engine-2 runs, recorded before they were counted).
+    #[serde(default)]
     pub reconnects: u64,
 }
 
@@ -128,13 +130,14 @@ impl ProbeShared {
         let read = self.replies_read_stamped.load(Ordering::Relaxed);
         ProbeEngineInfo {
             version: PROBE_ENGINE_VERSION,
-            mode: "pipelined",
+            mode: "pipelined".into(),
             reply_clock: match (kernel, read) {
                 (0, 0) => "none",
                 (_, 0) => "kernel",
                 (0, _) => "read",
                 _ => "mixed",
-            },
+            }
+            .into(),
             replies_kernel_stamped: kernel,
             replies_read_stamped: read,
             max_outstanding: self.max_outstanding.load(Ordering::Relaxed),

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use redis::IntoConnectionInfo;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use spawn::{EmbeddedServer, ServerBinary, ServerFlavor, free_port, server_arg_tokens};
 pub use tls::{TlsSettings, ensure_crypto_provider};
@@ -264,7 +264,7 @@ pub struct Target {
 }
 
 /// Facts about the server, read once at the start of a run and stored in run.json.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ServerFacts {
     /// `redis` or `valkey`, from INFO server.
     pub flavor: String,
@@ -287,6 +287,7 @@ pub struct ServerFacts {
     /// True when the server runs on this host (loopback address).
     pub local: bool,
     /// `master` or `slave` (INFO replication), where the server says.
+    #[serde(default)]
     pub role: Option<String>,
 }
 

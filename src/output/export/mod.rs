@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 pub use csv_rows::{RowAppender, csv_bytes};
+#[cfg(test)]
+pub(crate) use run_json::sample;
 pub use run_json::{HostInfo, RunJson, RunStatus, ToolInfo};
 pub use timeline::TimelineRow;
 

@@ -1,10 +1,17 @@
 //! `run.json`: everything needed to read a run later — tool and server versions, host, every
 //! option, the start time as Unix µs, the status, and the findings.
+//!
+//! [`RunJson`] is the one type of the file: the run writes it and `probe compare` reads it back,
+//! so the two cannot part. Fields added after the first release carry `#[serde(default)]` (here
+//! and in the types inside), so runs recorded by older builds still read; a golden-file test
+//! pins the bytes written.
 
 use serde::{Deserialize, Serialize};
 
 use crate::analyze::correlate::Analysis;
+use crate::measure::probe::ProbeEngineInfo;
 use crate::measure::target::ServerFacts;
+use crate::run::RunOptions;
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,26 +27,38 @@ pub enum RunStatus {
     Failed,
 }
 
+impl RunStatus {
+    /// Lower-case name as in run.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
 /// The tool that made the run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolInfo {
     /// `holprobe`.
-    pub name: &'static str,
+    pub name: String,
     /// Crate version.
-    pub version: &'static str,
+    pub version: String,
 }
 
 impl Default for ToolInfo {
     fn default() -> Self {
         ToolInfo {
-            name: env!("CARGO_PKG_NAME"),
-            version: env!("CARGO_PKG_VERSION"),
+            name: env!("CARGO_PKG_NAME").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
         }
     }
 }
 
 /// The machine the tool ran on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostInfo {
     /// Host name.
     pub hostname: Option<String>,
@@ -72,9 +91,10 @@ impl HostInfo {
     }
 }
 
-/// The whole of `run.json`. `options` is the run's validated plan, serialized as the CLI gave it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunJson<'a, O: Serialize> {
+/// The whole of `run.json`: written as the run goes ([`crate::session`]) and read back by
+/// `probe compare` ([`crate::compare::load`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunJson {
     /// Tool name and version.
     pub tool: ToolInfo,
     /// `running`, `complete`, `interrupted` or `failed`.
@@ -82,37 +102,407 @@ pub struct RunJson<'a, O: Serialize> {
     /// Why the run stopped early, when it did.
     pub status_reason: Option<String>,
     /// Unique id of the run; its keys live under `holprobe:<run_id>:`.
-    pub run_id: &'a str,
+    pub run_id: String,
     /// The run's key prefix.
-    pub key_prefix: &'a str,
+    pub key_prefix: String,
     /// Wall-clock time of the run's clock zero, µs since the Unix epoch: add it to any `*_us`
     /// column to line the exports up with other logs.
     pub started_unix_us: u64,
     /// Length of the run, µs.
     pub elapsed_us: u64,
     /// The server measured (never a password).
-    pub server: &'a ServerFacts,
+    pub server: ServerFacts,
     /// The machine the tool ran on.
-    pub host: &'a HostInfo,
-    /// Every option of the run.
-    pub options: &'a O,
+    pub host: HostInfo,
+    /// Every option of the run, as the command line gave it.
+    pub options: RunOptions,
     /// How the probes were taken: the engine's version (runs of different engines have
-    /// `hol_delay_ms` that are not comparable) and the clock of `reply_us`.
-    pub probe_engine: crate::measure::probe::ProbeEngineInfo,
+    /// `hol_delay_ms` that are not comparable) and the clock of `reply_us`. Always written;
+    /// empty only in runs recorded by engine 1, before it was.
+    #[serde(default)]
+    pub probe_engine: Option<ProbeEngineInfo>,
     /// Probe records the collector could not keep up with (expected 0).
     pub probes_dropped: u64,
     /// Probe records kept.
     pub probes_recorded: u64,
     /// Stall episodes found (all of them are in stalls.csv; `stalls` below keeps at most
-    /// 1,000: the longest, and every one tied to a write).
-    pub stalls_found: u64,
-    /// Their total length, ms.
-    pub stall_ms_total: f64,
-    /// Client hiccups found (`client_hiccups` keeps at most 1,000, the longest).
-    pub client_hiccups_found: u64,
+    /// 1,000: the longest, and every one tied to a write). Always written; empty in runs recorded before it was, which kept
+    /// every stall in `stalls`.
+    #[serde(default)]
+    pub stalls_found: Option<u64>,
+    /// Their total length, ms (always written; empty in runs recorded before it was).
+    #[serde(default)]
+    pub stall_ms_total: Option<f64>,
+    /// Client hiccups found (`client_hiccups` keeps at most 1,000, the longest; always written, empty in
+    /// runs recorded before it was).
+    #[serde(default)]
+    pub client_hiccups_found: Option<u64>,
     /// Baseline, stall episodes, client hiccups and per-write summary.
     #[serde(flatten)]
-    pub analysis: &'a Analysis,
+    pub analysis: Analysis,
     /// Warnings printed during the run.
-    pub warnings: &'a [String],
+    pub warnings: Vec<String>,
+}
+
+/// A run with every field set to something other than its default, for the tests of the
+/// writer and of the readers.
+#[cfg(test)]
+pub(crate) mod sample {
+    use std::time::Duration;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::analyze::findings::{Baseline, Stall, WriteSummary};
+    use crate::analyze::stats::{SizeModel, SizeSpread, Spread};
+    use crate::measure::probe::ProbeEngineInfo;
+    use crate::measure::writer::{CustomCommand, WriterPlan};
+    use crate::record::{ProbeCmd, WriteOp};
+    use crate::run::ProbesExport;
+
+    /// The run.
+    pub(crate) fn run_json() -> RunJson {
+        let server = ServerFacts {
+            flavor: "valkey".into(),
+            version: "9.1.0".into(),
+            address: "127.0.0.1:40001".into(),
+            embedded: true,
+            binary: Some("/usr/bin/valkey-server".into()),
+            maxmemory_bytes: Some(1 << 30),
+            proto_max_bulk_len_bytes: Some(512 << 20),
+            save: Some("3600 1".into()),
+            appendonly: Some("yes".into()),
+            local: true,
+            role: Some("master".into()),
+        };
+        let host = HostInfo {
+            hostname: Some("bench-host".into()),
+            cpus: 8,
+            memory_total_bytes: 16 << 30,
+            swap_total_bytes: 2 << 30,
+            os: Some("Linux (Debian GNU/Linux 12) (kernel 6.1.0)".into()),
+        };
+        let options = RunOptions {
+            probe_threads: 3,
+            probe_rate: 750.5,
+            probe_cmd: ProbeCmd::Get,
+            writer: Some(WriterPlan {
+                sizes: vec![1 << 20, 3 << 20],
+                repeat: 4,
+                gap: Duration::from_millis(250),
+                overwrite: true,
+                keep: true,
+                commands: vec![CustomCommand::removing(["UNLINK", "{key}"])],
+                key_prefix: "holprobe:feedf00d:".into(),
+                seed: 99,
+            }),
+            duration: Some(Duration::from_millis(90_500)),
+            stall_threshold_us: 2500,
+            seed: 99,
+            realtime: true,
+            out: Some("/tmp/holprobe-golden".into()),
+            tune_server: true,
+            force_memory: true,
+            predict_bytes: vec![1 << 30],
+            probes_export: ProbesExport::Delayed,
+            metrics_addr: Some("127.0.0.1:9100".into()),
+            metrics: None,
+            interval: Duration::from_millis(1500),
+        };
+        let stall = Stall {
+            start_us: 1_500_000,
+            end_us: 1_512_345,
+            duration_ms: 12.345,
+            probes_delayed: 7,
+            write_seq: Some(2),
+            wall_start: Some("2026-12-01T10:00:01.500000Z".into()),
+            server_command: Some("SET holprobe:feedf00d:1 ...".into()),
+            server_client: Some("127.0.0.1:50000 holprobe-writer".into()),
+            server_event: Some("command 12ms".into()),
+        };
+        let write = |seq: u32, op: WriteOp, size_bytes: u64, set_ms: f64| WriteSummary {
+            seq,
+            op,
+            size_bytes,
+            set_ms,
+            hol_delay_ms: Some(set_ms * 0.75),
+            stall_ms: 4.25,
+            probes_delayed: 3,
+            stall_during_send_ms: 1.5,
+            stall_after_send_ms: 2.75,
+            host_mem_pct: 41.5,
+            host_swap_pct: 0.5,
+            probes_in_window: 12,
+            worst_latency_ms: Some(set_ms),
+            ok: seq != 3,
+            server_exec_us: Some(900),
+            server_latency_event_ms: Some(11),
+            server_eventloop_max_us: Some(12_000),
+            server_request_bytes: Some(size_bytes + 40),
+            memory_pressure: seq == 2,
+            host_mem_peak_pct: 43.25,
+            host_swap_grew_bytes: 4096,
+            hol_probe_send_lag_ms: Some(0.125),
+        };
+        let spread = |median: f64| Spread {
+            n: 5,
+            median,
+            min: median - 1.0,
+            max: median + 1.0,
+            ci95_low: Some(median - 0.5),
+            ci95_high: Some(median + 0.5),
+            ci_coverage: Some(0.9375),
+        };
+        let analysis = Analysis {
+            baseline: Baseline {
+                probes: 1000,
+                p50_us: 31,
+                p99_us: 250,
+                max_us: 9000,
+                probe_errors: 2,
+                send_lag_p50_us: 14,
+                send_lag_p99_us: 900,
+                send_lag_max_us: 8000,
+            },
+            stalls: vec![stall.clone()],
+            client_hiccups: vec![Stall {
+                write_seq: None,
+                wall_start: None,
+                server_command: None,
+                server_client: None,
+                server_event: None,
+                ..stall.clone()
+            }],
+            writes: vec![
+                write(1, WriteOp::Set, 1 << 20, 2.5),
+                write(2, WriteOp::Overwrite, 3 << 20, 7.25),
+                write(3, WriteOp::Delete, 3 << 20, 0.5),
+            ],
+            by_size: vec![SizeSpread {
+                op: WriteOp::Set,
+                size_bytes: 1 << 20,
+                writes: 5,
+                set_ms: spread(2.5),
+                hol_delay_ms: Some(spread(1.875)),
+            }],
+            size_model: Some(SizeModel {
+                hol_ms_per_mib: 0.625,
+                hol_intercept_ms: 0.25,
+                hol_r2: Some(0.98),
+                set_ms_per_mib: 2.375,
+                set_intercept_ms: 0.125,
+                set_r2: None,
+                writes: 10,
+                min_size_bytes: 1 << 20,
+                max_size_bytes: 3 << 20,
+            }),
+        };
+        RunJson {
+            // Not the crate's version: the golden files must not change with a release.
+            tool: ToolInfo {
+                name: "holprobe".into(),
+                version: "0.0.0-golden".into(),
+            },
+            status: RunStatus::Interrupted,
+            status_reason: Some("interrupted by SIGTERM".into()),
+            run_id: "feedf00d".into(),
+            key_prefix: "holprobe:feedf00d:".into(),
+            started_unix_us: 1_796_053_782_168_721,
+            elapsed_us: 54_356_608,
+            server,
+            host,
+            options,
+            probe_engine: Some(ProbeEngineInfo {
+                version: 2,
+                mode: "pipelined".into(),
+                reply_clock: "mixed".into(),
+                replies_kernel_stamped: 900,
+                replies_read_stamped: 98,
+                max_outstanding: 26,
+                unanswered_at_stop: 2,
+                reconnects: 1,
+            }),
+            probes_dropped: 3,
+            probes_recorded: 1001,
+            stalls_found: Some(11),
+            stall_ms_total: Some(123.5),
+            client_hiccups_found: Some(1),
+            analysis,
+            warnings: vec!["a warning".into()],
+        }
+    }
+
+    /// The writes.csv rows of the run's writes (the third failed, with an error).
+    pub(crate) fn write_records(run: &RunJson) -> Vec<crate::record::WriteRecord> {
+        run.analysis
+            .writes
+            .iter()
+            .map(|write| crate::record::WriteRecord {
+                seq: write.seq,
+                op: write.op,
+                size_bytes: write.size_bytes,
+                start_us: u64::from(write.seq) * 1_000_000,
+                sent_us: u64::from(write.seq) * 1_000_000 + 500,
+                reply_us: u64::from(write.seq) * 1_000_000 + 900,
+                set_ms: write.set_ms,
+                ok: write.ok,
+                error: (!write.ok).then(|| "OOM command not allowed".into()),
+                host_mem_pct: write.host_mem_pct,
+                host_swap_pct: write.host_swap_pct,
+                server_rss_bytes: Some(write.size_bytes * 2),
+                key: format!("{}{}", run.key_prefix, write.seq),
+                server_exec_us: write.server_exec_us,
+                server_latency_event_ms: write.server_latency_event_ms,
+                server_latency_event: Some("command".into()),
+                server_eventloop_max_us: write.server_eventloop_max_us,
+                server_request_bytes: write.server_request_bytes,
+            })
+            .collect()
+    }
+
+    /// Removes `key` from the object at `pointer` (and from every element, for an array).
+    pub(crate) fn remove(json: &mut Value, pointer: &str, key: &str) {
+        match json.pointer_mut(pointer) {
+            Some(Value::Object(map)) => {
+                map.remove(key).unwrap_or_else(|| panic!("{pointer}/{key}"));
+            }
+            Some(Value::Array(items)) => {
+                for item in items {
+                    item.as_object_mut().unwrap().remove(key).unwrap();
+                }
+            }
+            _ => panic!("{pointer}"),
+        }
+    }
+
+    /// The fields run.json gained after the first release, as (object, key); stalls and
+    /// hiccups gained the same four columns.
+    pub(crate) const ADDED_LATER: &[(&str, &str)] = &[
+        ("", "probe_engine"),
+        ("", "stalls_found"),
+        ("", "stall_ms_total"),
+        ("", "client_hiccups_found"),
+        ("", "by_size"),
+        ("", "size_model"),
+        ("/server", "role"),
+        ("/options", "realtime"),
+        ("/options", "tune_server"),
+        ("/options", "force_memory"),
+        ("/options", "predict_bytes"),
+        ("/options", "probes"),
+        ("/options", "metrics_addr"),
+        ("/options", "interval_ms"),
+        ("/options/writer", "commands"),
+        ("/stalls", "wall_start"),
+        ("/stalls", "server_command"),
+        ("/stalls", "server_client"),
+        ("/stalls", "server_event"),
+        ("/client_hiccups", "wall_start"),
+        ("/client_hiccups", "server_command"),
+        ("/client_hiccups", "server_client"),
+        ("/client_hiccups", "server_event"),
+        ("/summary", "server_exec_us"),
+        ("/summary", "server_latency_event_ms"),
+        ("/summary", "server_eventloop_max_us"),
+        ("/summary", "server_request_bytes"),
+        ("/summary", "memory_pressure"),
+        ("/summary", "host_mem_peak_pct"),
+        ("/summary", "host_swap_grew_bytes"),
+        ("/summary", "hol_probe_send_lag_ms"),
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample::{ADDED_LATER, remove};
+    use super::*;
+    use crate::output::export::{columns, csv_bytes};
+
+    /// The bytes the writer gives for the sample run. The golden files were written by the
+    /// borrowed, Serialize-only `RunJson` this type replaced: reading must not change writing.
+    /// When a change of the files is meant, `HOLPROBE_WRITE_GOLDEN=1` rewrites them.
+    #[test]
+    fn exports_keep_their_bytes() {
+        let run_json = sample::run_json();
+        let analysis = &run_json.analysis;
+        let json = serde_json::to_vec_pretty(&run_json).unwrap();
+        let summary = csv_bytes(&analysis.writes, columns::SUMMARY).unwrap();
+        let stalls = csv_bytes(&analysis.stalls, columns::STALLS).unwrap();
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        if std::env::var_os("HOLPROBE_WRITE_GOLDEN").is_some() {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(golden.join("run.json"), &json).unwrap();
+            std::fs::write(golden.join("summary.csv"), &summary).unwrap();
+            std::fs::write(golden.join("stalls.csv"), &stalls).unwrap();
+        }
+        let read = |name: &str| std::fs::read(golden.join(name)).unwrap();
+        assert!(json == read("run.json"), "run.json bytes changed");
+        assert!(summary == read("summary.csv"), "summary.csv bytes changed");
+        assert!(stalls == read("stalls.csv"), "stalls.csv bytes changed");
+    }
+
+    /// Every field written is read back: writing what was read gives the same bytes.
+    #[test]
+    fn run_json_reads_back_every_field() {
+        let written = sample::run_json();
+        let json = serde_json::to_vec_pretty(&written).unwrap();
+        let read: RunJson = serde_json::from_slice(&json).unwrap();
+        assert_eq!(serde_json::to_vec_pretty(&read).unwrap(), json);
+        assert_eq!(read.server, written.server);
+        assert_eq!(read.host, written.host);
+        assert_eq!(read.analysis, written.analysis);
+        assert_eq!(read.probe_engine, written.probe_engine);
+        assert_eq!(read.options.interval, written.options.interval);
+        assert_eq!(read.options.duration, written.options.duration);
+        let (plan, written_plan) = (
+            read.options.writer.unwrap(),
+            written.options.writer.unwrap(),
+        );
+        assert_eq!(plan.gap, written_plan.gap);
+        assert_eq!(plan.commands, written_plan.commands);
+    }
+
+    /// A run.json of the first release's shape (none of the fields added since) still reads,
+    /// each later field at the value a run of that time had.
+    #[test]
+    fn the_first_releases_run_json_reads() {
+        let mut json = serde_json::to_value(sample::run_json()).unwrap();
+        for (pointer, key) in ADDED_LATER {
+            remove(&mut json, pointer, key);
+        }
+        let read: RunJson = serde_json::from_value(json).unwrap();
+        assert_eq!(read.probe_engine, None);
+        assert_eq!(read.stalls_found, None);
+        assert_eq!(read.stall_ms_total, None);
+        assert_eq!(read.client_hiccups_found, None);
+        assert!(read.analysis.by_size.is_empty() && read.analysis.size_model.is_none());
+        assert_eq!(read.server.role, None);
+        let options = &read.options;
+        assert!(!options.realtime && !options.tune_server && !options.force_memory);
+        assert!(options.predict_bytes.is_empty() && options.metrics_addr.is_none());
+        assert_eq!(options.probes_export, crate::run::ProbesExport::All);
+        assert_eq!(options.interval, crate::run::DEFAULT_INTERVAL);
+        assert!(options.writer.as_ref().unwrap().commands.is_empty());
+        let stall = &read.analysis.stalls[0];
+        assert_eq!(stall.wall_start, None);
+        assert_eq!(stall.server_command, None);
+        let write = &read.analysis.writes[1];
+        assert!(!write.memory_pressure && write.host_mem_peak_pct == 0.0);
+        assert_eq!(write.hol_probe_send_lag_ms, None);
+        // What the first release had is still read.
+        assert_eq!(write.set_ms, 7.25);
+        assert_eq!(read.options.probe_threads, 3);
+    }
+
+    /// The first engine-2 runs have no `probe_engine.reconnects`.
+    #[test]
+    fn the_first_engine_2_runs_read() {
+        let mut json = serde_json::to_value(sample::run_json()).unwrap();
+        remove(&mut json, "/probe_engine", "reconnects");
+        let read: RunJson = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            read.probe_engine.map(|e| (e.version, e.reconnects)),
+            Some((2, 0))
+        );
+    }
 }
