@@ -1,4 +1,5 @@
-//! Load mode: the seed's concurrent-clients benchmark, joined to the prober's writer.
+//! Load mode: many concurrent clients GETting small values, joined to the prober's writer
+//! (the module map of the whole crate is in ARCHITECTURE.md).
 //!
 //! ```text
 //! populate / clean   keyspace + populate    fill or empty holprobe:load:* (pipelined SET, SCAN+UNLINK)
