@@ -18,6 +18,7 @@ pub mod compare;
 pub mod error;
 pub mod load;
 pub mod measure;
+pub mod options;
 pub mod output;
 pub mod record;
 pub mod run;

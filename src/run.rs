@@ -10,11 +10,11 @@ pub use crate::measure::actor::{Actor, ActorContext};
 pub use crate::measure::event::Event;
 use crate::measure::target::Target;
 use crate::measure::writer::WriterActor;
-pub use crate::session::{
+pub use crate::options::{
     DEFAULT_INTERVAL, DEFAULT_PROBE_RATE, DEFAULT_PROBE_THREADS, DEFAULT_SEED,
-    DEFAULT_STALL_THRESHOLD_US, KEY_NAMESPACE, Notice, PROBES_ALL_UP_TO, ProbesExport, RunOptions,
-    RunReport, new_run_id,
+    DEFAULT_STALL_THRESHOLD_US, PROBES_ALL_UP_TO, ProbesExport, RunOptions,
 };
+pub use crate::session::{KEY_NAMESPACE, Notice, RunReport, new_run_id};
 
 /// Runs probes (and the writer, when planned) against `target` until the plan is done, the
 /// duration is over, `interrupt` is set, or the server goes away. Every exit path stops the

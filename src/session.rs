@@ -35,167 +35,21 @@ use crate::analyze::correlate::{Interval, WriteSummary};
 use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::{RunClock, wall_time};
 use crate::measure::culprit::{
-    Culprit, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan, name_stall,
-    spawn_poller,
+    Culprit, POLL_EVERY, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan, name_stall,
 };
 use crate::measure::event::Event;
 use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
 use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::measure::serverview::{LatencyEvent, ServerTuning, ViewSetup, settings_for_observing};
 use crate::measure::target::Target;
-use crate::measure::writer::WriterPlan;
+pub use crate::options::{ProbesExport, RunOptions};
 use crate::output::export::{
     HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
     SUMMARY_CSV, TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
 };
 use crate::output::hlog::HlogWriter;
 use crate::output::metrics::ProbeMetrics;
-use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
-use crate::units::option_duration_ms;
-use serde::{Deserialize, Serialize};
-
-/// Validated options of a probe run (also stored in run.json, and read back from it by
-/// `probe compare`: options added after the first release carry `#[serde(default)]`, the value
-/// a run recorded before them had).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunOptions {
-    /// Probe threads, each with its own connection.
-    pub probe_threads: u16,
-    /// Probes per second per thread.
-    pub probe_rate: f64,
-    /// `ping` or `get`.
-    pub probe_cmd: ProbeCmd,
-    /// The writer's plan; `None` in observe mode.
-    pub writer: Option<WriterPlan>,
-    /// Observe mode's length (or a cap on a writer run).
-    #[serde(with = "option_duration_ms", rename = "duration_ms")]
-    pub duration: Option<Duration>,
-    /// Latency past which a probe counts as delayed, µs.
-    pub stall_threshold_us: u64,
-    /// Seed of the value bytes.
-    pub seed: u64,
-    /// Ask for real-time (SCHED_FIFO) priority for the probe threads.
-    #[serde(default)]
-    pub realtime: bool,
-    /// Where the exports go.
-    pub out: Option<PathBuf>,
-    /// Change the server's SLOWLOG and LATENCY settings for the run on an external server
-    /// (`--tune-server`; always done on the embedded one), restoring them afterwards.
-    #[serde(default)]
-    pub tune_server: bool,
-    /// Send values even when they would pass maxmemory or push the host into swap
-    /// (`--force-memory`).
-    #[serde(default)]
-    pub force_memory: bool,
-    /// Sizes to predict the blocking of from the size model (`--predict`), bytes.
-    #[serde(default)]
-    pub predict_bytes: Vec<u64>,
-    /// Which probes get a row in probes.csv (`--probes`; every probe in runs recorded before
-    /// the flag).
-    #[serde(rename = "probes", default = "ProbesExport::all")]
-    pub probes_export: ProbesExport,
-    /// Where the Prometheus endpoint listens (`--metrics-addr`), for run.json.
-    #[serde(default)]
-    pub metrics_addr: Option<String>,
-    /// The endpoint's figures, updated as the run goes (bound by the caller before anything
-    /// starts, see [`crate::output::metrics::MetricsEndpoint`]).
-    #[serde(skip)]
-    pub metrics: Option<std::sync::Arc<crate::output::metrics::ProbeMetrics>>,
-    /// Length of one row of timeline.csv (and of probes.hlog) (`--interval`; the default in
-    /// runs recorded before the flag, which wrote no timeline).
-    #[serde(
-        with = "crate::units::duration_ms",
-        rename = "interval_ms",
-        default = "default_interval"
-    )]
-    pub interval: Duration,
-}
-
-/// Which probes get a row in probes.csv. Every other export, and every figure, comes from all
-/// of them either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum ProbesExport {
-    /// Every probe (about 2,000 rows a second at the defaults).
-    All,
-    /// Probes that waited longer than the stall threshold, or got no reply or an error.
-    Delayed,
-    /// None: probes.csv holds its header only.
-    None,
-}
-
-impl ProbesExport {
-    /// [`ProbesExport::All`], what every run recorded before `--probes` wrote.
-    fn all() -> ProbesExport {
-        ProbesExport::All
-    }
-
-    /// The mode a run of about `length` gets when `--probes` is not given: every probe under
-    /// [`PROBES_ALL_UP_TO`], the delayed ones beyond (a day at the defaults would be 170
-    /// million rows).
-    pub fn for_length(length: Option<Duration>) -> ProbesExport {
-        match length {
-            Some(length) if length >= PROBES_ALL_UP_TO => ProbesExport::Delayed,
-            _ => ProbesExport::All,
-        }
-    }
-
-    /// Whether `probe` gets a row.
-    pub fn keeps(self, probe: &ProbeRecord, threshold_us: u64) -> bool {
-        match self {
-            ProbesExport::All => true,
-            ProbesExport::Delayed => !probe.ok || probe.latency_us.is_none_or(|l| l > threshold_us),
-            ProbesExport::None => false,
-        }
-    }
-}
-
-/// Runs expected to last this long or more keep only delayed probes in probes.csv unless
-/// `--probes all` is given.
-pub const PROBES_ALL_UP_TO: Duration = Duration::from_secs(600);
-
-/// Default of [`RunOptions::probe_threads`] (and of `--probe-threads`).
-pub const DEFAULT_PROBE_THREADS: u16 = 2;
-/// Default of [`RunOptions::probe_rate`] (and of `--probe-rate`), probes/s per thread.
-pub const DEFAULT_PROBE_RATE: f64 = 1000.0;
-/// Default of [`RunOptions::stall_threshold_us`] (and of `--stall-threshold`), µs.
-pub const DEFAULT_STALL_THRESHOLD_US: u64 = 1000;
-/// Default of [`RunOptions::seed`] (and of `--seed`).
-pub const DEFAULT_SEED: u64 = 0x5eed;
-
-impl Default for RunOptions {
-    /// The command line's defaults: 2 probe threads × 1000 PING/s, a 1 ms stall threshold, no
-    /// writer, no duration, no exports. As it stands this observes until the `interrupt` flag
-    /// given to [`run`] is set: set [`RunOptions::duration`] to observe for a while, or
-    /// [`RunOptions::writer`] to measure writes.
-    fn default() -> Self {
-        RunOptions {
-            probe_threads: DEFAULT_PROBE_THREADS,
-            probe_rate: DEFAULT_PROBE_RATE,
-            probe_cmd: ProbeCmd::Ping,
-            writer: None,
-            duration: None,
-            stall_threshold_us: DEFAULT_STALL_THRESHOLD_US,
-            seed: DEFAULT_SEED,
-            realtime: false,
-            out: None,
-            tune_server: false,
-            force_memory: false,
-            predict_bytes: Vec::new(),
-            probes_export: ProbesExport::All,
-            interval: DEFAULT_INTERVAL,
-            metrics_addr: None,
-            metrics: None,
-        }
-    }
-}
-
-/// Default of [`RunOptions::interval`] (and of `--interval`).
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
-
-fn default_interval() -> Duration {
-    DEFAULT_INTERVAL
-}
+use crate::record::{ProbeCmd, WriteOp, WriteRecord};
 
 /// What a finished (or stopped) run found.
 #[derive(Debug, Clone)]
@@ -298,7 +152,8 @@ pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option
 const LATE_PROBE_NOTE_MS: f64 = 1.0;
 
 /// Stalls (and, apart, client hiccups) kept for run.json and the report: beyond this many the
-/// shortest ones not tied to a write are let go (stalls.csv still has every one).
+/// shortest ones not tied to a write go (stalls.csv still has every one). A busy host can give
+/// a stall a second for hours; run.json, rewritten every few seconds, stays a few hundred KB.
 pub const KEEP_STALLS: usize = 1_000;
 
 /// How often the loop moves the correlator on and takes its findings.
@@ -890,6 +745,62 @@ struct Collector {
     naming: Option<Namer>,
     /// Notes from the threads (the slow-log poller), for the run's warnings.
     notes: Vec<String>,
+}
+
+/// Starts the slow-log poller thread: a poll every [`POLL_EVERY`] until `stop`, then one more (so the
+/// stalls that closed last get their names), each sent as [`Event::ServerLog`]. Connection
+/// trouble is a note and a retry at the next poll, never the end of the run.
+pub fn spawn_poller(
+    mut poller: ServerLogPoller,
+    events: crossbeam_channel::Sender<Event>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("server-log".into())
+        .spawn(move || {
+            let mut failing = false;
+            loop {
+                let last = stop.load(Ordering::Relaxed);
+                let polled_unix_us = crate::measure::serverview::unix_now_us();
+                let mut notes = poller.take_notes();
+                let poll = match poller.poll() {
+                    Ok(poll) => {
+                        failing = false;
+                        poll
+                    }
+                    Err(err) => {
+                        if !failing {
+                            notes.push(format!(
+                                "could not read the server's slow log ({}); stalls meanwhile go unnamed",
+                                crate::error::one_line(&err)
+                            ));
+                        }
+                        failing = true;
+                        crate::measure::culprit::ServerLogPoll::default()
+                    }
+                };
+                notes.extend(poller.take_notes());
+                let batch = ServerLogBatch {
+                    polled_unix_us: if failing { 0 } else { polled_unix_us },
+                    poll,
+                    notes,
+                };
+                if events
+                    .send(Event::ServerLog(Box::new(batch)))
+                    .is_err()
+                    || last
+                {
+                    return;
+                }
+                let wake = std::time::Instant::now() + POLL_EVERY;
+                while std::time::Instant::now() < wake
+                    && !stop.load(Ordering::Relaxed)
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+        })
+        .context("starting the server-log thread")
 }
 
 /// What the server's logs said lately, and the stalls waiting for them.

@@ -24,7 +24,7 @@ use crate::measure::target::{ServerFacts, Target};
 use crate::measure::writer::{WriterChecks, WriterPlan, random_value, spawn_writer};
 use crate::output::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
 use crate::record::{WriteOp, WriteRecord};
-use crate::run::{KEY_NAMESPACE, new_run_id};
+use crate::session::{KEY_NAMESPACE, new_run_id};
 use crate::units::option_duration_ms;
 
 /// The timeline, one row per second (and per server when there are several).

@@ -740,62 +740,6 @@ pub struct ServerLogBatch {
     pub notes: Vec<String>,
 }
 
-/// Starts the poller thread: a poll every [`POLL_EVERY`] until `stop`, then one more (so the
-/// stalls that closed last get their names), each sent as [`Event::ServerLog`]. Connection
-/// trouble is a note and a retry at the next poll, never the end of the run.
-pub fn spawn_poller(
-    mut poller: ServerLogPoller,
-    events: crossbeam_channel::Sender<crate::measure::event::Event>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("server-log".into())
-        .spawn(move || {
-            let mut failing = false;
-            loop {
-                let last = stop.load(std::sync::atomic::Ordering::Relaxed);
-                let polled_unix_us = crate::measure::serverview::unix_now_us();
-                let mut notes = poller.take_notes();
-                let poll = match poller.poll() {
-                    Ok(poll) => {
-                        failing = false;
-                        poll
-                    }
-                    Err(err) => {
-                        if !failing {
-                            notes.push(format!(
-                                "could not read the server's slow log ({}); stalls meanwhile go unnamed",
-                                crate::error::one_line(&err)
-                            ));
-                        }
-                        failing = true;
-                        ServerLogPoll::default()
-                    }
-                };
-                notes.extend(poller.take_notes());
-                let batch = ServerLogBatch {
-                    polled_unix_us: if failing { 0 } else { polled_unix_us },
-                    poll,
-                    notes,
-                };
-                if events
-                    .send(crate::measure::event::Event::ServerLog(Box::new(batch)))
-                    .is_err()
-                    || last
-                {
-                    return;
-                }
-                let wake = std::time::Instant::now() + POLL_EVERY;
-                while std::time::Instant::now() < wake
-                    && !stop.load(std::sync::atomic::Ordering::Relaxed)
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-            }
-        })
-        .context("starting the server-log thread")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

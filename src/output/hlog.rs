@@ -6,7 +6,7 @@
 //! not ours: what it writes, its `IntervalLogIterator` and the Java reader parse. Values are
 //! microseconds. Each interval is built in memory and written to the file in one call, then
 //! flushed, so a run that is killed leaves a file whose every line parses (the same rule as the
-//! CSV exports' [`RowAppender`](crate::export::RowAppender)).
+//! CSV exports' [`RowAppender`](crate::output::export::RowAppender)).
 
 use std::fs::File;
 use std::io::Write;

@@ -251,7 +251,7 @@ pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
 
 /// After the per-write lines: the per-size table (with `--repeat` 2 or more), the size model
 /// (a sweep of two sizes or more) and the `--predict` lines.
-pub fn trust_lines(analysis: &Analysis, options: &crate::run::RunOptions) -> Vec<String> {
+pub fn trust_lines(analysis: &Analysis, options: &crate::options::RunOptions) -> Vec<String> {
     let mut lines = Vec::new();
     if options.writer.as_ref().is_some_and(|w| w.repeat > 1) && !analysis.by_size.is_empty() {
         lines.extend(by_size_lines(&analysis.by_size));

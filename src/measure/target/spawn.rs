@@ -273,10 +273,7 @@ impl EmbeddedServer {
                 );
             }
             // Any reply counts, NOAUTH included (a --server-arg may set requirepass).
-            if let Ok(mut raw) =
-                crate::measure::resp::RawConn::connect(&ConnInfo::loopback(self.port))
-                && raw.command(&[b"PING"]).is_ok()
-            {
+            if answers_ping(self.port) {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -355,6 +352,23 @@ fn terminate(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Whether something on the loopback `port` answers a PING with any reply (an error too): the
+/// server is up. A plain socket, so that starting a server needs nothing of the RESP layer.
+fn answers_ping(port: u16) -> bool {
+    use std::io::Write;
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(500),
+    ) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0u8; 1];
+    stream.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
+        && matches!(stream.read(&mut reply), Ok(1))
+        && matches!(reply[0], b'+' | b'-')
 }
 
 /// A loopback port that was free a moment ago.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::analyze::correlate::Analysis;
 use crate::measure::probe::ProbeEngineInfo;
 use crate::measure::target::ServerFacts;
-use crate::run::RunOptions;
+use crate::options::RunOptions;
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,8 +157,8 @@ pub(crate) mod sample {
     use crate::analyze::stats::{SizeModel, SizeSpread, Spread};
     use crate::measure::probe::ProbeEngineInfo;
     use crate::measure::writer::{CustomCommand, WriterPlan};
+    use crate::options::ProbesExport;
     use crate::record::{ProbeCmd, WriteOp};
-    use crate::run::ProbesExport;
 
     /// The run.
     pub(crate) fn run_json() -> RunJson {
@@ -480,8 +480,8 @@ mod tests {
         let options = &read.options;
         assert!(!options.realtime && !options.tune_server && !options.force_memory);
         assert!(options.predict_bytes.is_empty() && options.metrics_addr.is_none());
-        assert_eq!(options.probes_export, crate::run::ProbesExport::All);
-        assert_eq!(options.interval, crate::run::DEFAULT_INTERVAL);
+        assert_eq!(options.probes_export, crate::options::ProbesExport::All);
+        assert_eq!(options.interval, crate::options::DEFAULT_INTERVAL);
         assert!(options.writer.as_ref().unwrap().commands.is_empty());
         let stall = &read.analysis.stalls[0];
         assert_eq!(stall.wall_start, None);
