@@ -322,10 +322,28 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
                 }
             ));
         }
-        None => lines.push(match options.duration {
-            Some(d) => format!("observe: no writes; probing for {d:?}"),
-            None => "observe: no writes; probing until Ctrl-C or SIGTERM".to_string(),
-        }),
+        None => {
+            lines.push(match options.duration {
+                Some(d) => format!("observe: no writes; probing for {d:?}"),
+                None => "observe: no writes; probing until Ctrl-C or SIGTERM".to_string(),
+            });
+            let tuned = matches!(spec, TargetSpec::Embedded { .. }) || options.tune_server;
+            let settings = format!(
+                "CONFIG SET slowlog-log-slower-than {} and latency-monitor-threshold {} (where higher or off)",
+                options.stall_threshold_us,
+                (options.stall_threshold_us / 1000).max(1)
+            );
+            lines.push(if tuned {
+                format!("server settings: {settings}, each restored at the end")
+            } else {
+                format!("server settings: none changed (--tune-server would {settings}, restoring them at the end)")
+            });
+        }
+    }
+    if options.writer.is_none() {
+        lines.push(
+            "while the run goes, to name the stalls: SLOWLOG GET 1 (COMMANDLOG GET 1 slow on Valkey 8.1+), the new entries, and LATENCY LATEST, every 250 ms on a connection of its own".to_string(),
+        );
     }
     lines.push(format!(
         "after the run: DEL of any key left under {run_prefix}"
