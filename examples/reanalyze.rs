@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use holprobe::analyze::correlate::{
-    Analysis, CorrelateConfig, Correlator, Finding, Horizon, Stall, WriteSummary,
+    Analysis, CorrelateConfig, Correlator, Finding, Stall, WriteSummary,
 };
 use holprobe::measure::clock::wall_time;
 use holprobe::output::export::{
@@ -90,7 +90,7 @@ fn run(args: &Args) -> Result<()> {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let mut probes: Vec<ProbeRecord> = rows(&dir.join("probes.csv"))?;
+    let probes: Vec<ProbeRecord> = rows(&dir.join("probes.csv"))?;
     let writes: Vec<WriteRecord> = rows(&dir.join("writes.csv"))?;
     let recorded_summary: Vec<HashMap<String, String>> = rows(&dir.join(SUMMARY_CSV))?;
     let recorded_stalls: Vec<HashMap<String, String>> = rows(&dir.join(STALLS_CSV))?;
@@ -103,17 +103,7 @@ fn run(args: &Args) -> Result<()> {
     for write in &writes {
         correlator.write(write.clone());
     }
-    probes.sort_by_key(|p| p.intended_us);
-    for chunk in probes.chunks(4096) {
-        for probe in chunk {
-            correlator.probe(probe);
-        }
-        let last = chunk.last().map_or(0, |p| p.intended_us);
-        correlator.advance(Horizon {
-            probes_through_us: last.saturating_sub(1),
-            writes_from_us: u64::MAX,
-        });
-    }
+    correlator.feed_recorded(&probes);
     correlator.finish();
 
     let mut analysis = Analysis {

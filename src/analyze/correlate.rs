@@ -126,20 +126,7 @@ pub fn correlate_with_memory(
     for sample in memory {
         correlator.memory(*sample);
     }
-    // Fed in time order with the horizon moving as it goes, so that what the correlator holds
-    // stays small (the findings are the same in any order: see the tests).
-    let mut order: Vec<&ProbeRecord> = probes.iter().collect();
-    order.sort_by_key(|p| p.intended_us);
-    for chunk in order.chunks(4096) {
-        for probe in chunk {
-            correlator.probe(probe);
-        }
-        let last = chunk.last().map_or(0, |p| p.intended_us);
-        correlator.advance(Horizon {
-            probes_through_us: last.saturating_sub(1),
-            writes_from_us: u64::MAX,
-        });
-    }
+    correlator.feed_recorded(probes);
     correlator.finish();
     let mut analysis = Analysis {
         baseline: correlator.baseline(),
@@ -335,6 +322,19 @@ struct OpenInterval {
     longest_stall_us: u64,
 }
 
+impl OpenInterval {
+    fn new() -> OpenInterval {
+        OpenInterval {
+            probes: 0,
+            errors: 0,
+            latency: interval_histogram(),
+            stalls: 0,
+            stall_us: 0,
+            longest_stall_us: 0,
+        }
+    }
+}
+
 /// Longest latency an interval histogram holds, µs (longer ones are clamped to it).
 const INTERVAL_HIST_MAX_US: u64 = 3_600_000_000;
 
@@ -456,14 +456,10 @@ impl Correlator {
         }
         if let Some(len) = self.interval_us {
             let index = probe.intended_us / len;
-            let interval = self.intervals.entry(index).or_insert_with(|| OpenInterval {
-                probes: 0,
-                errors: 0,
-                latency: interval_histogram(),
-                stalls: 0,
-                stall_us: 0,
-                longest_stall_us: 0,
-            });
+            let interval = self
+                .intervals
+                .entry(index)
+                .or_insert_with(OpenInterval::new);
             interval.probes += 1;
             if !probe.ok {
                 interval.errors += 1;
@@ -471,6 +467,24 @@ impl Correlator {
             if let Some(latency) = probe.latency_us {
                 interval.latency.saturating_record(latency.max(1));
             }
+        }
+    }
+
+    /// Takes the probes of a recorded run, every write of which has already been given: fed in
+    /// time order with the horizon moving as it goes, so that what the correlator holds stays
+    /// small (the findings are the same in any order: see the tests). Then [`Self::finish`].
+    pub fn feed_recorded(&mut self, probes: &[ProbeRecord]) {
+        let mut order: Vec<&ProbeRecord> = probes.iter().collect();
+        order.sort_by_key(|p| p.intended_us);
+        for chunk in order.chunks(4096) {
+            for probe in chunk {
+                self.probe(probe);
+            }
+            let last = chunk.last().map_or(0, |p| p.intended_us);
+            self.advance(Horizon {
+                probes_through_us: last.saturating_sub(1),
+                writes_from_us: u64::MAX,
+            });
         }
     }
 
@@ -654,14 +668,10 @@ impl Correlator {
             if covered == 0 && index != stall.start_us / len {
                 continue;
             }
-            let interval = self.intervals.entry(index).or_insert_with(|| OpenInterval {
-                probes: 0,
-                errors: 0,
-                latency: interval_histogram(),
-                stalls: 0,
-                stall_us: 0,
-                longest_stall_us: 0,
-            });
+            let interval = self
+                .intervals
+                .entry(index)
+                .or_insert_with(OpenInterval::new);
             interval.stall_us += covered;
             if index == stall.start_us / len {
                 interval.stalls += 1;

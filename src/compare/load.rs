@@ -19,7 +19,7 @@ use crate::analyze::correlate::Analysis;
 use crate::analyze::findings::WriteSummary;
 use crate::error::UsageError;
 use crate::measure::writer::WriterPlan;
-use crate::output::export::{RUN_JSON, RunJson, SUMMARY_CSV, ToolInfo, WRITES_CSV};
+use crate::output::export::{RUN_JSON, RunJson, SUMMARY_CSV, ToolInfo, WRITES_CSV, columns};
 use crate::record::WriteRecord;
 
 /// What the compare needs to know about a run, from its `run.json`.
@@ -139,41 +139,13 @@ impl RunData {
     }
 }
 
-/// The columns summary.csv has had since the first release, checked first so that a file
+/// The columns summary.csv has had since the first release (its first 14: columns are only ever
+/// added at the end), checked first so that a file
 /// without one is named as such; a file of only these reads (a test checks it), the columns
 /// added later having defaults in [`WriteSummary`].
-const SUMMARY_REQUIRED: &[&str] = &[
-    "seq",
-    "op",
-    "size_bytes",
-    "set_ms",
-    "hol_delay_ms",
-    "stall_ms",
-    "probes_delayed",
-    "stall_during_send_ms",
-    "stall_after_send_ms",
-    "host_mem_pct",
-    "host_swap_pct",
-    "probes_in_window",
-    "worst_latency_ms",
-    "ok",
-];
+const SUMMARY_REQUIRED: &[&str] = columns::SUMMARY.split_at(14).0;
 /// The columns writes.csv has had since the first release, likewise for [`WriteRecord`].
-const WRITES_REQUIRED: &[&str] = &[
-    "seq",
-    "op",
-    "size_bytes",
-    "start_us",
-    "sent_us",
-    "reply_us",
-    "set_ms",
-    "ok",
-    "error",
-    "host_mem_pct",
-    "host_swap_pct",
-    "server_rss_bytes",
-    "key",
-];
+const WRITES_REQUIRED: &[&str] = columns::WRITES.split_at(13).0;
 
 /// Reads the run in `dir`. `role` names the argument in messages (`BASELINE`, `CANDIDATE`,
 /// `--baseline`).
@@ -434,8 +406,8 @@ fn read_csv<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::export::csv_bytes;
     use crate::output::export::sample::{self, ADDED_LATER, remove};
-    use crate::output::export::{columns, csv_bytes};
 
     /// Writes `run` as the run itself would: run.json, summary.csv and writes.csv.
     fn write_run(dir: &Path, run: &RunJson) {
