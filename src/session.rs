@@ -781,7 +781,9 @@ pub fn spawn_poller(
                 };
                 notes.extend(poller.take_notes());
                 let batch = ServerLogBatch {
-                    polled_unix_us: if failing { 0 } else { polled_unix_us },
+                    // A failed poll still moves the namer on: the stalls until now go unnamed
+                    // rather than wait.
+                    polled_unix_us,
                     poll,
                     notes,
                 };
@@ -813,6 +815,9 @@ struct Namer {
     waiting: std::collections::VecDeque<Stall>,
 }
 
+/// How long a stall waits for the slow-log poll after its end, µs (a poll comes every 250 ms).
+const NAMER_WAITS_AT_MOST_US: i64 = 5_000_000;
+
 /// How long the namer keeps what the server logged, s: a stall is named within a poll or two
 /// of its end, so a minute is plenty, and memory stays flat.
 const NAMER_KEEPS_S: i64 = 60;
@@ -842,9 +847,12 @@ impl Namer {
     /// The stalls whose end the logs have covered (all of them when `all`), named.
     fn named(&mut self, unix_start_us: u64, all: bool) -> Vec<Stall> {
         let mut out = Vec::new();
+        // Should the poller stop sending (its thread gone), a stall waits no longer than this
+        // after its end, and goes unnamed.
+        let given_up_before = crate::measure::serverview::unix_now_us() - NAMER_WAITS_AT_MOST_US;
         while let Some(stall) = self.waiting.front() {
             let end_unix_us = (unix_start_us + stall.end_us) as i64;
-            if !all && end_unix_us >= self.read_through_unix_us {
+            if !all && end_unix_us >= self.read_through_unix_us && end_unix_us >= given_up_before {
                 break;
             }
             let mut stall = self.waiting.pop_front().expect("peeked");
