@@ -13,9 +13,7 @@ use std::time::Instant;
 use holprobe::analyze::correlate::{CorrelateConfig, Correlator, Finding, Horizon, correlate};
 use holprobe::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
 
-const CONFIG: CorrelateConfig = CorrelateConfig {
-    stall_threshold_us: 1000,
-};
+const CONFIG: CorrelateConfig = CorrelateConfig::with_threshold(1000);
 
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {

@@ -95,10 +95,8 @@ fn run(args: &Args) -> Result<()> {
     let recorded_summary: Vec<HashMap<String, String>> = rows(&dir.join(SUMMARY_CSV))?;
     let recorded_stalls: Vec<HashMap<String, String>> = rows(&dir.join(STALLS_CSV))?;
 
-    let mut correlator = Correlator::new(CorrelateConfig {
-        stall_threshold_us: threshold_us,
-    })
-    .with_intervals(interval_us);
+    let mut correlator =
+        Correlator::new(CorrelateConfig::with_threshold(threshold_us)).with_intervals(interval_us);
     correlator.memory_ended();
     for write in &writes {
         correlator.write(write.clone());

@@ -11,14 +11,16 @@
 //! probe thread's last intended send; the actor's [`WriteMark`]) and takes the findings that
 //! became final: stalls go to stalls.csv (once the server's logs could name them), writes to
 //! summary.csv and the terminal, intervals to timeline.csv and probes.hlog. Nothing grows with
-//! the length of the run but the few findings kept for run.json (bounded too: see
-//! [`KEEP_STALLS`]).
+//! the length of the run: what the correlator holds is bounded by the slowest open window (a
+//! silence is given up after the probes' `--timeout`), the findings kept for run.json by
+//! [`KEEP_STALLS`], the writes by the plan.
 //!
 //! # Every way out
 //! An export that cannot be written, a probe thread that lost the server, the actor's failure,
 //! Ctrl-C: each stops the actor first (a write under way is finished and recorded), then the
 //! probes, then removes the run's keys while the server is reachable, restores the server's
-//! settings and writes the final exports; only then is an export error returned.
+//! settings and writes the final exports (after an export error, as far as the disk takes
+//! them, with run.json `failed`); only then is an export error returned.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -70,6 +72,8 @@ pub struct RunReport {
     pub stalls_found: u64,
     /// Their total length, ms.
     pub stall_ms_total: f64,
+    /// Client hiccups found; `analysis.client_hiccups` keeps at most [`KEEP_STALLS`].
+    pub hiccups_found: u64,
     /// Probe records dropped because the collector fell behind (expected 0).
     pub probes_dropped: u64,
     /// Warnings raised during the run (also in run.json).
@@ -221,6 +225,12 @@ pub fn measure(
             "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
         );
     }
+    // Every key the run may create is in the ledger from the start, so that one written by an
+    // actor that then dies before reporting it is still removed (DEL of a key never made does
+    // nothing).
+    for key in &own_keys {
+        keys.created(key);
+    }
     // The actor prepares before the clock starts (the writer generates its value), so it
     // disturbs nothing measured.
     if let Some(actor) = actor.as_mut() {
@@ -233,7 +243,6 @@ pub fn measure(
         None => None,
     };
     if options.probe_cmd == ProbeCmd::Get {
-        keys.created(&probe_config.get_key);
         redis::cmd("SET")
             .arg(&probe_config.get_key)
             .arg(crate::measure::probe::PROBE_VALUE)
@@ -300,7 +309,7 @@ pub fn measure(
     // The server's slow log names the stalls, unless it logs every command (the writer's view
     // of each write needs that; its stalls are named by their write instead).
     let log_threshold = tuning.effective("slowlog-log-slower-than");
-    let naming = if log_threshold.is_none_or(|t| t > 0) {
+    let naming = if log_threshold.is_none_or(|t| t != 0) {
         match ServerLogPoller::connect(&target.conn)
             .and_then(|poller| spawn_poller(poller, tx.clone(), Arc::clone(&threads.poller_stop)))
         {
@@ -335,6 +344,7 @@ pub fn measure(
 
     let mut correlator = Correlator::new(CorrelateConfig {
         stall_threshold_us: options.stall_threshold_us,
+        max_silence_us: Some(target.conn.command_timeout.as_micros() as u64),
     })
     .with_intervals(options.interval.as_micros().max(1) as u64);
     if !has_actor {
@@ -407,6 +417,21 @@ pub fn measure(
         // stops; if it sent none, it died (see after the stop).
         if threads.actor.as_ref().is_some_and(|h| h.is_finished()) {
             break;
+        }
+        // A probe thread that ended without saying why (a panic) would hold the correlator's
+        // horizon for good.
+        if threads.probes_shared.failure().is_none()
+            && threads.probes.iter().any(|h| h.is_finished())
+        {
+            status = RunStatus::Failed;
+            status_reason = Some(
+                "a probe thread stopped unexpectedly (a bug in holprobe: please report it)".into(),
+            );
+            break;
+        }
+        // Nor may a memory sampler that ended hold the writes' figures.
+        if threads.sampler.as_ref().is_some_and(|h| h.is_finished()) {
+            state.correlator.memory_ended();
         }
         // A probe thread that could go on no more (reported beside the channel, so a full one
         // cannot hold it up).
@@ -543,6 +568,25 @@ pub fn measure(
     // Every thread is stopped and the keys are gone: now an export error may end the run (the
     // settings guard restores the server's settings as it drops).
     if let Some(err) = export_error {
+        // What is still in memory goes to the files that can take it, and run.json says the
+        // run failed (best effort: the disk may be full), before the error is returned.
+        state.correlator.finish();
+        let _ = state.file_findings(&mut out, &mut |_| {});
+        let _ = state.file_named(true, &mut out, &mut |_| {});
+        state.analysis.baseline = state.correlator.baseline();
+        if let Some(out) = out.as_mut() {
+            let _ = out.checkpoint(
+                &meta,
+                &state,
+                RunStatus::Failed,
+                Some(format!(
+                    "could not write the exports: {}",
+                    crate::error::one_line(&err)
+                )),
+                &threads,
+                &warnings,
+            );
+        }
         return Err(err);
     }
     state.correlator.finish();
@@ -605,6 +649,7 @@ pub fn measure(
         probes_recorded: state.probes_recorded,
         stalls_found: state.stalls_found,
         stall_ms_total: state.stall_ms_total,
+        hiccups_found: state.hiccups_found,
         probes_dropped: dropped,
         warnings,
         started_unix_us: clock.unix_start_us(),
@@ -759,6 +804,7 @@ pub fn spawn_poller(
         .name("server-log".into())
         .spawn(move || {
             let mut failing = false;
+            let mut missed_noted = false;
             loop {
                 let last = stop.load(Ordering::Relaxed);
                 let polled_unix_us = crate::measure::serverview::unix_now_us();
@@ -780,6 +826,12 @@ pub fn spawn_poller(
                     }
                 };
                 notes.extend(poller.take_notes());
+                if poll.missed_entries > 0 && !missed_noted {
+                    missed_noted = true;
+                    notes.push(
+                        "the server's slow log dropped or was reset of entries before they were read (slowlog-max-len, or another client's SLOWLOG RESET): some stalls may go unnamed".into(),
+                    );
+                }
                 let batch = ServerLogBatch {
                     // A failed poll still moves the namer on: the stalls until now go unnamed
                     // rather than wait.
@@ -787,8 +839,9 @@ pub fn spawn_poller(
                     poll,
                     notes,
                 };
+                // Never blocks for long: at the end nobody may drain a full channel.
                 if events
-                    .send(Event::ServerLog(Box::new(batch)))
+                    .send_timeout(Event::ServerLog(Box::new(batch)), POLL_EVERY * 4)
                     .is_err()
                     || last
                 {
@@ -911,7 +964,11 @@ impl Collector {
             }
             Event::Memory(sample) => self.correlator.memory(sample),
             Event::ServerLog(batch) => {
-                self.notes.extend(batch.notes.iter().cloned());
+                for note in &batch.notes {
+                    if !self.notes.contains(note) {
+                        self.notes.push(note.clone());
+                    }
+                }
                 if let Some(namer) = self.naming.as_mut() {
                     namer.take(*batch);
                 }

@@ -26,9 +26,9 @@ fn check(run: &str) {
     let writes: Vec<WriteRecord> = rows(&dir.join("writes.csv"));
     let run_json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
-    let config = CorrelateConfig {
-        stall_threshold_us: run_json["options"]["stall_threshold_us"].as_u64().unwrap(),
-    };
+    let config = CorrelateConfig::with_threshold(
+        run_json["options"]["stall_threshold_us"].as_u64().unwrap(),
+    );
     let analysis = correlate(&probes, &writes, config);
 
     let stalls = read_csv(&dir.join("stalls.csv"));

@@ -59,6 +59,21 @@ pub struct CorrelateConfig {
     /// A probe waiting longer than this (from its intended send) is delayed; a silence longer
     /// than this is a stall.
     pub stall_threshold_us: u64,
+    /// A silence with no reply for this long is dropped, not waited for: the probes could
+    /// not reach the server (connections reset, every probe failed), which is an outage the
+    /// errors report, not a stall any reply proves. The session sets the probes' `--timeout`
+    /// (no answered probe waits longer: the run fails first); `None`: no limit.
+    pub max_silence_us: Option<u64>,
+}
+
+impl CorrelateConfig {
+    /// A threshold and no limit on a silence (for recorded timelines).
+    pub const fn with_threshold(stall_threshold_us: u64) -> CorrelateConfig {
+        CorrelateConfig {
+            stall_threshold_us,
+            max_silence_us: None,
+        }
+    }
 }
 
 /// Everything the correlator finds in one timeline.
@@ -161,8 +176,9 @@ pub struct Horizon {
     pub writes_from_us: u64,
 }
 
-/// Counts of exact µs values, for exact nearest-rank percentiles in bounded memory: a dense
-/// array below 64 ms, a map above (latencies cluster, so the map stays small).
+/// Counts of µs values for nearest-rank percentiles in bounded memory: exact in a dense array
+/// below 65.536 ms, above that in a map of values rounded down to 3 significant digits (so a
+/// run full of long stalls holds at most a few thousand entries); the maximum is kept exact.
 #[derive(Debug, Clone)]
 struct Counts {
     dense: Vec<u64>,
@@ -172,6 +188,15 @@ struct Counts {
 }
 
 const DENSE_US: usize = 1 << 16;
+
+/// `value` rounded down to 3 significant digits (123_456 -> 123_000).
+fn three_digits(value: u64) -> u64 {
+    let mut scale = 1;
+    while value / scale >= 1000 {
+        scale *= 10;
+    }
+    value / scale * scale
+}
 
 impl Counts {
     fn new() -> Counts {
@@ -190,7 +215,7 @@ impl Counts {
             }
             self.dense[value as usize] += 1;
         } else {
-            *self.sparse.entry(value).or_insert(0) += 1;
+            *self.sparse.entry(three_digits(value)).or_insert(0) += 1;
         }
         self.total += 1;
         self.max = Some(self.max.map_or(value, |m| m.max(value)));
@@ -335,11 +360,10 @@ impl OpenInterval {
     }
 }
 
-/// Longest latency an interval histogram holds, µs (longer ones are clamped to it).
-const INTERVAL_HIST_MAX_US: u64 = 3_600_000_000;
-
+/// An interval's latencies, µs, 3 significant digits: it grows to the largest value recorded,
+/// so a quiet interval holds a few KB, not the ~190 KB a fixed hour-long range would.
 fn interval_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, INTERVAL_HIST_MAX_US, 3).expect("valid histogram bounds")
+    Histogram::new(3).expect("valid histogram precision")
 }
 
 /// The streaming correlator; see the module comment.
@@ -464,7 +488,9 @@ impl Correlator {
             if !probe.ok {
                 interval.errors += 1;
             }
-            if let Some(latency) = probe.latency_us {
+            if let Some(latency) = probe.latency_us
+                && interval.latency.record(latency.max(1)).is_err()
+            {
                 interval.latency.saturating_record(latency.max(1));
             }
         }
@@ -595,6 +621,14 @@ impl Correlator {
                 .peek()
                 .map(|r| r.0)
                 .filter(|&r| r <= limit);
+            let next = match (next_intended, next_reply) {
+                (Some((t, _)), Some(r)) => Some(t.min(r)),
+                (Some((t, _)), None) => Some(t),
+                (None, r) => r,
+            };
+            if let Some(next) = next {
+                self.drop_silence_older_than(next);
+            }
             match (next_intended, next_reply) {
                 (Some((t, delayed)), reply) if reply.is_none_or(|r| t <= r) => {
                     self.ahead_intended.pop();
@@ -655,7 +689,19 @@ impl Correlator {
                 _ => break,
             }
         }
+        self.drop_silence_older_than(limit);
         self.swept_through = Some(limit);
+    }
+
+    /// Drops the open silence when `now` is more than `max_silence_us` past its first probe
+    /// with no reply in between (what happens depends on the timeline only, not on how far the
+    /// horizon moved at a time).
+    fn drop_silence_older_than(&mut self, now: u64) {
+        if let (Some(max), Some(first)) = (self.config.max_silence_us, self.gap.first_us)
+            && now > first.saturating_add(max)
+        {
+            self.gap = Gap::default();
+        }
     }
 
     fn stall_into_intervals(&mut self, stall: &Stall) {
@@ -901,9 +947,7 @@ mod tests {
     use super::*;
     use crate::record::{ProbeCmd, WriteOp};
 
-    const THRESHOLD: CorrelateConfig = CorrelateConfig {
-        stall_threshold_us: 1000,
-    };
+    const THRESHOLD: CorrelateConfig = CorrelateConfig::with_threshold(1000);
 
     /// A probe that left on time and was answered after `wait_us`.
     fn probe(thread: u16, intended_us: u64, sent_us: u64, reply_us: u64) -> ProbeRecord {
@@ -1468,5 +1512,99 @@ mod tests {
         assert!(held_max <= 200, "{held_max}");
         assert!(correlator.intervals.len() <= 2);
         assert_eq!(intervals, 599);
+    }
+
+    #[test]
+    fn a_silence_with_no_reply_is_dropped_after_the_limit_and_holds_nothing() {
+        // The probes of one thread get no reply for 2 s (every one failed: connections reset),
+        // then replies again. With a 1 s limit each silence is dropped a second after it
+        // began, so the intervals keep coming (a second behind at most), and no stall is made
+        // of the outage.
+        let config = CorrelateConfig {
+            stall_threshold_us: 1000,
+            max_silence_us: Some(1_000_000),
+        };
+        let mut correlator = Correlator::new(config).with_intervals(100_000);
+        let mut handed_out_before_replies = 0;
+        let mut t = 0;
+        while t < 3_000_000 {
+            let mut p = probe(0, t, t, t + 30);
+            if (500_000..2_500_000).contains(&t) {
+                p.reply_us = None;
+                p.read_us = None;
+                p.latency_us = None;
+                p.ok = false;
+            }
+            correlator.probe(&p);
+            if t % 20_000 == 0 {
+                correlator.advance(Horizon {
+                    probes_through_us: t,
+                    writes_from_us: t,
+                });
+                let intervals = correlator
+                    .drain()
+                    .into_iter()
+                    .filter(|f| matches!(f, Finding::Interval(_)))
+                    .count();
+                if t < 2_500_000 {
+                    handed_out_before_replies += intervals;
+                }
+            }
+            t += 1000;
+        }
+        correlator.finish();
+        let rest = correlator.drain();
+        assert!(
+            handed_out_before_replies >= 14,
+            "{handed_out_before_replies} intervals before the replies came back"
+        );
+        assert!(
+            !rest.iter().any(|f| matches!(f, Finding::Stall(_))),
+            "{rest:?}"
+        );
+        // Without a limit the same timeline holds every interval from the outage on.
+        let mut unlimited = Correlator::new(THRESHOLD).with_intervals(100_000);
+        let mut early = 0;
+        let mut t = 0;
+        while t < 2_400_000 {
+            let mut p = probe(0, t, t, t + 30);
+            if t >= 500_000 {
+                p.reply_us = None;
+                p.read_us = None;
+                p.latency_us = None;
+                p.ok = false;
+            }
+            unlimited.probe(&p);
+            t += 1000;
+        }
+        unlimited.advance(Horizon {
+            probes_through_us: t,
+            writes_from_us: t,
+        });
+        early += unlimited
+            .drain()
+            .iter()
+            .filter(|f| matches!(f, Finding::Interval(_)))
+            .count();
+        assert_eq!(early, 5);
+    }
+
+    #[test]
+    fn long_latencies_count_to_three_digits_and_the_max_stays_exact() {
+        assert_eq!(three_digits(123_456), 123_000);
+        assert_eq!(three_digits(999), 999);
+        assert_eq!(three_digits(65_536), 65_500);
+        let mut counts = Counts::new();
+        for v in [30, 40, 2_000_123, 2_000_999, 5_123_456] {
+            counts.add(v);
+        }
+        assert_eq!(counts.percentile(50.0), 2_000_000);
+        assert_eq!(counts.max, Some(5_123_456));
+        // A run full of long stalls keeps few entries: a 2 s stall's 4000 distinct latencies
+        // fall in a few dozen.
+        for v in 65_536..2_065_536u64 {
+            counts.add(v);
+        }
+        assert!(counts.sparse.len() < 2_000, "{}", counts.sparse.len());
     }
 }

@@ -402,6 +402,7 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         0,
         report.stalls_found,
         report.stall_ms_total,
+        report.hiccups_found,
     ) {
         out.line(&line);
     }

@@ -116,6 +116,7 @@ pub fn run(
         show_stalls,
         report.stalls_found,
         report.stall_ms_total,
+        report.hiccups_found,
     ) {
         out.line(&line);
     }

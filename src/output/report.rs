@@ -271,14 +271,15 @@ pub fn trust_lines(analysis: &Analysis, options: &crate::options::RunOptions) ->
 }
 
 /// The closing block: baseline, stall count, the `show_stalls` longest stalls (each with its
-/// cause), client hiccups. `stalls_found` and `stall_ms_total` count every stall of the run
-/// (the analysis may keep only the longest of a long run).
+/// cause), client hiccups. `stalls_found`, `stall_ms_total` and `hiccups_found` count every one
+/// of the run (the analysis may keep only the longest of a long run).
 pub fn closing_lines(
     analysis: &Analysis,
     threshold_us: u64,
     show_stalls: usize,
     stalls_found: u64,
     stall_ms_total: f64,
+    hiccups_found: u64,
 ) -> Vec<String> {
     let mut lines = vec![baseline_line(&analysis.baseline)];
     let mut longest: Vec<&Stall> = analysis.stalls.iter().collect();
@@ -308,8 +309,7 @@ pub fn closing_lines(
             .map(|s| s.duration_ms)
             .fold(0.0_f64, f64::max);
         lines.push(format!(
-            "client hiccups: {} (longest {worst:.1}ms): the probe threads themselves were late, not the server; a busy client host makes every figure less certain",
-            analysis.client_hiccups.len()
+            "client hiccups: {hiccups_found} (longest {worst:.1}ms): the probe threads themselves were late, not the server; a busy client host makes every figure less certain"
         ));
     }
     lines
