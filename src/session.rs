@@ -129,6 +129,43 @@ pub fn new_run_id() -> String {
     format!("{:08x}", rand::random::<u32>())
 }
 
+/// The prefix of every key a run creates, `holprobe:<run-id>:` (load mode's writer too).
+pub fn run_key_prefix(run_id: &str) -> String {
+    format!("{KEY_NAMESPACE}:{run_id}:")
+}
+
+/// How a run ended: its status, and the reason run.json's `status_reason` gives.
+pub(crate) type EndOfRun = (RunStatus, Option<String>);
+
+/// Ctrl-C or SIGTERM (every command says it in the same words).
+pub(crate) fn interrupted_by_signal() -> EndOfRun {
+    (
+        RunStatus::Interrupted,
+        Some("interrupted by a signal (Ctrl-C or SIGTERM)".into()),
+    )
+}
+
+/// `--duration` ran out while the writer still had writes to make.
+pub(crate) fn duration_before_plan() -> EndOfRun {
+    (
+        RunStatus::Interrupted,
+        Some("--duration ended before the writer's plan".into()),
+    )
+}
+
+/// The end an actor's (the writer's) last event says: done, or failed; `None` for any other
+/// event.
+pub(crate) fn actor_end(event: &Event) -> Option<EndOfRun> {
+    match event {
+        Event::WriterDone => Some((RunStatus::Complete, None)),
+        Event::WriterFailed(error) => Some((
+            RunStatus::Failed,
+            Some(format!("the writer lost the server: {error}")),
+        )),
+        Event::Probe(_) | Event::Write(_) | Event::Memory(_) | Event::ServerLog(_) => None,
+    }
+}
+
 /// A note when the probe behind some writes' `hol_delay_ms` left its thread a millisecond or
 /// more late: those figures are partly this host's (its cores were busy), not the server's.
 pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
@@ -175,7 +212,7 @@ pub fn measure(
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
     let run_id = new_run_id();
-    let key_prefix = format!("{KEY_NAMESPACE}:{run_id}:");
+    let key_prefix = run_key_prefix(&run_id);
     let mut warnings = Vec::new();
     let mut control = target.conn.redis_connection()?;
 
@@ -441,16 +478,14 @@ pub fn measure(
             break;
         }
         if interrupt.load(Ordering::Relaxed) {
-            status = RunStatus::Interrupted;
-            status_reason = Some("interrupted by a signal (Ctrl-C or SIGTERM)".into());
+            (status, status_reason) = interrupted_by_signal();
             break;
         }
         if let Some(deadline) = deadline_us
             && clock.now_us() >= deadline
         {
             if has_actor {
-                status = RunStatus::Interrupted;
-                status_reason = Some("--duration ended before the writer's plan".into());
+                (status, status_reason) = duration_before_plan();
             }
             break;
         }
@@ -927,8 +962,6 @@ impl Namer {
     }
 }
 
-type EndOfRun = (RunStatus, Option<String>);
-
 impl Collector {
     /// Files one event. Returns the run's end status when the event ends the run.
     fn take(
@@ -973,16 +1006,9 @@ impl Collector {
                     namer.take(*batch);
                 }
             }
-            Event::WriterDone => {
+            Event::WriterDone | Event::WriterFailed(_) => {
                 self.actor_ended = true;
-                return Ok(Some((RunStatus::Complete, None)));
-            }
-            Event::WriterFailed(error) => {
-                self.actor_ended = true;
-                return Ok(Some((
-                    RunStatus::Failed,
-                    Some(format!("the writer lost the server: {error}")),
-                )));
+                return Ok(actor_end(&event));
             }
         }
         Ok(None)

@@ -1,10 +1,41 @@
 //! Large writes under load, correlated: pure functions from what was recorded (per-request
 //! samples of the written server, its requests per second, the writer's events) to one finding
 //! per write. No sockets, threads or clock.
+//!
+//! The request figures of a write (how many load requests overlapped it, the worst latency
+//! among them, how many were delayed) come from the probe session's streaming correlator
+//! ([`Correlator`]), fed each load request of the written server as a probe
+//! ([`Sample::record`]): "overlapped" and "delayed" mean the same for the probes of the main job
+//! and for the load clients, and the figures are found as the run goes, each request dropped
+//! once fed ([`LoadCorrelator`]). The throughput figures (requests per second during the write
+//! against the seconds around it) come from the per-second counts ([`writes_under_load`]).
+//!
+//! # No stall episodes
+//! The correlator's episodes are not reported for the load clients. An episode is opened by a
+//! request sent inside a silence, which fixed-rate probes always are; a closed-loop client
+//! (the default) sends its next request only when a reply comes, so during a freeze every
+//! waiting request was sent before the last reply. The episode then hangs on the one request
+//! the last reply set off: stamped at the same µs as that reply (possible: the engine reads the
+//! clock for both a few µs apart at most), it opens nothing and a 50 ms freeze goes unseen;
+//! stamped a µs later, the episode is found but counts that one request as delayed while every
+//! client waited. The per-write figures do not depend on episodes.
+//!
+//! # Requests without a reply
+//! A request given up without a reply (a timeout, a broken connection) has no latency, only a
+//! time it was given up at. The correlator counts it in no write's figures, as it counts no
+//! unanswered probe: `requests_in_window`, `worst_latency_us` and `delayed_requests` are over
+//! the answered requests (error replies included). Each write's `lost_requests` counts the
+//! unanswered ones whose wait, from their start to being given up, met the write's window.
+//! (Before the correlator, the three figures also counted those, with the time until they were
+//! given up as their latency: `requests_in_window` then was today's `requests_in_window +
+//! lost_requests`.)
+
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
-use crate::record::{WriteOp, WriteRecord};
+use crate::analyze::correlate::{CorrelateConfig, Correlator, Finding, Horizon, WriteSummary};
+use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
 use crate::units::format_size;
 
 /// One load request of the written server: when its latency started counting and how long it
@@ -17,6 +48,9 @@ pub struct Sample {
     pub latency_us: u32,
     /// False for error replies, broken connections and timeouts.
     pub ok: bool,
+    /// A reply came (an error reply too); false: the request was given up (timeout, broken
+    /// connection) `latency_us` after its start.
+    pub replied: bool,
 }
 
 impl Sample {
@@ -25,9 +59,144 @@ impl Sample {
         self.start_us + u64::from(self.latency_us)
     }
 
-    /// True when the request was waiting at some moment of `[from_us, to_us]`.
-    pub fn overlaps(&self, from_us: u64, to_us: u64) -> bool {
-        self.start_us <= to_us && self.end_us() >= from_us
+    /// The request as the correlator takes a probe: intended = sent = its start (the engine
+    /// keeps no separate send time; in closed loop they are the same), reply = its end when a
+    /// reply came, none when it was given up. The reply time is when the generator thread read
+    /// it, so a generator held off its core delays it too (the probes have kernel stamps).
+    pub fn record(&self, seq: u64) -> ProbeRecord {
+        let reply_us = self.replied.then(|| self.end_us());
+        ProbeRecord {
+            thread: 0,
+            seq,
+            cmd: ProbeCmd::Get,
+            intended_us: self.start_us,
+            sent_us: self.start_us,
+            reply_us,
+            latency_us: self.replied.then_some(u64::from(self.latency_us)),
+            ok: self.ok,
+            error: None,
+            read_us: reply_us,
+        }
+    }
+}
+
+/// What the written server's load requests saw during one write (final once the correlator
+/// hands it out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestFigures {
+    /// Answered requests waiting at some moment of the write's window.
+    pub requests_in_window: u64,
+    /// The worst latency among them, µs.
+    pub worst_latency_us: Option<u64>,
+    /// How many of them took longer than the stall threshold.
+    pub delayed_requests: u64,
+    /// Requests given up without a reply whose wait met the window.
+    pub lost_requests: u64,
+}
+
+impl RequestFigures {
+    fn from_summary(summary: &WriteSummary, lost_requests: u64) -> RequestFigures {
+        RequestFigures {
+            requests_in_window: summary.probes_in_window,
+            // The summary holds whole µs as ms: back to µs exactly.
+            worst_latency_us: summary.worst_latency_ms.map(|ms| (ms * 1e3).round() as u64),
+            delayed_requests: summary.probes_delayed,
+            lost_requests,
+        }
+    }
+}
+
+/// The streaming correlator of the probe session, fed the written server's load requests and
+/// the writer's events. Holds what an open window needs and the unanswered requests a write
+/// still open or to come can meet; nothing grows with the number of requests.
+#[derive(Debug)]
+pub struct LoadCorrelator {
+    correlator: Correlator,
+    next_seq: u64,
+    /// Writes given and not yet handed out: (seq, start, reply).
+    open: VecDeque<(u32, u64, u64)>,
+    /// Requests given up without a reply: (start, given up at).
+    lost: Vec<(u64, u64)>,
+    writes_from_us: u64,
+}
+
+impl LoadCorrelator {
+    /// A correlator with the run's stall threshold.
+    pub fn new(stall_threshold_us: u64) -> LoadCorrelator {
+        let mut correlator = Correlator::new(CorrelateConfig { stall_threshold_us });
+        // Load mode samples no host memory: no write waits for a reading after it.
+        correlator.memory_ended();
+        LoadCorrelator {
+            correlator,
+            next_seq: 0,
+            open: VecDeque::new(),
+            lost: Vec::new(),
+            writes_from_us: 0,
+        }
+    }
+
+    /// Takes one request (in any order, as the generator threads deliver them).
+    pub fn sample(&mut self, sample: &Sample) {
+        self.correlator.probe(&sample.record(self.next_seq));
+        self.next_seq += 1;
+        if !sample.replied {
+            self.lost.push((sample.start_us, sample.end_us()));
+        }
+    }
+
+    /// Takes one write (in order; its window must not overlap an earlier one's).
+    pub fn write(&mut self, record: WriteRecord) {
+        self.open
+            .push_back((record.seq, record.start_us, record.reply_us));
+        self.correlator.write(record);
+    }
+
+    /// Moves the horizon on: every request that started at or before `probes_through_us` has
+    /// been given; no write still to come starts before `writes_from_us`.
+    pub fn advance(&mut self, horizon: Horizon) {
+        self.writes_from_us = self.writes_from_us.max(horizon.writes_from_us);
+        self.correlator.advance(horizon);
+    }
+
+    /// Every input is in: makes everything final.
+    pub fn finish(&mut self) {
+        self.writes_from_us = u64::MAX;
+        self.correlator.finish();
+    }
+
+    /// The writes whose figures became final since the last call, in write order, by `seq`.
+    pub fn drain(&mut self) -> Vec<(u32, RequestFigures)> {
+        let mut out = Vec::new();
+        for finding in self.correlator.drain() {
+            // Episodes are not reported (see the module comment); intervals are the
+            // per-second timeline's job.
+            let Finding::Write(summary) = finding else {
+                continue;
+            };
+            let (seq, start_us, reply_us) =
+                self.open.pop_front().expect("a summary's write was given");
+            debug_assert_eq!(seq, summary.seq);
+            let lost = self
+                .lost
+                .iter()
+                .filter(|&&(from, to)| from <= reply_us && to >= start_us)
+                .count() as u64;
+            out.push((seq, RequestFigures::from_summary(&summary, lost)));
+        }
+        // An unanswered request matters only to a write it can still meet.
+        let needed_from = self
+            .open
+            .front()
+            .map_or(self.writes_from_us, |&(_, start, _)| {
+                start.min(self.writes_from_us)
+            });
+        self.lost.retain(|&(_, given_up)| given_up >= needed_from);
+        out
+    }
+
+    /// Requests and replies held for windows still open, and unanswered requests kept.
+    pub fn held(&self) -> usize {
+        self.correlator.held() + self.lost.len()
     }
 }
 
@@ -48,9 +217,10 @@ pub struct WriteUnderLoad {
     pub reply_us: u64,
     /// The write succeeded.
     pub ok: bool,
-    /// Load requests of the written server waiting at some moment of the write's window.
+    /// Answered load requests of the written server waiting at some moment of the write's
+    /// window (an error reply counts; a request given up does not: see `lost_requests`).
     pub requests_in_window: u64,
-    /// The worst latency among them, µs (empty: no request overlapped).
+    /// The worst latency among them, µs (empty: no answered request overlapped).
     pub worst_latency_us: Option<u64>,
     /// How many of them took longer than the stall threshold.
     pub delayed_requests: u64,
@@ -68,6 +238,9 @@ pub struct WriteUnderLoad {
     pub throughput_lost_pct: Option<f64>,
     /// `(rps_around - rps_during) × seconds`: requests the write cost the load.
     pub requests_lost: Option<f64>,
+    /// Load requests of the written server given up without a reply (a timeout, a broken
+    /// connection) that were waiting at some moment of the window: in none of the figures above.
+    pub lost_requests: u64,
 }
 
 impl WriteUnderLoad {
@@ -89,14 +262,14 @@ pub struct LoadTimeline<'a> {
     pub load_start_us: u64,
     /// Requests per second of the written server, index = second; only complete seconds.
     pub requests_per_second: &'a [u64],
-    /// A request slower than this is delayed, µs.
-    pub threshold_us: u64,
 }
 
-/// One finding per write event.
+/// One finding per write whose request figures are final (`requests`, by seq, from
+/// [`LoadCorrelator`]), with its throughput figures from the per-second counts (a neighbouring
+/// second holding any of `writes` is no fair comparison).
 pub fn writes_under_load(
     writes: &[WriteRecord],
-    samples: &[Sample],
+    requests: &BTreeMap<u32, RequestFigures>,
     timeline: LoadTimeline<'_>,
 ) -> Vec<WriteUnderLoad> {
     let second_of = |us: u64| us.saturating_sub(timeline.load_start_us) / 1_000_000;
@@ -109,20 +282,8 @@ pub fn writes_under_load(
 
     writes
         .iter()
-        .map(|write| {
-            let mut in_window = 0u64;
-            let mut worst: Option<u64> = None;
-            let mut delayed = 0u64;
-            for sample in samples {
-                if sample.overlaps(write.start_us, write.reply_us) {
-                    in_window += 1;
-                    let latency = u64::from(sample.latency_us);
-                    worst = Some(worst.map_or(latency, |w| w.max(latency)));
-                    if latency > timeline.threshold_us {
-                        delayed += 1;
-                    }
-                }
-            }
+        .filter_map(|write| Some((write, requests.get(&write.seq)?)))
+        .map(|(write, figures)| {
             let first = second_of(write.start_us);
             let last = second_of(write.reply_us);
             let seconds = last - first + 1;
@@ -147,9 +308,9 @@ pub fn writes_under_load(
                 start_us: write.start_us,
                 reply_us: write.reply_us,
                 ok: write.ok,
-                requests_in_window: in_window,
-                worst_latency_us: worst,
-                delayed_requests: delayed,
+                requests_in_window: figures.requests_in_window,
+                worst_latency_us: figures.worst_latency_us,
+                delayed_requests: figures.delayed_requests,
                 second: first,
                 seconds,
                 rps_during,
@@ -159,6 +320,7 @@ pub fn writes_under_load(
                     .filter(|&(around, _)| around > 0.0)
                     .map(|(around, lost)| 100.0 * lost / around),
                 requests_lost: lost.map(|l| l * seconds as f64),
+                lost_requests: figures.lost_requests,
             }
         })
         .collect()
@@ -182,11 +344,16 @@ pub const WRITES_UNDER_LOAD_COLUMNS: &[&str] = &[
     "rps_around",
     "throughput_lost_pct",
     "requests_lost",
+    "lost_requests",
 ];
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    const THRESHOLD_US: u64 = 1_000;
 
     fn write(seq: u32, start_us: u64, reply_us: u64) -> WriteRecord {
         WriteRecord {
@@ -216,7 +383,287 @@ mod tests {
             start_us,
             latency_us,
             ok: true,
+            replied: true,
         }
+    }
+
+    fn error_reply(start_us: u64, latency_us: u32) -> Sample {
+        Sample {
+            ok: false,
+            ..sample(start_us, latency_us)
+        }
+    }
+
+    /// A request given up `waited_us` after its start (a timeout, a broken connection).
+    fn given_up(start_us: u64, waited_us: u32) -> Sample {
+        Sample {
+            start_us,
+            latency_us: waited_us,
+            ok: false,
+            replied: false,
+        }
+    }
+
+    /// (requests_in_window, worst_latency_us, delayed_requests) per write.
+    type Scanned = (u64, Option<u64>, u64);
+
+    /// The scan load mode used before the correlator, kept as the oracle: every sample against
+    /// every write (a sample given up counted with its wait as its latency).
+    fn scan(writes: &[WriteRecord], samples: &[Sample], threshold_us: u64) -> Vec<Scanned> {
+        writes
+            .iter()
+            .map(|write| {
+                let mut in_window = 0u64;
+                let mut worst: Option<u64> = None;
+                let mut delayed = 0u64;
+                for sample in samples {
+                    if sample.start_us <= write.reply_us && sample.end_us() >= write.start_us {
+                        in_window += 1;
+                        let latency = u64::from(sample.latency_us);
+                        worst = Some(worst.map_or(latency, |w| w.max(latency)));
+                        if latency > threshold_us {
+                            delayed += 1;
+                        }
+                    }
+                }
+                (in_window, worst, delayed)
+            })
+            .collect()
+    }
+
+    fn answered(samples: &[Sample]) -> Vec<Sample> {
+        samples.iter().copied().filter(|s| s.replied).collect()
+    }
+
+    fn lost_only(samples: &[Sample]) -> Vec<Sample> {
+        samples.iter().copied().filter(|s| !s.replied).collect()
+    }
+
+    /// What the correlator found: figures by write, and the most it held at once.
+    struct Found {
+        figures: BTreeMap<u32, RequestFigures>,
+        max_held: usize,
+    }
+
+    impl Found {
+        fn take(&mut self, findings: Vec<(u32, RequestFigures)>) {
+            for (seq, figures) in findings {
+                assert!(
+                    self.figures.insert(seq, figures).is_none(),
+                    "seq {seq} twice"
+                );
+            }
+        }
+
+        fn scanned(&self) -> Vec<Scanned> {
+            self.figures
+                .values()
+                .map(|f| (f.requests_in_window, f.worst_latency_us, f.delayed_requests))
+                .collect()
+        }
+    }
+
+    /// The whole timeline at once.
+    fn at_once(writes: &[WriteRecord], samples: &[Sample]) -> Found {
+        let mut correlator = LoadCorrelator::new(THRESHOLD_US);
+        for w in writes {
+            correlator.write(w.clone());
+        }
+        for s in samples {
+            correlator.sample(s);
+        }
+        correlator.finish();
+        let mut found = Found {
+            figures: BTreeMap::new(),
+            max_held: correlator.held(),
+        };
+        found.take(correlator.drain());
+        found
+    }
+
+    /// As the runner feeds it: each request when its reply came (or it was given up), each
+    /// write at its reply, the horizon moved every `step_us`: requests through the earliest
+    /// start still undelivered (what the generator threads report), writes from the next
+    /// write's start while it is under way.
+    fn streamed(writes: &[WriteRecord], samples: &[Sample], step_us: u64) -> Found {
+        let mut correlator = LoadCorrelator::new(THRESHOLD_US);
+        let mut by_end: Vec<Sample> = samples.to_vec();
+        by_end.sort_by_key(|s| (s.end_us(), s.start_us));
+        let mut undelivered: std::collections::BTreeMap<(u64, usize), ()> = by_end
+            .iter()
+            .enumerate()
+            .map(|(i, s)| ((s.start_us, i), ()))
+            .collect();
+        let mut next_sample = 0;
+        let mut next_write = 0;
+        let mut found = Found {
+            figures: BTreeMap::new(),
+            max_held: 0,
+        };
+        let end = by_end
+            .last()
+            .map_or(0, Sample::end_us)
+            .max(writes.last().map_or(0, |w| w.reply_us))
+            + 2 * step_us;
+        let mut now = 0;
+        while now <= end {
+            while next_sample < by_end.len() && by_end[next_sample].end_us() <= now {
+                let s = by_end[next_sample];
+                correlator.sample(&s);
+                undelivered.remove(&(s.start_us, next_sample));
+                next_sample += 1;
+            }
+            while next_write < writes.len() && writes[next_write].reply_us <= now {
+                correlator.write(writes[next_write].clone());
+                next_write += 1;
+            }
+            let pending_from = undelivered
+                .keys()
+                .next()
+                .map_or(now, |&(start, _)| start.min(now));
+            let writes_from = writes.get(next_write).map_or(now, |w| w.start_us.min(now));
+            correlator.advance(Horizon {
+                probes_through_us: pending_from.saturating_sub(1),
+                writes_from_us: writes_from,
+            });
+            found.take(correlator.drain());
+            found.max_held = found.max_held.max(correlator.held());
+            now += step_us;
+        }
+        correlator.finish();
+        found.take(correlator.drain());
+        found
+    }
+
+    #[test]
+    fn the_correlator_gives_the_old_scans_figures_and_counts_the_unanswered_apart() {
+        let writes = [write(1, 10_000, 20_000), write(2, 100_000, 100_500)];
+        let samples = [
+            sample(9_000, 12_000),      // spans the whole write: in, delayed
+            sample(9_500, 500),         // ends exactly at the write's start: in
+            sample(9_000, 999),         // ends 1 µs before it: out
+            sample(20_000, 300),        // starts exactly at its reply: in
+            sample(20_001, 100),        // starts 1 µs after: out
+            error_reply(12_000, 2_000), // an error reply: in, delayed
+            given_up(15_000, 30_000),   // timed out: in neither, lost
+            sample(14_000, 900),        // inside, fast
+            given_up(99_000, 1_200),    // a broken connection during write 2: lost
+            sample(200_000, 100),       // long after
+        ];
+        let old = scan(&writes, &samples, THRESHOLD_US);
+        assert_eq!(old, [(6, Some(30_000), 3), (1, Some(1_200), 1)]);
+        let streamed = streamed(&writes, &samples, 700);
+        let at_once = at_once(&writes, &samples);
+        // The answered requests: the old scan's figures exactly.
+        let expected = scan(&writes, &answered(&samples), THRESHOLD_US);
+        assert_eq!(expected, [(5, Some(12_000), 2), (0, None, 0)]);
+        assert_eq!(streamed.scanned(), expected);
+        assert_eq!(at_once.scanned(), expected);
+        // The unanswered ones apart: what the old scan counted on top.
+        let lost: Vec<u64> = streamed.figures.values().map(|f| f.lost_requests).collect();
+        assert_eq!(lost, [1, 1]);
+        assert_eq!(
+            lost,
+            scan(&writes, &lost_only(&samples), THRESHOLD_US)
+                .iter()
+                .map(|s| s.0)
+                .collect::<Vec<_>>()
+        );
+        for (new, old) in streamed.figures.values().zip(&old) {
+            assert_eq!(new.requests_in_window + new.lost_requests, old.0);
+        }
+        assert_eq!(streamed.figures, at_once.figures);
+    }
+
+    #[test]
+    fn a_freeze_under_closed_loop_clients_streams_in_little_memory() {
+        // Four closed-loop clients, 200 µs round trips, each sending its next request when a
+        // reply comes; the server frozen over [500 ms, 550 ms) by a write: each client's
+        // request met by the freeze is answered at its end. 10 s of it.
+        let mut samples = Vec::new();
+        for client in 0..4u64 {
+            let mut t = client * 50;
+            while t < 10_000_000 {
+                let mut reply = t + 200;
+                if reply > 500_000 && t < 550_000 {
+                    reply = 550_000 + 30 * client;
+                }
+                samples.push(sample(t, (reply - t) as u32));
+                t = reply;
+            }
+        }
+        let writes = [write(1, 499_900, 550_100), write(2, 5_000_000, 5_000_300)];
+        let found = streamed(&writes, &samples, 5_000);
+        assert_eq!(found.scanned(), scan(&writes, &samples, THRESHOLD_US));
+        let figures = found.figures[&1];
+        // Client 1's request, sent at 499 850 and answered at 550 030.
+        assert_eq!(figures.worst_latency_us, Some(50_180));
+        assert_eq!(figures.delayed_requests, 4);
+        assert_eq!(found.figures[&2].worst_latency_us, Some(200));
+        // The correlator holds a few ms of requests, not the run.
+        assert!(
+            found.max_held < samples.len() / 100,
+            "{} of {}",
+            found.max_held,
+            samples.len()
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Streamed in delivery order with the runner's horizons, the correlator gives the old
+        /// scan's figures over the answered requests, and counts the unanswered apart; as the
+        /// whole timeline at once.
+        #[test]
+        fn streamed_figures_are_the_scans(
+            raw in prop::collection::vec((0u64..400_000, 1u32..40_000, 0u8..20), 1..300),
+            windows in prop::collection::vec((1u64..60_000, 1u64..40_000), 0..6),
+            step_us in 300u64..20_000,
+        ) {
+            let samples: Vec<Sample> = raw
+                .iter()
+                .map(|&(start, latency, kind)| match kind {
+                    0 => given_up(start, latency),
+                    1 => error_reply(start, latency),
+                    _ => sample(start, latency),
+                })
+                .collect();
+            let mut writes = Vec::new();
+            let mut t = 0;
+            for (i, &(gap, len)) in windows.iter().enumerate() {
+                writes.push(write(i as u32 + 1, t + gap, t + gap + len));
+                t += gap + len;
+            }
+            let found = streamed(&writes, &samples, step_us);
+            prop_assert_eq!(found.figures.len(), writes.len());
+            prop_assert_eq!(found.scanned(), scan(&writes, &answered(&samples), THRESHOLD_US));
+            let lost: Vec<u64> = found.figures.values().map(|f| f.lost_requests).collect();
+            let expected_lost: Vec<u64> = scan(&writes, &lost_only(&samples), THRESHOLD_US)
+                .iter()
+                .map(|s| s.0)
+                .collect();
+            prop_assert_eq!(lost, expected_lost);
+            prop_assert_eq!(&found.figures, &at_once(&writes, &samples).figures);
+        }
+    }
+
+    /// Figures for every write, none overlapped.
+    fn no_requests(writes: &[WriteRecord]) -> BTreeMap<u32, RequestFigures> {
+        writes
+            .iter()
+            .map(|w| {
+                (
+                    w.seq,
+                    RequestFigures {
+                        requests_in_window: 0,
+                        worst_latency_us: None,
+                        delayed_requests: 0,
+                        lost_requests: 0,
+                    },
+                )
+            })
+            .collect()
     }
 
     #[test]
@@ -233,22 +680,44 @@ mod tests {
         let rps = [1000, 1000, 800, 1000, 1000];
         let found = writes_under_load(
             &writes,
-            &samples,
+            &at_once(&writes, &samples).figures,
             LoadTimeline {
                 load_start_us: 1_000_000,
                 requests_per_second: &rps,
-                threshold_us: 1_000,
             },
         );
         let f = &found[0];
         assert_eq!(f.requests_in_window, 3);
         assert_eq!(f.worst_latency_us, Some(60_000));
         assert_eq!(f.delayed_requests, 2);
+        assert_eq!(f.lost_requests, 0);
         assert_eq!((f.second, f.seconds), (2, 1));
         assert_eq!(f.rps_during, 800.0);
         assert_eq!(f.rps_around, Some(1000.0));
         assert_eq!(f.throughput_lost_pct, Some(20.0));
         assert_eq!(f.requests_lost, Some(200.0));
+    }
+
+    #[test]
+    fn only_writes_with_final_figures_get_a_row() {
+        let writes = [
+            write(1, 1_100_000, 1_200_000),
+            write(2, 2_100_000, 2_200_000),
+        ];
+        let mut figures = no_requests(&writes);
+        figures.remove(&2);
+        let rps = [900, 500, 600, 1000];
+        let found = writes_under_load(
+            &writes,
+            &figures,
+            LoadTimeline {
+                load_start_us: 0,
+                requests_per_second: &rps,
+            },
+        );
+        assert_eq!(found.len(), 1);
+        // Write 2, still without figures, still keeps second 2 from being write 1's neighbour.
+        assert_eq!(found[0].rps_around, Some(900.0));
     }
 
     #[test]
@@ -262,11 +731,10 @@ mod tests {
         let rps = [900, 500, 600, 1000];
         let found = writes_under_load(
             &writes,
-            &[],
+            &no_requests(&writes),
             LoadTimeline {
                 load_start_us: 0,
                 requests_per_second: &rps,
-                threshold_us: 1_000,
             },
         );
         assert_eq!(found[0].rps_around, Some(900.0));
@@ -274,13 +742,13 @@ mod tests {
         assert_eq!(found[0].worst_latency_us, None);
         assert_eq!(found[0].requests_in_window, 0);
         // A write in a second not yet complete has no throughput figure.
+        let late = [write(3, 9_000_000, 9_100_000)];
         let late = writes_under_load(
-            &[write(3, 9_000_000, 9_100_000)],
-            &[],
+            &late,
+            &no_requests(&late),
             LoadTimeline {
                 load_start_us: 0,
                 requests_per_second: &rps,
-                threshold_us: 1_000,
             },
         );
         assert_eq!(late[0].rps_around, None);
@@ -293,11 +761,10 @@ mod tests {
         let rps = [1000, 700, 900, 1000];
         let found = writes_under_load(
             &writes,
-            &[],
+            &no_requests(&writes),
             LoadTimeline {
                 load_start_us: 0,
                 requests_per_second: &rps,
-                threshold_us: 1_000,
             },
         );
         assert_eq!(found[0].seconds, 2);
@@ -308,13 +775,13 @@ mod tests {
 
     #[test]
     fn columns_match_the_struct() {
+        let writes = [write(1, 0, 1)];
         let found = writes_under_load(
-            &[write(1, 0, 1)],
-            &[],
+            &writes,
+            &no_requests(&writes),
             LoadTimeline {
                 load_start_us: 0,
                 requests_per_second: &[],
-                threshold_us: 1,
             },
         );
         let mut writer = csv::Writer::from_writer(Vec::new());

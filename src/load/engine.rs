@@ -115,6 +115,10 @@ pub struct ThreadSecond {
     /// Time the thread was runnable but waiting for a CPU in this second, percent of wall
     /// time (`None` where unknown): high when the host is oversubscribed.
     pub wait_pct: Option<f64>,
+    /// Every request of [`EngineConfig::sample_server`] this thread started before this (run
+    /// clock µs) has been sent as a [`Sample`], in this message's batch or earlier: the
+    /// collector's horizon for the streaming correlator.
+    pub unsampled_from_us: u64,
 }
 
 /// One thread's totals.
@@ -222,6 +226,26 @@ pub fn start(
         }
     }
     Ok((start_us, handles))
+}
+
+/// The earliest start (run clock µs) a request of the sampled server not yet recorded can have:
+/// its oldest outstanding request's on each connection (requests are queued in start order),
+/// and in open loop each connection's next scheduled send (a send held back keeps its intended
+/// time); `now_us` when nothing is pending (a closed-loop request starts when it is written).
+fn unsampled_from(clients: &[Client], config: &EngineConfig, start_us: u64, now_us: u64) -> u64 {
+    let Some(sampled) = config.sample_server else {
+        return now_us;
+    };
+    let open_loop = config.rate.is_some();
+    clients
+        .iter()
+        .filter(|c| usize::from(c.server) == sampled)
+        .flat_map(|c| {
+            let outstanding = c.inflight.front().map(|p| p.start_us);
+            let scheduled = open_loop.then(|| c.intended_us(start_us, c.next_k));
+            outstanding.into_iter().chain(scheduled)
+        })
+        .fold(now_us, u64::min)
 }
 
 /// Raises this process's soft limit on open files towards `wanted` (within the hard limit), so
@@ -354,7 +378,7 @@ impl Recorder {
                 false
             }
         };
-        self.sample(server, pending.start_us, latency, ok);
+        self.sample(server, pending.start_us, latency, ok, true);
     }
 
     /// Requests that got no reply: counted as errors or timeouts, and as failed samples.
@@ -366,17 +390,18 @@ impl Recorder {
                 self.cur[server].errors += 1;
             }
             let waited = now_us.saturating_sub(pending.start_us);
-            self.sample(server, pending.start_us, waited, false);
+            self.sample(server, pending.start_us, waited, false, false);
         }
     }
 
     #[inline]
-    fn sample(&mut self, server: usize, start_us: u64, latency_us: u64, ok: bool) {
+    fn sample(&mut self, server: usize, start_us: u64, latency_us: u64, ok: bool, replied: bool) {
         if self.sample_server == Some(server) {
             self.samples.push(Sample {
                 start_us,
                 latency_us: latency_us.min(u64::from(u32::MAX)) as u32,
                 ok,
+                replied,
             });
             if self.samples.len() >= SAMPLE_BATCH {
                 self.ship_samples();
@@ -411,17 +436,22 @@ impl Recorder {
         }
     }
 
-    /// Closes every second before `second`.
-    fn advance_to(&mut self, second: u64, now_us: u64) {
+    /// Closes every second before `second`; `unsampled_from` (asked only when a second closes)
+    /// is what [`ThreadSecond::unsampled_from_us`] says.
+    fn advance_to(&mut self, second: u64, now_us: u64, unsampled_from: impl FnOnce() -> u64) {
+        if self.cur_second >= second {
+            return;
+        }
+        let unsampled_from_us = unsampled_from();
         while self.cur_second < second {
-            self.close_second(now_us);
+            self.close_second(now_us, unsampled_from_us);
             self.cur_second += 1;
         }
     }
 
     /// Ships the current second (samples first, so the collector has them when the second is
     /// final) and starts a fresh one with the same number.
-    fn close_second(&mut self, now_us: u64) {
+    fn close_second(&mut self, now_us: u64, unsampled_from_us: u64) {
         self.ship_samples();
         let servers = self.cur.len();
         let aggs = std::mem::replace(
@@ -445,6 +475,7 @@ impl Recorder {
             servers: aggs,
             cpu_pct,
             wait_pct,
+            unsampled_from_us,
         }));
     }
 
@@ -593,8 +624,7 @@ impl Worker {
                 drain_until = now + self.config.timeout_us.min(2_000_000);
             }
             if !self.draining {
-                let second = self.rec.clamped_second(now, stop_at);
-                self.rec.advance_to(second, now);
+                self.advance_seconds(now, stop_at);
                 if self.config.rate.is_some() {
                     self.send_due(now, stop_at);
                 }
@@ -648,7 +678,8 @@ impl Worker {
         }
         let stop_at = self.stop_at();
         let unsent = self.unsent(stop_at);
-        self.rec.close_second(now);
+        // Nothing is outstanding any more, and nothing more will be sent.
+        self.rec.close_second(now, now);
         let disconnected = self.clients.iter().filter(|c| c.stream.is_none()).count() as u32;
         let summary = ThreadSummary {
             thread: self.rec.thread,
@@ -683,7 +714,21 @@ impl Worker {
     fn enter_drain(&mut self, now: u64, stop_at: u64) {
         self.draining = true;
         let last_second = self.rec.clamped_second(stop_at, stop_at);
-        self.rec.advance_to(last_second, now);
+        let start_us = self.rec.start_us;
+        let (clients, config) = (&self.clients, &self.config);
+        self.rec.advance_to(last_second, now, || {
+            unsampled_from(clients, config, start_us, now)
+        });
+    }
+
+    /// Closes the seconds before `now`'s (never past the run's last one).
+    fn advance_seconds(&mut self, now: u64, stop_at: u64) {
+        let second = self.rec.clamped_second(now, stop_at);
+        let start_us = self.rec.start_us;
+        let (clients, config) = (&self.clients, &self.config);
+        self.rec.advance_to(second, now, || {
+            unsampled_from(clients, config, start_us, now)
+        });
     }
 
     fn next_wait(&mut self, now: u64, stop_at: u64, last_housekeeping: u64) -> Duration {
@@ -900,8 +945,7 @@ impl Worker {
             };
             let now = self.clock.now_us();
             if !self.draining {
-                let second = self.rec.clamped_second(now, self.stop_at());
-                self.rec.advance_to(second, now);
+                self.advance_seconds(now, self.stop_at());
             }
             let client = &mut self.clients[i];
             let server = client.server as usize;

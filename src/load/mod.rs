@@ -6,9 +6,18 @@
 //! load               runner                 generator threads + optional writer, one clock, one channel
 //!                      engine               mio event loops, hand-written pipelined RESP (scanner)
 //!                      stats                per-second HdrHistograms -> timeline rows, the seed's block
-//!                      analyze              pure: writes x samples x seconds -> per-write findings
+//!                      analyze              pure: the written server's requests -> the session's
+//!                                           streaming correlator -> per-write request figures;
+//!                                           per-second counts -> throughput lost
 //!                      hgrm                 HdrHistogram percentile text export
 //! ```
+//!
+//! What load mode shares with the probe session ([`crate::session`]): the correlator that
+//! decides which requests overlapped a write, the worst of them and how many were delayed
+//! (fed as the run goes, as the probes are), the run id and key prefix, the key ledger that
+//! removes the writer's keys on every way out, and the words of each way a run ends. What it
+//! keeps apart: its generator threads (mio event loops that report per second, not the probe
+//! threads' one record each), its collector of per-second figures, and its exports.
 
 pub mod analyze;
 pub mod engine;

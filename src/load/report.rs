@@ -40,7 +40,9 @@ pub fn format_us(us: u64) -> String {
 }
 
 /// One line per write under load, e.g.
-/// `set        length:  64M  set: 68.5ms  load worst: 12.3ms  delayed: 431 of 5120 requests over 1ms  throughput: 95123 req/s vs 98000 around: 2.9% lost (second 5)`.
+/// `set        length:  64M  set: 68.5ms  load worst: 12.3ms  delayed: 431 of 5120 requests over 1ms  throughput: 95123 req/s vs 98000 around: 2.9% lost (second 5)`;
+/// requests given up without a reply during the write (in none of those figures) are added
+/// after the delayed count when there are any: `..., 3 more without a reply`.
 pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
     let label = match finding.op {
         WriteOp::Delete => "del",
@@ -48,9 +50,14 @@ pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
         WriteOp::Command => "cmd",
         WriteOp::Inject => "inj",
     };
-    let worst = finding
-        .worst_latency_us
-        .map_or_else(|| "n/a (no request overlapped)".to_string(), format_us);
+    let worst = finding.worst_latency_us.map_or_else(
+        || "n/a (no answered request overlapped)".to_string(),
+        format_us,
+    );
+    let unanswered = match finding.lost_requests {
+        0 => String::new(),
+        n => format!(", {n} more without a reply"),
+    };
     let throughput = match (finding.rps_around, finding.throughput_lost_pct) {
         (Some(around), Some(lost)) => format!(
             "{:.0} req/s vs {around:.0} around: {lost:.1}% lost",
@@ -71,7 +78,7 @@ pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
         format!("second {}", finding.second)
     };
     let mut line = format!(
-        "{:<9}  length: {:>4}  {label}: {:.1}ms  load worst: {worst}  delayed: {} of {} requests over {}  throughput: {throughput} ({seconds})",
+        "{:<9}  length: {:>4}  {label}: {:.1}ms  load worst: {worst}  delayed: {} of {} requests over {}{unanswered}  throughput: {throughput} ({seconds})",
         finding.op.name(),
         format_size(finding.size_bytes),
         finding.set_ms,
@@ -148,10 +155,21 @@ mod tests {
             rps_around: Some(98_000.0),
             throughput_lost_pct: Some(3.06),
             requests_lost: Some(3000.0),
+            lost_requests: 0,
         };
         assert_eq!(
             write_line(&finding, 1000),
             "delete     length:  64M  del: 4.1ms  load worst: 4.6ms  delayed: 50 of 120 requests over 1.0ms  throughput: 95000 req/s vs 98000 around: 3.1% lost (second 3)"
+        );
+        let unanswered = WriteUnderLoad {
+            lost_requests: 3,
+            ..finding
+        };
+        assert!(
+            write_line(&unanswered, 1000)
+                .contains("delayed: 50 of 120 requests over 1.0ms, 3 more without a reply  "),
+            "{}",
+            write_line(&unanswered, 1000)
         );
         assert_eq!(format_us(850), "850us");
     }

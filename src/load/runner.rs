@@ -1,8 +1,14 @@
 //! One load run, end to end: start the generator threads (and the prober's writer when asked)
 //! on one run clock, collect their per-second figures from one channel, write the exports as
 //! the run goes, then build the blocks, the timeline and the per-write findings.
+//!
+//! With a writer, each request of the written server goes to the streaming correlator as it
+//! arrives ([`LoadCorrelator`]) and is dropped: the horizon is what every generator thread says
+//! it has sent (`unsampled_from_us` with each second) and the writer's [`WriteMark`], as in the
+//! probe session. The run id and key prefix, the key ledger and its cleanup, and the words of
+//! each way a run ends are the session's ([`crate::session`]).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,18 +19,25 @@ use crossbeam_channel::{Receiver, bounded, never, select};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::analyze::{LoadTimeline, Sample, WriteUnderLoad, writes_under_load};
+use super::analyze::{
+    LoadCorrelator, LoadTimeline, RequestFigures, WriteUnderLoad, writes_under_load,
+};
 use super::engine::{self, Control, EngineConfig, EngineMsg, EngineServer, ThreadSummary};
 use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
 use super::stats::{LoadBlock, SecondAgg, TIMELINE_COLUMNS, TimelineRow, new_histogram};
+use crate::analyze::correlate::Horizon;
+use crate::measure::actor::WriteMark;
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::serverview::ViewSetup;
 use crate::measure::target::{ServerFacts, Target};
 use crate::measure::writer::{WriterChecks, WriterPlan, random_value, spawn_writer};
 use crate::output::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
-use crate::record::{WriteOp, WriteRecord};
-use crate::session::{KEY_NAMESPACE, new_run_id};
+use crate::record::WriteRecord;
+use crate::session::{
+    EndOfRun, KeyLedger, actor_end, duration_before_plan, interrupted_by_signal, new_run_id,
+    run_key_prefix,
+};
 use crate::units::option_duration_ms;
 
 /// The timeline, one row per second (and per server when there are several).
@@ -93,7 +106,8 @@ pub enum LoadNotice<'a> {
         /// Requests in the last complete second, all servers.
         last_second_requests: u64,
     },
-    /// A write's figures are final (the second after it is complete).
+    /// A write's figures are final (every request around it is in, and the second after it is
+    /// complete).
     Write {
         /// The write as recorded.
         record: &'a WriteRecord,
@@ -207,7 +221,7 @@ pub fn run_load(
 ) -> Result<LoadReport> {
     anyhow::ensure!(!servers.is_empty(), "a load needs at least one server");
     let run_id = new_run_id();
-    let key_prefix = format!("{KEY_NAMESPACE}:{run_id}:");
+    let key_prefix = run_key_prefix(&run_id);
     let local = servers.iter().filter(|s| s.target.server.local).count();
     let threads = options
         .threads
@@ -276,6 +290,7 @@ pub fn run_load(
         );
     }
     let writer_stop = Arc::new(AtomicBool::new(false));
+    let write_mark = Arc::new(WriteMark::default());
     let (writer_handle, writer_rx): (_, Receiver<Event>) = match writer_plan.clone() {
         Some(plan) => {
             let (wtx, wrx) = bounded::<Event>(1024);
@@ -286,7 +301,7 @@ pub fn run_load(
                 clock,
                 wtx,
                 Arc::clone(&writer_stop),
-                Arc::new(crate::measure::actor::WriteMark::default()),
+                Arc::clone(&write_mark),
                 // No CONFIG RESETSTAT / LATENCY RESET under load: the writer only reads the
                 // server's view; it refuses a value that would not fit, as in the main job.
                 WriterChecks {
@@ -312,7 +327,11 @@ pub fn run_load(
         threads,
     });
 
-    let mut state = Collector::new(threads, labels.clone(), load_start_us);
+    let requests = writer_plan
+        .is_some()
+        .then(|| LoadCorrelator::new(options.stall_threshold_us));
+    let mut state = Collector::new(threads, labels.clone(), load_start_us, requests);
+    let mut keys = KeyLedger::default();
     let meta = Meta {
         run_id: &run_id,
         key_prefix: &key_prefix,
@@ -343,7 +362,7 @@ pub fn run_load(
                 Err(_) => break,
             },
             recv(writer_rx) -> event => match event {
-                Ok(event) => state.take_writer(event),
+                Ok(event) => state.take_writer(event, &mut keys),
                 Err(_) => writer_rx = never(),
             },
             default(Duration::from_millis(50)) => {}
@@ -353,26 +372,26 @@ pub fn run_load(
             stop_now(&control, &clock);
             writer_stop.store(true, Ordering::Relaxed);
             if status == RunStatus::Complete {
-                status = RunStatus::Interrupted;
-                status_reason = Some("interrupted by a signal (Ctrl-C or SIGTERM)".into());
+                (status, status_reason) = interrupted_by_signal();
             }
         }
-        if let Some(error) = state.writer_failed.take() {
+        if let Some((RunStatus::Failed, reason)) = &state.writer_end
+            && status != RunStatus::Failed
+        {
             stop_now(&control, &clock);
-            status = RunStatus::Failed;
-            status_reason = Some(format!("the writer lost the server: {error}"));
+            (status, status_reason) = (RunStatus::Failed, reason.clone());
         }
-        if state.writer_done && options.duration.is_none() {
+        let writer_done = state.writer_end.is_some();
+        if writer_done && options.duration.is_none() {
             stop_now(&control, &clock);
         }
         if writer_plan.is_some()
-            && !state.writer_done
+            && !writer_done
             && clock.now_us() >= control.stop_at_us.load(Ordering::SeqCst)
         {
             writer_stop.store(true, Ordering::Relaxed);
             if status == RunStatus::Complete {
-                status = RunStatus::Interrupted;
-                status_reason = Some("--duration ended before the writer's plan".into());
+                (status, status_reason) = duration_before_plan();
             }
         }
         if last_tick.elapsed() >= Duration::from_millis(200) {
@@ -381,11 +400,16 @@ pub fn run_load(
                 elapsed: Duration::from_micros(clock.now_us().saturating_sub(load_start_us)),
                 last_second_requests: state.last_second_requests(),
             });
+            // The mark before the channel: a write it no longer marks is in the channel.
+            let writes_from_us = write_mark.writes_from(clock);
+            while let Ok(event) = writer_rx.try_recv() {
+                state.take_writer(event, &mut keys);
+            }
+            state.settle(writes_from_us);
+            state.notify_final_writes(notify, false);
         }
         if last_checkpoint.elapsed() >= Duration::from_secs(1) {
             last_checkpoint = Instant::now();
-            state.prune_samples();
-            state.notify_final_writes(options.stall_threshold_us, notify, false);
             if let Some(out) = out.as_mut() {
                 let complete_us = state.finals.len() as u64 * 1_000_000;
                 let report = state.report(&meta, RunStatus::Running, None, Vec::new(), complete_us);
@@ -411,34 +435,15 @@ pub fn run_load(
         let _ = handle.join();
     }
     while let Ok(event) = writer_rx.try_recv() {
-        state.take_writer(event);
+        state.take_writer(event, &mut keys);
     }
-    if let Some(error) = state.writer_failed.take()
+    if let Some((RunStatus::Failed, reason)) = &state.writer_end
         && status == RunStatus::Complete
     {
-        status = RunStatus::Failed;
-        status_reason = Some(format!("the writer lost the server: {error}"));
+        (status, status_reason) = (RunStatus::Failed, reason.clone());
     }
     let mut warnings = Vec::new();
-    if !state.live_keys.is_empty() {
-        let keys: Vec<String> = state.live_keys.iter().cloned().collect();
-        let removed = servers[0]
-            .target
-            .conn
-            .redis_connection()
-            .and_then(|mut conn| {
-                redis::cmd("DEL")
-                    .arg(&keys)
-                    .query::<i64>(&mut conn)
-                    .context("DEL")
-            });
-        if let Err(err) = removed {
-            warnings.push(format!(
-                "could not remove {} key(s) under {key_prefix}: {err:#}",
-                keys.len()
-            ));
-        }
-    }
+    keys.remove_all(servers[0].target, &key_prefix, &mut warnings);
     let runtime_us = control
         .stop_at_us
         .load(Ordering::SeqCst)
@@ -448,7 +453,8 @@ pub fn run_load(
     }
     state.full_seconds = Some((runtime_us / 1_000_000) as usize);
     state.finalize(true);
-    state.notify_final_writes(options.stall_threshold_us, notify, true);
+    state.finish_requests();
+    state.notify_final_writes(notify, true);
     let report = state.report(&meta, status, status_reason, warnings, runtime_us);
     if let Some(out) = out.as_mut() {
         out.write(&meta, &report)?;
@@ -488,11 +494,16 @@ struct Collector {
     run_aggs: Vec<SecondAgg>,
     summaries: Vec<ThreadSummary>,
     done_threads: u16,
-    samples: Vec<Sample>,
+    /// The correlator of the written server's requests (with a writer).
+    requests: Option<LoadCorrelator>,
+    /// Per generator thread: every request of the written server it started before this has
+    /// been taken (`u64::MAX` once it is done).
+    unsampled_from_us: Vec<u64>,
     writes: Vec<WriteRecord>,
-    live_keys: BTreeSet<String>,
-    writer_done: bool,
-    writer_failed: Option<String>,
+    /// Each write's request figures, once final.
+    figures: BTreeMap<u32, RequestFigures>,
+    /// The writer's last word, once it said it.
+    writer_end: Option<EndOfRun>,
     writes_notified: usize,
     problems: Vec<String>,
     /// Whole seconds of load, once the run has stopped: a last, partial second is no fair
@@ -501,7 +512,12 @@ struct Collector {
 }
 
 impl Collector {
-    fn new(threads: u16, labels: Vec<String>, load_start_us: u64) -> Collector {
+    fn new(
+        threads: u16,
+        labels: Vec<String>,
+        load_start_us: u64,
+        requests: Option<LoadCorrelator>,
+    ) -> Collector {
         let servers = labels.len();
         Collector {
             threads,
@@ -512,11 +528,11 @@ impl Collector {
             run_aggs: (0..servers).map(|_| SecondAgg::new()).collect(),
             summaries: Vec::new(),
             done_threads: 0,
-            samples: Vec::new(),
+            requests,
+            unsampled_from_us: vec![0; usize::from(threads)],
             writes: Vec::new(),
-            live_keys: BTreeSet::new(),
-            writer_done: false,
-            writer_failed: None,
+            figures: BTreeMap::new(),
+            writer_end: None,
             writes_notified: 0,
             problems: Vec::new(),
             full_seconds: None,
@@ -526,6 +542,9 @@ impl Collector {
     fn take(&mut self, msg: EngineMsg, notify: &mut dyn FnMut(LoadNotice<'_>)) {
         match msg {
             EngineMsg::Second(second) => {
+                if let Some(from) = self.unsampled_from_us.get_mut(usize::from(second.thread)) {
+                    *from = (*from).max(second.unsampled_from_us);
+                }
                 let index = second.second as usize;
                 while self.slots.len() <= index {
                     self.slots.push(SecondSlot {
@@ -550,7 +569,13 @@ impl Collector {
                     self.finalize(false);
                 }
             }
-            EngineMsg::Samples(mut samples) => self.samples.append(&mut samples),
+            EngineMsg::Samples(samples) => {
+                if let Some(requests) = self.requests.as_mut() {
+                    for sample in &samples {
+                        requests.sample(sample);
+                    }
+                }
+            }
             EngineMsg::Note(text) => {
                 notify(LoadNotice::Problem(&text));
                 if self.problems.len() < 20 {
@@ -558,34 +583,46 @@ impl Collector {
                 }
             }
             EngineMsg::Done(summary) => {
+                if let Some(from) = self.unsampled_from_us.get_mut(usize::from(summary.thread)) {
+                    *from = u64::MAX;
+                }
                 self.done_threads += 1;
                 self.summaries.push(summary);
             }
         }
     }
 
-    fn take_writer(&mut self, event: Event) {
-        match event {
-            Event::Write(write) => {
-                match write.op {
-                    WriteOp::Set | WriteOp::Overwrite => {
-                        self.live_keys.insert(write.key.clone());
-                    }
-                    WriteOp::Delete if write.ok => {
-                        self.live_keys.remove(&write.key);
-                    }
-                    // A custom command may have removed the key: the final cleanup deletes it
-                    // again, which is harmless.
-                    WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
-                }
-                self.writes.push(*write);
+    fn take_writer(&mut self, event: Event, keys: &mut KeyLedger) {
+        if let Event::Write(write) = event {
+            keys.track(&write);
+            if let Some(requests) = self.requests.as_mut() {
+                requests.write((*write).clone());
             }
-            Event::WriterDone => self.writer_done = true,
-            Event::WriterFailed(error) => {
-                self.writer_done = true;
-                self.writer_failed = Some(error);
-            }
-            Event::Probe(_) | Event::Memory(_) | Event::ServerLog(_) => {}
+            self.writes.push(*write);
+        } else if let Some(end) = actor_end(&event) {
+            self.writer_end = Some(end);
+        }
+    }
+
+    /// Moves the correlator's horizon on (`writes_from_us`: the writer's mark, read before its
+    /// channel was drained) and keeps the figures that became final.
+    fn settle(&mut self, writes_from_us: u64) {
+        let Some(requests) = self.requests.as_mut() else {
+            return;
+        };
+        let through = self.unsampled_from_us.iter().copied().min().unwrap_or(0);
+        requests.advance(Horizon {
+            probes_through_us: through.saturating_sub(1),
+            writes_from_us,
+        });
+        self.figures.extend(requests.drain());
+    }
+
+    /// Every request and write is in: every figure becomes final.
+    fn finish_requests(&mut self) {
+        if let Some(requests) = self.requests.as_mut() {
+            requests.finish();
+            self.figures.extend(requests.drain());
         }
     }
 
@@ -657,61 +694,42 @@ impl Collector {
             .collect()
     }
 
-    fn findings(&self, threshold_us: u64) -> Vec<WriteUnderLoad> {
+    /// One finding per write whose request figures are final.
+    fn findings(&self) -> Vec<WriteUnderLoad> {
         let rps = self.written_server_rps();
         writes_under_load(
             &self.writes,
-            &self.samples,
+            &self.figures,
             LoadTimeline {
                 load_start_us: self.load_start_us,
                 requests_per_second: &rps,
-                threshold_us,
             },
         )
     }
 
-    /// Tells the caller about writes whose figures can no longer change: the second after the
-    /// write is complete (or the run is over).
-    fn notify_final_writes(
-        &mut self,
-        threshold_us: u64,
-        notify: &mut dyn FnMut(LoadNotice<'_>),
-        all: bool,
-    ) {
+    /// Tells the caller about writes whose figures can no longer change: the correlator's are
+    /// final and the second after the write is complete (or the run is over).
+    fn notify_final_writes(&mut self, notify: &mut dyn FnMut(LoadNotice<'_>), all: bool) {
         let complete = self.finals.len() as u64;
         let ready = self.writes[self.writes_notified..]
             .iter()
             .take_while(|w| {
-                all || w.reply_us.saturating_sub(self.load_start_us) / 1_000_000 + 2 <= complete
+                self.figures.contains_key(&w.seq)
+                    && (all
+                        || w.reply_us.saturating_sub(self.load_start_us) / 1_000_000 + 2
+                            <= complete)
             })
             .count();
         if ready == 0 {
             return;
         }
-        let findings = self.findings(threshold_us);
-        let range = self.writes_notified..self.writes_notified + ready;
-        for (record, finding) in self.writes[range.clone()].iter().zip(&findings[range]) {
-            notify(LoadNotice::Write { record, finding });
+        let findings = self.findings();
+        for record in &self.writes[self.writes_notified..self.writes_notified + ready] {
+            if let Some(finding) = findings.iter().find(|f| f.seq == record.seq) {
+                notify(LoadNotice::Write { record, finding });
+            }
         }
         self.writes_notified += ready;
-    }
-
-    /// Keeps only the samples a write can still need: those overlapping a known write, and
-    /// those after the last write's reply (the next write cannot start earlier).
-    fn prune_samples(&mut self) {
-        let horizon = self
-            .writes
-            .iter()
-            .map(|w| w.reply_us)
-            .max()
-            .unwrap_or(self.load_start_us);
-        let windows: Vec<(u64, u64)> = self
-            .writes
-            .iter()
-            .map(|w| (w.start_us, w.reply_us))
-            .collect();
-        self.samples
-            .retain(|s| s.end_us() >= horizon || windows.iter().any(|&(a, b)| s.overlaps(a, b)));
     }
 
     fn timeline(&self) -> Vec<TimelineRow> {
@@ -804,7 +822,7 @@ impl Collector {
             blocks,
             timeline: self.timeline(),
             writes: self.writes.clone(),
-            writes_under_load: self.findings(meta.options.stall_threshold_us),
+            writes_under_load: self.findings(),
             generator,
             warnings,
             problems: self.problems.clone(),
