@@ -123,7 +123,7 @@ pub struct LoadCorrelator {
 impl LoadCorrelator {
     /// A correlator with the run's stall threshold.
     pub fn new(stall_threshold_us: u64) -> LoadCorrelator {
-        let mut correlator = Correlator::new(CorrelateConfig { stall_threshold_us });
+        let mut correlator = Correlator::new(CorrelateConfig::with_threshold(stall_threshold_us));
         // Load mode samples no host memory: no write waits for a reading after it.
         correlator.memory_ended();
         LoadCorrelator {
