@@ -262,10 +262,10 @@ pub fn measure(
             "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
         );
     }
-    // Every key the run may create is in the ledger from the start, so that one written by an
+    // Every key the actor may create is in the ledger from the start, so that one written by an
     // actor that then dies before reporting it is still removed (DEL of a key never made does
-    // nothing).
-    for key in &own_keys {
+    // nothing). The probe key joins it only when GET probes create it.
+    for key in &own_keys[1..] {
         keys.created(key);
     }
     // The actor prepares before the clock starts (the writer generates its value), so it
@@ -280,6 +280,7 @@ pub fn measure(
         None => None,
     };
     if options.probe_cmd == ProbeCmd::Get {
+        keys.created(&probe_config.get_key);
         redis::cmd("SET")
             .arg(&probe_config.get_key)
             .arg(crate::measure::probe::PROBE_VALUE)
