@@ -1,7 +1,9 @@
 //! Watching a server for head-of-line stalls from another program, through holprobe's library:
 //! a run with no writer and a duration is observe mode. The probe threads sample the server on
 //! a fixed schedule; each stall episode is handed to the callback as soon as it is final
-//! ([`holprobe::run::Notice::Stall`]), and the run's report lists them all at the end.
+//! ([`holprobe::run::Notice::Stall`]), with its wall-clock start and, where the server's slow
+//! log tells, the command and client that caused it; the run's report keeps them (the 1,000
+//! longest of a very long run).
 //!
 //! Against the embedded server (no `--url`) the example gives itself something to find: a
 //! helper thread sends `DEBUG SLEEP` every `--inject-every`, and each injected sleep is matched
@@ -26,7 +28,7 @@ use holprobe::output::report::stall_line;
 use holprobe::run::{Notice, RunOptions, run};
 use holprobe::units::parse_duration;
 
-/// Observe a server for a while and print every stall as it comes.
+/// Observe a server for a while and print every stall as it comes, with its cause.
 #[derive(Debug, Parser)]
 #[command(name = "observe")]
 struct Args {
