@@ -95,7 +95,8 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub realtime: bool,
 
-    /// Write probes.csv, writes.csv, stalls.csv, summary.csv and run.json here, as the run goes.
+    /// Write probes.csv, writes.csv, stalls.csv, summary.csv, timeline.csv, probes.hlog and
+    /// run.json here, as the run goes.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 

@@ -330,7 +330,7 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
             });
             let tuned = matches!(spec, TargetSpec::Embedded { .. }) || options.tune_server;
             let settings = format!(
-                "CONFIG SET slowlog-log-slower-than {} and latency-monitor-threshold {} (where higher or off)",
+                "CONFIG SET slowlog-log-slower-than {} (if higher), slowlog-max-len 128 (if lower) and latency-monitor-threshold {} (if higher or off)",
                 options.stall_threshold_us,
                 (options.stall_threshold_us / 1000).max(1)
             );

@@ -24,11 +24,11 @@
 //! A request given up without a reply (a timeout, a broken connection) has no latency, only a
 //! time it was given up at. The correlator counts it in no write's figures, as it counts no
 //! unanswered probe: `requests_in_window`, `worst_latency_us` and `delayed_requests` are over
-//! the answered requests (error replies included). Each write's `lost_requests` counts the
+//! the answered requests (error replies included). Each write's `unanswered_requests` counts the
 //! unanswered ones whose wait, from their start to being given up, met the write's window.
 //! (Before the correlator, the three figures also counted those, with the time until they were
 //! given up as their latency: `requests_in_window` then was today's `requests_in_window +
-//! lost_requests`.)
+//! unanswered_requests`.)
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -91,17 +91,17 @@ pub struct RequestFigures {
     /// How many of them took longer than the stall threshold.
     pub delayed_requests: u64,
     /// Requests given up without a reply whose wait met the window.
-    pub lost_requests: u64,
+    pub unanswered_requests: u64,
 }
 
 impl RequestFigures {
-    fn from_summary(summary: &WriteSummary, lost_requests: u64) -> RequestFigures {
+    fn from_summary(summary: &WriteSummary, unanswered_requests: u64) -> RequestFigures {
         RequestFigures {
             requests_in_window: summary.probes_in_window,
             // The summary holds whole µs as ms: back to µs exactly.
             worst_latency_us: summary.worst_latency_ms.map(|ms| (ms * 1e3).round() as u64),
             delayed_requests: summary.probes_delayed,
-            lost_requests,
+            unanswered_requests,
         }
     }
 }
@@ -218,7 +218,7 @@ pub struct WriteUnderLoad {
     /// The write succeeded.
     pub ok: bool,
     /// Answered load requests of the written server waiting at some moment of the write's
-    /// window (an error reply counts; a request given up does not: see `lost_requests`).
+    /// window (an error reply counts; a request given up does not: see `unanswered_requests`).
     pub requests_in_window: u64,
     /// The worst latency among them, µs (empty: no answered request overlapped).
     pub worst_latency_us: Option<u64>,
@@ -240,7 +240,7 @@ pub struct WriteUnderLoad {
     pub requests_lost: Option<f64>,
     /// Load requests of the written server given up without a reply (a timeout, a broken
     /// connection) that were waiting at some moment of the window: in none of the figures above.
-    pub lost_requests: u64,
+    pub unanswered_requests: u64,
 }
 
 impl WriteUnderLoad {
@@ -320,7 +320,7 @@ pub fn writes_under_load(
                     .filter(|&(around, _)| around > 0.0)
                     .map(|(around, lost)| 100.0 * lost / around),
                 requests_lost: lost.map(|l| l * seconds as f64),
-                lost_requests: figures.lost_requests,
+                unanswered_requests: figures.unanswered_requests,
             }
         })
         .collect()
@@ -344,7 +344,7 @@ pub const WRITES_UNDER_LOAD_COLUMNS: &[&str] = &[
     "rps_around",
     "throughput_lost_pct",
     "requests_lost",
-    "lost_requests",
+    "unanswered_requests",
 ];
 
 #[cfg(test)]
@@ -560,7 +560,11 @@ mod tests {
         assert_eq!(streamed.scanned(), expected);
         assert_eq!(at_once.scanned(), expected);
         // The unanswered ones apart: what the old scan counted on top.
-        let lost: Vec<u64> = streamed.figures.values().map(|f| f.lost_requests).collect();
+        let lost: Vec<u64> = streamed
+            .figures
+            .values()
+            .map(|f| f.unanswered_requests)
+            .collect();
         assert_eq!(lost, [1, 1]);
         assert_eq!(
             lost,
@@ -570,7 +574,7 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         for (new, old) in streamed.figures.values().zip(&old) {
-            assert_eq!(new.requests_in_window + new.lost_requests, old.0);
+            assert_eq!(new.requests_in_window + new.unanswered_requests, old.0);
         }
         assert_eq!(streamed.figures, at_once.figures);
     }
@@ -638,7 +642,7 @@ mod tests {
             let found = streamed(&writes, &samples, step_us);
             prop_assert_eq!(found.figures.len(), writes.len());
             prop_assert_eq!(found.scanned(), scan(&writes, &answered(&samples), THRESHOLD_US));
-            let lost: Vec<u64> = found.figures.values().map(|f| f.lost_requests).collect();
+            let lost: Vec<u64> = found.figures.values().map(|f| f.unanswered_requests).collect();
             let expected_lost: Vec<u64> = scan(&writes, &lost_only(&samples), THRESHOLD_US)
                 .iter()
                 .map(|s| s.0)
@@ -659,7 +663,7 @@ mod tests {
                         requests_in_window: 0,
                         worst_latency_us: None,
                         delayed_requests: 0,
-                        lost_requests: 0,
+                        unanswered_requests: 0,
                     },
                 )
             })
@@ -690,7 +694,7 @@ mod tests {
         assert_eq!(f.requests_in_window, 3);
         assert_eq!(f.worst_latency_us, Some(60_000));
         assert_eq!(f.delayed_requests, 2);
-        assert_eq!(f.lost_requests, 0);
+        assert_eq!(f.unanswered_requests, 0);
         assert_eq!((f.second, f.seconds), (2, 1));
         assert_eq!(f.rps_during, 800.0);
         assert_eq!(f.rps_around, Some(1000.0));

@@ -54,7 +54,7 @@ pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
         || "n/a (no answered request overlapped)".to_string(),
         format_us,
     );
-    let unanswered = match finding.lost_requests {
+    let unanswered = match finding.unanswered_requests {
         0 => String::new(),
         n => format!(", {n} more without a reply"),
     };
@@ -155,14 +155,14 @@ mod tests {
             rps_around: Some(98_000.0),
             throughput_lost_pct: Some(3.06),
             requests_lost: Some(3000.0),
-            lost_requests: 0,
+            unanswered_requests: 0,
         };
         assert_eq!(
             write_line(&finding, 1000),
             "delete     length:  64M  del: 4.1ms  load worst: 4.6ms  delayed: 50 of 120 requests over 1.0ms  throughput: 95000 req/s vs 98000 around: 3.1% lost (second 3)"
         );
         let unanswered = WriteUnderLoad {
-            lost_requests: 3,
+            unanswered_requests: 3,
             ..finding
         };
         assert!(

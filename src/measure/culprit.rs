@@ -254,6 +254,16 @@ pub fn command_label(args: &[Vec<u8>]) -> String {
         return String::new();
     };
     let mut label = render_arg(&name.to_ascii_uppercase(), ARG_CHARS);
+    let shown = shown_args(name, rest);
+    if shown < rest.len() {
+        // A password may be among the rest: never repeat it (older servers log it as sent).
+        for arg in &rest[..shown] {
+            label.push(' ');
+            label.push_str(&render_arg(arg, ARG_CHARS));
+        }
+        label.push_str(" (arguments hidden)");
+        return label;
+    }
     for arg in rest {
         let room = LABEL_CHARS.saturating_sub(label.chars().count() + 1);
         if room < MIN_ARG_CHARS {
@@ -264,6 +274,31 @@ pub fn command_label(args: &[Vec<u8>]) -> String {
         label.push_str(&render_arg(arg, room.min(ARG_CHARS)));
     }
     label
+}
+
+/// How many of a command's arguments may be shown: all of them, except for the commands that
+/// can carry a password (AUTH, HELLO, MIGRATE, ACL, and CONFIG SET of an `*auth*`/`*pass*`
+/// setting), of which only the subcommand or setting name is.
+fn shown_args(name: &[u8], rest: &[Vec<u8>]) -> usize {
+    let is = |word: &[u8]| name.eq_ignore_ascii_case(word);
+    if is(b"AUTH") || is(b"HELLO") || is(b"MIGRATE") {
+        return 0;
+    }
+    if is(b"ACL") {
+        return rest.len().min(1);
+    }
+    if is(b"CONFIG")
+        && rest
+            .first()
+            .is_some_and(|sub| sub.eq_ignore_ascii_case(b"SET"))
+        && rest.iter().skip(1).any(|arg| {
+            let lower = arg.to_ascii_lowercase();
+            lower.windows(4).any(|w| w == b"auth" || w == b"pass")
+        })
+    {
+        return 1;
+    }
+    rest.len()
 }
 
 /// Splits off the server's `... (N more bytes)` mark: the kept bytes and the argument's full
@@ -999,5 +1034,43 @@ mod tests {
             vec![event("command", 2, 51)]
         );
         assert!(latency_changes(&before, &before).is_empty());
+    }
+
+    #[test]
+    fn passwords_in_logged_commands_are_never_shown() {
+        let args = |words: &[&str]| -> Vec<Vec<u8>> {
+            words.iter().map(|w| w.as_bytes().to_vec()).collect()
+        };
+        for (words, label) in [
+            (&["auth", "s3cret"][..], "AUTH (arguments hidden)"),
+            (
+                &["HELLO", "3", "AUTH", "u", "s3cret"],
+                "HELLO (arguments hidden)",
+            ),
+            (
+                &["MIGRATE", "h", "1", "k", "0", "9", "AUTH", "s3cret"],
+                "MIGRATE (arguments hidden)",
+            ),
+            (
+                &["ACL", "SETUSER", "u", ">s3cret"],
+                "ACL SETUSER (arguments hidden)",
+            ),
+            (
+                &["CONFIG", "SET", "requirepass", "s3cret"],
+                "CONFIG SET (arguments hidden)",
+            ),
+            (
+                &["CONFIG", "SET", "masterauth", "s3cret"],
+                "CONFIG SET (arguments hidden)",
+            ),
+        ] {
+            let shown = command_label(&args(words));
+            assert_eq!(shown, label);
+            assert!(!shown.contains("s3cret"));
+        }
+        assert_eq!(
+            command_label(&args(&["CONFIG", "SET", "maxmemory", "1gb"])),
+            "CONFIG SET maxmemory 1gb"
+        );
     }
 }

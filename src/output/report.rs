@@ -211,8 +211,8 @@ pub fn baseline_line(baseline: &Baseline) -> String {
     )
 }
 
-/// One stall, e.g. `12:03:04.123  38.2ms  DEBUG SLEEP 0.05 (10.0.0.5:51234 app-worker)` or
-/// `12:03:04.123  96.1ms  during write 2 (set 64M)`: its wall-clock start (UTC), its length,
+/// One stall, e.g. `12:03:04.123     38.2ms  DEBUG SLEEP 0.05 (10.0.0.5:51234 app-worker)` or
+/// `12:03:04.123     96.1ms  during write 2 (set 64M)`: its wall-clock start (UTC), its length,
 /// and what caused it as far as the server's logs or the run can tell.
 pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
     let mut cause = Vec::new();

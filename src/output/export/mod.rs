@@ -1,10 +1,11 @@
 //! Exports of a run to an `--out` directory, written as the run goes so that a crash, a dead
 //! server or Ctrl-C keeps every result measured so far in valid files:
 //!
-//! - the raw timelines (`probes.csv`, `writes.csv`) are appended in whole rows only
-//!   ([`RowAppender`]): a file cut short still parses;
-//! - the derived files (`stalls.csv`, `summary.csv`, `run.json`) are rewritten after each write
-//!   and at the end, each to a temporary file renamed into place ([`write_atomic`]).
+//! - rows (`probes.csv`, `writes.csv`, and as each becomes final `stalls.csv` and
+//!   `timeline.csv`) are appended in whole rows only ([`RowAppender`]): a file cut short still
+//!   parses; `probes.hlog` likewise in whole lines;
+//! - `summary.csv` and `run.json` are rewritten after each write, every few seconds and at the
+//!   end, each to a temporary file renamed into place ([`write_atomic`]).
 
 mod csv_rows;
 mod run_json;
