@@ -91,14 +91,7 @@ pub fn main_entry() -> i32 {
                 EXIT_OK
             };
             if code == EXIT_USAGE {
-                // One line, like every other usage error: clap's first line, without its
-                // tips and usage block.
-                let rendered = err.render().to_string();
-                let first = rendered
-                    .lines()
-                    .next()
-                    .unwrap_or("error: invalid arguments");
-                eprintln!("{first} (see probe --help)");
+                eprintln!("{}", one_line_usage_error(&err.render().to_string()));
             } else {
                 let _ = err.print();
             }
@@ -131,6 +124,36 @@ pub fn main_entry() -> i32 {
     }
 }
 
+/// clap's error as one line, like every other usage error: its first line, its tip when it has
+/// one (`a similar argument exists: '--writer-sizes'`), and where the help of that (sub)command
+/// is, without the usage block.
+fn one_line_usage_error(rendered: &str) -> String {
+    let first = rendered
+        .lines()
+        .next()
+        .unwrap_or("error: invalid arguments");
+    let tip = rendered
+        .lines()
+        .find_map(|line| line.trim_start().strip_prefix("tip: "));
+    // `Usage: probe load [OPTIONS]` -> `probe load`.
+    let command = rendered
+        .lines()
+        .find_map(|line| line.strip_prefix("Usage: "))
+        .map(|usage| {
+            usage
+                .split_whitespace()
+                .take_while(|word| !word.starts_with(['[', '<', '-']))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|command| !command.is_empty())
+        .unwrap_or_else(|| "probe".to_string());
+    match tip {
+        Some(tip) => format!("{first}; {tip} (see {command} --help)"),
+        None => format!("{first} (see {command} --help)"),
+    }
+}
+
 /// Ctrl-C and SIGTERM ask the run to stop and keep what it measured; a second signal exits at
 /// once.
 fn install_signal_handler(interrupt: Arc<AtomicBool>) {
@@ -139,4 +162,24 @@ fn install_signal_handler(interrupt: Arc<AtomicBool>) {
             std::process::exit(EXIT_INTERRUPTED);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_keep_clap_s_tip_in_one_line() {
+        let err = Cli::try_parse_from(["probe", "--writer-size", "1M"]).unwrap_err();
+        let line = one_line_usage_error(&err.render().to_string());
+        assert_eq!(
+            line,
+            "error: unexpected argument '--writer-size' found; a similar argument exists: '--writer-sizes' (see probe --help)"
+        );
+        let err = Cli::try_parse_from(["probe", "load", "--clientz", "4"]).unwrap_err();
+        let line = one_line_usage_error(&err.render().to_string());
+        assert!(line.contains("'--clients'"), "{line}");
+        assert!(line.ends_with("(see probe load --help)"), "{line}");
+        assert!(!line.contains('\n'));
+    }
 }
