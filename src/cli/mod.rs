@@ -69,8 +69,8 @@ enum Command {
     Calibrate(calibrate_cmd::CalibrateArgs),
     /// Fill holprobe:load:0..N-1 with random values for `probe load`.
     Populate(PopulateArgs),
-    /// Concurrent clients against populated servers: the seed's load benchmark, optionally
-    /// with large writes under load.
+    /// Concurrent clients against populated servers (requests, rps, MB/s and round-trip
+    /// percentiles per server), optionally with large writes under load.
     Load(Box<LoadArgs>),
     /// Remove every key under holprobe:load: (SCAN + UNLINK in batches).
     Clean(CleanArgs),

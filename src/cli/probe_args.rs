@@ -67,7 +67,7 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub overwrite: bool,
 
-    /// Keep every written key until the end (as the seed did; server memory grows with the sum)
+    /// Keep every written key until the end (server memory grows with the sum of the sizes)
     /// instead of deleting each after its gap. Deletions are measured either way.
     #[arg(long)]
     pub keep: bool,

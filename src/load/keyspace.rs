@@ -379,7 +379,7 @@ pub fn default_keys(room: &MemoryRoom, per_key: u64) -> (u64, String) {
     };
     let keys = round_down_2sig(raw.clamp(1_000, SEED_KEYS));
     if raw >= SEED_KEYS {
-        why = format!("the seed's 10M keys ({why} would hold more)");
+        why = format!("at most 10M keys ({why} would hold more)");
     }
     (keys, format!("{why}, at about {per_key} bytes per key"))
 }

@@ -337,12 +337,12 @@ impl Target {
         }
         if let Some(save) = self.server.save.as_deref().filter(|s| !s.trim().is_empty()) {
             warnings.push(format!(
-                "the server has RDB snapshots on (save \"{save}\"): a snapshot during the run forks and copies pages, which distorts the numbers; the seed procedure disabled persistence"
+                "the server has RDB snapshots on (save \"{save}\"): a snapshot during the run forks and copies pages, which distorts the numbers; measure with persistence off (CONFIG SET save \"\")"
             ));
         }
         if self.server.appendonly.as_deref() == Some("yes") {
             warnings.push(
-                "the server has appendonly yes: each large value is also appended to the AOF, which distorts the numbers; the seed procedure disabled persistence".into(),
+                "the server has appendonly yes: each large value is also appended to the AOF, which distorts the numbers; measure with appendonly no".into(),
             );
         }
         warnings
