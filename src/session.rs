@@ -436,18 +436,12 @@ pub fn measure(
     let mut export_error: Option<anyhow::Error> = None;
     loop {
         match rx.recv_timeout(SETTLE_EVERY) {
-            Ok(event) => match state.take(event, &mut out, &mut keys) {
-                Ok(Some((end_status, reason))) => {
-                    status = end_status;
-                    status_reason = reason;
+            Ok(event) => {
+                let step = state.take(event, &mut out, &mut keys);
+                if ends_loop(step, &mut status, &mut status_reason, &mut export_error) {
                     break;
                 }
-                Ok(None) => {}
-                Err(err) => {
-                    export_error = Some(err);
-                    break;
-                }
-            },
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
@@ -524,17 +518,8 @@ pub fn measure(
                     }
                     Ok(None)
                 });
-            match settled {
-                Ok(Some((end_status, reason))) => {
-                    status = end_status;
-                    status_reason = reason;
-                    break;
-                }
-                Ok(None) => {}
-                Err(err) => {
-                    export_error = Some(err);
-                    break;
-                }
+            if ends_loop(settled, &mut status, &mut status_reason, &mut export_error) {
+                break;
             }
         }
     }
@@ -691,6 +676,28 @@ pub fn measure(
         started_unix_us: clock.unix_start_us(),
         server_settings,
     })
+}
+
+/// Files what one step of the collector loop says (an event taken, a settle): true when it
+/// ends the loop, with its end in `status` and `status_reason`, or its export error kept.
+fn ends_loop(
+    step: Result<Option<EndOfRun>>,
+    status: &mut RunStatus,
+    status_reason: &mut Option<String>,
+    export_error: &mut Option<anyhow::Error>,
+) -> bool {
+    match step {
+        Ok(Some((end_status, reason))) => {
+            *status = end_status;
+            *status_reason = reason;
+            true
+        }
+        Ok(None) => false,
+        Err(err) => {
+            *export_error = Some(err);
+            true
+        }
+    }
 }
 
 /// The keys a run created and has not deleted: removed at the end while the server is
