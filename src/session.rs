@@ -37,12 +37,15 @@ use crate::analyze::correlate::{Interval, WriteSummary};
 use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::{RunClock, wall_time};
 use crate::measure::culprit::{
-    Culprit, POLL_EVERY, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan, name_stall,
+    Culprit, LoopWindow, POLL_EVERY, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan,
+    eventloop_label, name_stall,
 };
 use crate::measure::event::Event;
 use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
 use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
-use crate::measure::serverview::{LatencyEvent, ServerTuning, ViewSetup, settings_for_observing};
+use crate::measure::serverview::{
+    LatencyEvent, ServerTuning, ViewSetup, Want, settings_for_observing,
+};
 use crate::measure::target::Target;
 pub use crate::options::{ProbesExport, RunOptions};
 use crate::output::export::{
@@ -211,63 +214,38 @@ pub fn measure(
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
-    let run_id = new_run_id();
-    let key_prefix = run_key_prefix(&run_id);
-    let mut warnings = Vec::new();
     let mut control = target.conn.redis_connection()?;
-
-    // The server's settings for its own view; the guard restores them on every way out.
-    let mut tuning = match &actor {
-        Some(actor) => ServerTuning::apply(
-            &target.conn,
-            &actor.server_settings(),
-            target.server.embedded || options.tune_server,
-        ),
-        None => ServerTuning::apply(
-            &target.conn,
-            &settings_for_observing(options.stall_threshold_us),
-            target.server.embedded || options.tune_server,
-        ),
-    };
-    warnings.append(&mut tuning.notes);
+    let probe_get_key = |key_prefix: &str| format!("{key_prefix}probe");
+    // The server's settings for its own view (the guard restores them on every way out), and
+    // every key the run may create, checked free and in the ledger from the start.
+    let mut scope = RunScope::open(
+        target,
+        &match &actor {
+            Some(actor) => actor.server_settings(),
+            None => settings_for_observing(options.stall_threshold_us),
+        },
+        target.server.embedded || options.tune_server,
+        |key_prefix| {
+            let mut keys = actor.as_ref().map_or(Vec::new(), |a| a.keys(key_prefix));
+            keys.push(probe_get_key(key_prefix));
+            keys
+        },
+    )?;
+    let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
+    let mut warnings = std::mem::take(&mut scope.warnings);
     let view = ViewSetup {
         reset_stats: target.server.embedded,
-        reset_latency: target.server.embedded || tuning.latency_monitor_turned_on(),
+        reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
     };
-    let server_settings: Vec<String> = tuning
-        .changed()
-        .iter()
-        .map(|c| format!("{} {} -> {}", c.name, c.old, c.new))
-        .collect();
+    let server_settings = scope.server_settings();
 
     let probe_config = ProbeConfig {
         threads: options.probe_threads,
         rate_per_thread: options.probe_rate,
         cmd: options.probe_cmd,
-        get_key: format!("{key_prefix}probe"),
+        get_key: probe_get_key(&key_prefix),
         realtime: options.realtime,
     };
-    let mut keys = KeyLedger::default();
-    // The prefix is new by construction; still, never touch a key that is already there.
-    let mut own_keys = vec![probe_config.get_key.clone()];
-    if let Some(actor) = &actor {
-        own_keys.extend(actor.keys(&key_prefix));
-    }
-    let existing: i64 = redis::cmd("EXISTS")
-        .arg(&own_keys)
-        .query(&mut control)
-        .context("checking that the run's keys are free")?;
-    if existing > 0 {
-        anyhow::bail!(
-            "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
-        );
-    }
-    // Every key the actor may create is in the ledger from the start, so that one written by an
-    // actor that then dies before reporting it is still removed (DEL of a key never made does
-    // nothing). The probe key joins it only when GET probes create it.
-    for key in &own_keys[1..] {
-        keys.created(key);
-    }
     // The actor prepares before the clock starts (the writer generates its value), so it
     // disturbs nothing measured.
     if let Some(actor) = actor.as_mut() {
@@ -280,7 +258,6 @@ pub fn measure(
         None => None,
     };
     if options.probe_cmd == ProbeCmd::Get {
-        keys.created(&probe_config.get_key);
         redis::cmd("SET")
             .arg(&probe_config.get_key)
             .arg(crate::measure::probe::PROBE_VALUE)
@@ -292,7 +269,7 @@ pub fn measure(
     if let Some(out) = out.as_mut()
         && let Err(err) = out.start_hlog(clock.unix_start_us())
     {
-        keys.remove_all(target, &key_prefix, &mut warnings);
+        scope.remove_keys(target, &mut warnings);
         return Err(err);
     }
     // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
@@ -310,7 +287,7 @@ pub fn measure(
     ) {
         Ok(handles) => threads.probes = handles,
         Err(err) => {
-            keys.remove_all(target, &key_prefix, &mut warnings);
+            scope.remove_keys(target, &mut warnings);
             return Err(err);
         }
     }
@@ -339,16 +316,25 @@ pub fn measure(
             Ok(handle) => threads.actor = Some(handle),
             Err(err) => {
                 threads.stop_all();
-                keys.remove_all(target, &key_prefix, &mut warnings);
+                scope.remove_keys(target, &mut warnings);
                 return Err(err);
             }
         }
     }
     // The server's slow log names the stalls, unless it logs every command (the writer's view
     // of each write needs that; its stalls are named by their write instead).
-    let log_threshold = tuning.effective("slowlog-log-slower-than");
+    let log_threshold = scope.tuning.effective("slowlog-log-slower-than");
     let naming = if log_threshold.is_none_or(|t| t != 0) {
         match ServerLogPoller::connect(&target.conn)
+            .map(|poller| {
+                // The event loop's longest cycle per poll, exact on the run's own server when
+                // no actor reads the counters a reset clears.
+                if target.server.embedded && !has_actor {
+                    poller.resetting_stats()
+                } else {
+                    poller
+                }
+            })
             .and_then(|poller| spawn_poller(poller, tx.clone(), Arc::clone(&threads.poller_stop)))
         {
             Ok(handle) => {
@@ -437,7 +423,7 @@ pub fn measure(
     loop {
         match rx.recv_timeout(SETTLE_EVERY) {
             Ok(event) => {
-                let step = state.take(event, &mut out, &mut keys);
+                let step = state.take(event, &mut out, &mut scope.keys);
                 if ends_loop(step, &mut status, &mut status_reason, &mut export_error) {
                     break;
                 }
@@ -495,7 +481,7 @@ pub fn measure(
         if last_settle.elapsed() >= SETTLE_EVERY {
             last_settle = Instant::now();
             let settled = state
-                .settle(&threads, clock, &rx, &mut out, &mut keys, notify)
+                .settle(&threads, clock, &rx, &mut out, &mut scope.keys, notify)
                 .and_then(|end| {
                     if let Some(end) = end {
                         return Ok(Some(end));
@@ -553,7 +539,7 @@ pub fn measure(
                     event,
                     &mut state,
                     &mut out,
-                    &mut keys,
+                    &mut scope.keys,
                     &mut status,
                     &mut status_reason,
                 );
@@ -567,7 +553,7 @@ pub fn measure(
             event,
             &mut state,
             &mut out,
-            &mut keys,
+            &mut scope.keys,
             &mut status,
             &mut status_reason,
         );
@@ -584,7 +570,7 @@ pub fn measure(
             );
         }
     }
-    keys.remove_all(target, &key_prefix, &mut warnings);
+    scope.remove_keys(target, &mut warnings);
 
     // Every thread is stopped and the keys are gone: now an export error may end the run (the
     // settings guard restores the server's settings as it drops).
@@ -620,12 +606,7 @@ pub fn measure(
     }
     state.analysis.baseline = state.correlator.baseline();
     state.analysis.summarize_writes();
-    if let Err(err) = tuning.restore() {
-        warnings.push(format!(
-            "could not restore the server's settings ({}): {err:#}",
-            server_settings.join(", ")
-        ));
-    }
+    scope.restore_settings(&mut warnings);
     let shared = &threads.probes_shared;
     let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
     if options.realtime && realtime_threads < u32::from(options.probe_threads) {
@@ -696,6 +677,89 @@ fn ends_loop(
         Err(err) => {
             *export_error = Some(err);
             true
+        }
+    }
+}
+
+/// What a run holds from its first contact with the server to its last, for every command
+/// (the probe session here, load mode too): its id and key prefix, the guard of the server
+/// settings it changed, and the ledger of the keys it may create.
+pub(crate) struct RunScope {
+    /// The run's id.
+    pub run_id: String,
+    /// `holprobe:<run_id>:`, the prefix of every key the run creates.
+    pub key_prefix: String,
+    /// The run's keys still on the server.
+    pub keys: KeyLedger,
+    /// The settings changed for the run, restored on every way out.
+    pub tuning: ServerTuning,
+    /// What opening the scope had to say (settings changed or left alone).
+    pub warnings: Vec<String>,
+}
+
+impl RunScope {
+    /// A new run id; the server's settings tuned toward `wants` (changed only when `may_tune`);
+    /// then every key `own_keys` names under the new prefix checked free (the prefix is new by
+    /// construction: still, the run never touches a key that is already there) and put in the
+    /// ledger from the start, so that one written by a thread that dies before reporting it is
+    /// still removed (DEL of a key never made does nothing).
+    pub fn open(
+        target: &Target,
+        wants: &[(&str, Want)],
+        may_tune: bool,
+        own_keys: impl FnOnce(&str) -> Vec<String>,
+    ) -> Result<RunScope> {
+        let run_id = new_run_id();
+        let key_prefix = run_key_prefix(&run_id);
+        let mut tuning = ServerTuning::apply(&target.conn, wants, may_tune);
+        let warnings = std::mem::take(&mut tuning.notes);
+        let own_keys = own_keys(&key_prefix);
+        let mut keys = KeyLedger::default();
+        if !own_keys.is_empty() {
+            let mut control = target.conn.redis_connection()?;
+            let existing: i64 = redis::cmd("EXISTS")
+                .arg(&own_keys)
+                .query(&mut control)
+                .context("checking that the run's keys are free")?;
+            anyhow::ensure!(
+                existing == 0,
+                "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
+            );
+            for key in &own_keys {
+                keys.created(key);
+            }
+        }
+        Ok(RunScope {
+            run_id,
+            key_prefix,
+            keys,
+            tuning,
+            warnings,
+        })
+    }
+
+    /// The settings changed, as `name old -> new`.
+    pub fn server_settings(&self) -> Vec<String> {
+        self.tuning
+            .changed()
+            .iter()
+            .map(|c| format!("{} {} -> {}", c.name, c.old, c.new))
+            .collect()
+    }
+
+    /// Removes the run's keys left on the server (see [`KeyLedger::remove_all`]).
+    pub fn remove_keys(&mut self, target: &Target, warnings: &mut Vec<String>) {
+        self.keys.remove_all(target, &self.key_prefix, warnings);
+    }
+
+    /// Puts the changed settings back; a failure is a warning.
+    pub fn restore_settings(&mut self, warnings: &mut Vec<String>) {
+        let settings = self.server_settings();
+        if let Err(err) = self.tuning.restore() {
+            warnings.push(format!(
+                "could not restore the server's settings ({}): {err:#}",
+                settings.join(", ")
+            ));
         }
     }
 }
@@ -906,6 +970,8 @@ pub fn spawn_poller(
 struct Namer {
     entries: std::collections::VecDeque<ServerCommandEntry>,
     events: Vec<LatencyEvent>,
+    /// The event loop's longest cycle, poll window by poll window.
+    loop_windows: std::collections::VecDeque<LoopWindow>,
     /// Every command that ended before this (Unix µs) has been read.
     read_through_unix_us: i64,
     waiting: std::collections::VecDeque<Stall>,
@@ -927,6 +993,15 @@ impl Namer {
             self.events.push(event);
         }
         if batch.polled_unix_us > 0 {
+            if let Some(max_us) = batch.poll.eventloop_max_us
+                && self.read_through_unix_us > 0
+            {
+                self.loop_windows.push_back(LoopWindow {
+                    start_unix_us: self.read_through_unix_us,
+                    end_unix_us: batch.polled_unix_us,
+                    max_us,
+                });
+            }
             self.read_through_unix_us = batch.polled_unix_us;
         }
         let horizon_s = self.read_through_unix_us / 1_000_000 - NAMER_KEEPS_S;
@@ -938,6 +1013,13 @@ impl Namer {
             self.entries.pop_front();
         }
         self.events.retain(|e| e.at_unix_s >= horizon_s);
+        while self
+            .loop_windows
+            .front()
+            .is_some_and(|w| w.end_unix_us < horizon_s.saturating_mul(1_000_000))
+        {
+            self.loop_windows.pop_front();
+        }
     }
 
     /// The stalls whose end the logs have covered (all of them when `all`), named.
@@ -963,7 +1045,13 @@ impl Namer {
             } = name_stall(span, self.entries.make_contiguous(), &self.events);
             stall.server_command = server_command;
             stall.server_client = server_client;
-            stall.server_event = server_event;
+            let event_loop = eventloop_label(span, self.loop_windows.make_contiguous());
+            // `latency command 80ms, expire-cycle 12ms; event loop max 80.2ms`
+            let events = server_event.map(|events| format!("latency {events}"));
+            stall.server_event = match (events, event_loop) {
+                (Some(events), Some(event_loop)) => Some(format!("{events}; {event_loop}")),
+                (events, event_loop) => events.or(event_loop),
+            };
             out.push(stall);
         }
         out

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::TestServer;
 use holprobe::measure::culprit::{
-    CommandLogSource, ServerCommandEntry, ServerLogPoller, WallSpan, name_stall,
+    CommandLogSource, LoopWindow, ServerCommandEntry, ServerLogPoller, WallSpan, eventloop_label,
+    name_stall,
 };
 use holprobe::measure::serverview::LatencyEvent;
 use holprobe::measure::target::ConnInfo;
@@ -343,4 +344,68 @@ fn a_server_that_refuses_the_logs_keeps_the_poller_quiet() {
     assert!(poller.poll().unwrap().entries.is_empty());
     std::thread::sleep(Duration::from_millis(10));
     assert!(poller.take_notes().is_empty());
+}
+
+/// The event loop's longest cycle per poll (INFO DEBUG, Valkey and Redis 7.2+): with resets
+/// after each reading, a poll's figure is the longest cycle since the previous poll, so the
+/// 50 ms DEBUG SLEEP shows in the poll after it and not in the next one; the stall it made is
+/// labelled with it, and a stall the server had no part in gets the short cycle that says so.
+#[test]
+fn valkey_9_event_loop_worst_is_read_per_poll_and_labels_the_stall() {
+    let Some(bin) = common::server("valkey-9.1") else {
+        return;
+    };
+    let server = TestServer::start_bin(Some(&bin), &[]);
+    let conn = ConnInfo::loopback(server.port());
+    let mut poller = ServerLogPoller::connect(&conn)
+        .expect("the poller connects")
+        .resetting_stats();
+    let mut app = server.conn();
+    let before = unix_us(SystemTime::now());
+    let first = poller.poll().expect("a poll");
+    let sleep = timed(&mut app, redis::cmd("DEBUG").arg("SLEEP").arg("0.05"));
+    let after_sleep = unix_us(SystemTime::now());
+    let second = poller.poll().expect("a poll");
+    std::thread::sleep(Duration::from_millis(100));
+    let after_quiet = unix_us(SystemTime::now());
+    let third = poller.poll().expect("a poll");
+    let slept = second
+        .eventloop_max_us
+        .expect("Valkey reports the event loop");
+    assert!((50_000..200_000).contains(&slept), "{slept} µs");
+    for quiet in [first.eventloop_max_us, third.eventloop_max_us] {
+        let quiet = quiet.expect("each poll has a figure");
+        assert!(quiet < 20_000, "a quiet poll window had a {quiet} µs cycle");
+    }
+    let windows = [
+        LoopWindow {
+            start_unix_us: before,
+            end_unix_us: after_sleep,
+            max_us: slept,
+        },
+        LoopWindow {
+            start_unix_us: after_sleep,
+            end_unix_us: after_quiet,
+            max_us: third.eventloop_max_us.unwrap(),
+        },
+    ];
+    let label = eventloop_label(sleep, &windows).expect("the sleep's stall is labelled");
+    assert!(label.starts_with("event loop max 5"), "{label}");
+    // A 30 ms silence in the quiet window: the server's loop was short all along.
+    let host_stall = WallSpan {
+        start_unix_us: after_sleep + 40_000,
+        end_unix_us: after_sleep + 70_000,
+    };
+    let label = eventloop_label(host_stall, &windows[1..]).expect("labelled");
+    assert!(label.starts_with("event loop max 0."), "{label}");
+}
+
+/// Redis 7.0 does not report the event loop's cycles: the poll says nothing of it.
+#[test]
+fn redis_7_0_has_no_event_loop_figure() {
+    let server = TestServer::start(&[]);
+    let mut poller = ServerLogPoller::connect(&ConnInfo::loopback(server.port()))
+        .expect("the poller connects")
+        .resetting_stats();
+    assert_eq!(poller.poll().expect("a poll").eventloop_max_us, None);
 }

@@ -669,3 +669,65 @@ fn probes_unanswered_at_the_end_are_failed_rows() {
         unanswered.len() as u64
     );
 }
+
+/// Load mode stops as the probe session does: at Ctrl-C the write under way is finished and
+/// recorded while the load clients go on, so the load covers every write to its end. The write
+/// is held under way by pausing the server's writes (GETs go on) across the Ctrl-C.
+#[test]
+fn a_write_under_way_at_ctrl_c_is_covered_by_the_load_to_its_end() {
+    let server = TestServer::start(&[]);
+    probe_cmd()
+        .args(["populate", "--url", &server.url(), "--keys", "1000"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    let dir = tempfile::tempdir().unwrap();
+    let mut control = server.conn();
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(3000)
+        .arg("WRITE")
+        .query::<()>(&mut control)
+        .unwrap();
+    let paused_at = Instant::now();
+    let mut child = Command::new(probe_bin())
+        .args(["load", "--url", &server.url(), "--clients", "2"])
+        .args(["--writer-sizes", "1M", "--gap", "1s"])
+        .arg("--out")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    signal(child.id(), libc::SIGINT);
+    let status = wait_within(&mut child, Duration::from_secs(30));
+    assert!(paused_at.elapsed() >= Duration::from_secs(3));
+    assert_eq!(status.code(), Some(130));
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "interrupted");
+    let load_end_us =
+        run["load_start_us"].as_u64().unwrap() + (run["runtime_s"].as_f64().unwrap() * 1e6) as u64;
+    let writes = run["writes"].as_array().unwrap();
+    // The SET, held by the pause past the Ctrl-C, then finished (the plan's DELETE is not made).
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0]["ok"], true, "{writes:?}");
+    let reply = writes[0]["reply_us"].as_u64().unwrap();
+    assert!(
+        reply <= load_end_us,
+        "the write ended at {reply} µs, after the load stopped ({load_end_us} µs)"
+    );
+    // The load went on through it: its requests are counted.
+    let under_load = &run["writes_under_load"][0];
+    assert!(
+        under_load["requests_in_window"].as_u64().unwrap() > 0,
+        "{under_load}"
+    );
+    // The key the writer made is gone.
+    assert!(
+        server
+            .keys("holprobe:*")
+            .iter()
+            .all(|k| k.starts_with("holprobe:load:"))
+    );
+}

@@ -55,7 +55,9 @@ pub struct Stall {
     /// The client that sent `server_command`: its address, and its name when it set one.
     #[serde(default)]
     pub server_client: Option<String>,
-    /// LATENCY LATEST events the server recorded in the stall's seconds, e.g. `command 51ms`.
+    /// LATENCY LATEST events the server recorded in the stall's seconds, then the event loop's
+    /// longest cycle in the poll windows it falls in, e.g. `latency command 51ms; event loop
+    /// max 50.3ms`.
     #[serde(default)]
     pub server_event: Option<String>,
 }

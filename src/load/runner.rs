@@ -27,16 +27,16 @@ use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
 use super::stats::{LoadBlock, SecondAgg, TIMELINE_COLUMNS, TimelineRow, new_histogram};
 use crate::analyze::correlate::Horizon;
 use crate::measure::actor::WriteMark;
+use crate::measure::actor::{Actor, ActorContext};
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::serverview::ViewSetup;
 use crate::measure::target::{ServerFacts, Target};
-use crate::measure::writer::{WriterChecks, WriterPlan, random_value, spawn_writer};
+use crate::measure::writer::{WriterActor, WriterPlan};
 use crate::output::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
 use crate::record::WriteRecord;
 use crate::session::{
-    EndOfRun, KeyLedger, actor_end, duration_before_plan, interrupted_by_signal, new_run_id,
-    run_key_prefix,
+    EndOfRun, KeyLedger, RunScope, actor_end, duration_before_plan, interrupted_by_signal,
 };
 use crate::units::option_duration_ms;
 
@@ -220,8 +220,18 @@ pub fn run_load(
     notify: &mut dyn FnMut(LoadNotice<'_>),
 ) -> Result<LoadReport> {
     anyhow::ensure!(!servers.is_empty(), "a load needs at least one server");
-    let run_id = new_run_id();
-    let key_prefix = run_key_prefix(&run_id);
+    // The writer is the same actor as the main job's; under load it changes no server setting
+    // and resets no counter (it only reads the server's view), and it refuses a value that
+    // would not fit, as in the main job.
+    let mut actor: Option<Box<dyn Actor>> = options.writer.clone().map(|mut plan| {
+        plan.seed = options.seed;
+        Box::new(WriterActor::new(plan, false)) as Box<dyn Actor>
+    });
+    let written = servers[0].target;
+    let mut scope = RunScope::open(written, &[], false, |key_prefix| {
+        actor.as_ref().map_or(Vec::new(), |a| a.keys(key_prefix))
+    })?;
+    let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
     let local = servers.iter().filter(|s| s.target.server.local).count();
     let threads = options
         .threads
@@ -260,16 +270,11 @@ pub fn run_load(
         seed: options.seed,
         naming: KeyNaming::load(),
     });
-    let writer_plan = options.writer.clone().map(|mut plan| {
-        plan.key_prefix = key_prefix.clone();
-        plan.seed = options.seed;
-        plan
-    });
-    // Generated before the clock starts, so it disturbs nothing measured.
-    let value = Arc::new(match &writer_plan {
-        Some(plan) => random_value(plan.max_size(), options.seed),
-        None => Vec::new(),
-    });
+    let has_writer = actor.is_some();
+    // The writer's value is generated before the clock starts, so it disturbs nothing measured.
+    if let Some(actor) = actor.as_mut() {
+        actor.prepare(&key_prefix)?;
+    }
     let host = HostInfo::read();
     let clock = RunClock::start();
     let (tx, rx) = bounded::<EngineMsg>(4096);
@@ -283,7 +288,8 @@ pub fn run_load(
         Arc::clone(&control),
         tx,
     )?;
-    if let Some(duration) = options.duration {
+    // With a writer the loop below ends the load, after the write under way (see the stop).
+    if let Some(duration) = options.duration.filter(|_| !has_writer) {
         control.stop_at_us.fetch_min(
             load_start_us + duration.as_micros() as u64,
             Ordering::SeqCst,
@@ -291,25 +297,18 @@ pub fn run_load(
     }
     let writer_stop = Arc::new(AtomicBool::new(false));
     let write_mark = Arc::new(WriteMark::default());
-    let (writer_handle, writer_rx): (_, Receiver<Event>) = match writer_plan.clone() {
-        Some(plan) => {
+    let (writer_handle, writer_rx): (_, Receiver<Event>) = match actor.take() {
+        Some(actor) => {
             let (wtx, wrx) = bounded::<Event>(1024);
-            match spawn_writer(
-                plan,
-                Arc::clone(&value),
-                &servers[0].target.conn,
+            match actor.spawn(ActorContext {
+                conn: written.conn.clone(),
                 clock,
-                wtx,
-                Arc::clone(&writer_stop),
-                Arc::clone(&write_mark),
-                // No CONFIG RESETSTAT / LATENCY RESET under load: the writer only reads the
-                // server's view; it refuses a value that would not fit, as in the main job.
-                WriterChecks {
-                    view: ViewSetup::default(),
-                    server_local: servers[0].target.server.local,
-                    force_memory: false,
-                },
-            ) {
+                events: wtx,
+                stop: Arc::clone(&writer_stop),
+                mark: Arc::clone(&write_mark),
+                view: ViewSetup::default(),
+                server_local: written.server.local,
+            }) {
                 Ok(handle) => (Some(handle), wrx),
                 Err(err) => {
                     control.stop_at_us.store(0, Ordering::SeqCst);
@@ -327,18 +326,24 @@ pub fn run_load(
         threads,
     });
 
-    let requests = writer_plan
-        .is_some()
-        .then(|| LoadCorrelator::new(options.stall_threshold_us));
+    let requests = has_writer.then(|| LoadCorrelator::new(options.stall_threshold_us));
     let mut state = Collector::new(threads, labels.clone(), load_start_us, requests);
-    let mut keys = KeyLedger::default();
+    // run.json stores the options as the run used them (the writer with its real key prefix).
+    let effective_options = LoadOptions {
+        writer: options.writer.clone().map(|mut plan| {
+            plan.key_prefix = key_prefix.clone();
+            plan.seed = options.seed;
+            plan
+        }),
+        ..options.clone()
+    };
     let meta = Meta {
         run_id: &run_id,
         key_prefix: &key_prefix,
         clock,
         servers,
         host: &host,
-        options,
+        options: &effective_options,
         threads,
         load_start_us,
     };
@@ -348,8 +353,10 @@ pub fn run_load(
     let mut status_reason: Option<String> = None;
     let mut last_tick = Instant::now();
     let mut last_checkpoint = Instant::now();
-    let mut interrupted = false;
     let mut export_error: Option<anyhow::Error> = None;
+    let deadline_us = options
+        .duration
+        .map(|d| load_start_us + d.as_micros() as u64);
     let stop_now = |control: &Control, clock: &RunClock| {
         control
             .stop_at_us
@@ -362,36 +369,36 @@ pub fn run_load(
                 Err(_) => break,
             },
             recv(writer_rx) -> event => match event {
-                Ok(event) => state.take_writer(event, &mut keys),
+                Ok(event) => state.take_writer(event, &mut scope.keys),
                 Err(_) => writer_rx = never(),
             },
             default(Duration::from_millis(50)) => {}
         }
-        if interrupt.load(Ordering::Relaxed) && !interrupted {
-            interrupted = true;
-            stop_now(&control, &clock);
-            writer_stop.store(true, Ordering::Relaxed);
-            if status == RunStatus::Complete {
-                (status, status_reason) = interrupted_by_signal();
-            }
+        if interrupt.load(Ordering::Relaxed) {
+            (status, status_reason) = interrupted_by_signal();
+            break;
         }
-        if let Some((RunStatus::Failed, reason)) = &state.writer_end
-            && status != RunStatus::Failed
-        {
-            stop_now(&control, &clock);
+        if let Some((RunStatus::Failed, reason)) = &state.writer_end {
             (status, status_reason) = (RunStatus::Failed, reason.clone());
+            break;
         }
         let writer_done = state.writer_end.is_some();
-        if writer_done && options.duration.is_none() {
-            stop_now(&control, &clock);
-        }
-        if writer_plan.is_some()
-            && !writer_done
-            && clock.now_us() >= control.stop_at_us.load(Ordering::SeqCst)
-        {
-            writer_stop.store(true, Ordering::Relaxed);
-            if status == RunStatus::Complete {
-                (status, status_reason) = duration_before_plan();
+        if has_writer {
+            // Without --duration the load lasts as long as the writer's plan.
+            if writer_done && deadline_us.is_none() {
+                break;
+            }
+            if let Some(deadline) = deadline_us
+                && clock.now_us() >= deadline
+            {
+                if !writer_done {
+                    (status, status_reason) = duration_before_plan();
+                }
+                break;
+            }
+            // Its thread ended without its last word: it died (filed after the stop).
+            if writer_handle.as_ref().is_some_and(|h| h.is_finished()) && !writer_done {
+                break;
             }
         }
         if last_tick.elapsed() >= Duration::from_millis(200) {
@@ -403,7 +410,7 @@ pub fn run_load(
             // The mark before the channel: a write it no longer marks is in the channel.
             let writes_from_us = write_mark.writes_from(clock);
             while let Ok(event) = writer_rx.try_recv() {
-                state.take_writer(event, &mut keys);
+                state.take_writer(event, &mut scope.keys);
             }
             state.settle(writes_from_us);
             state.notify_final_writes(notify, false);
@@ -422,39 +429,73 @@ pub fn run_load(
         }
     }
 
-    // Stop everything and keep every record still in flight.
-    stop_now(&control, &clock);
+    // Stop everything and keep every record still in flight. The writer first: a write under
+    // way (Ctrl-C, the end of --duration) is finished and recorded while the load goes on, so
+    // what the load clients saw covers all of it; then the generator threads.
     writer_stop.store(true, Ordering::Relaxed);
+    if let Some(handle) = writer_handle {
+        while !handle.is_finished() {
+            select! {
+                recv(rx) -> msg => if let Ok(msg) = msg { state.take(msg, notify) },
+                recv(writer_rx) -> event => match event {
+                    Ok(event) => state.take_writer(event, &mut scope.keys),
+                    Err(_) => writer_rx = never(),
+                },
+                default(Duration::from_millis(20)) => {}
+            }
+        }
+        let _ = handle.join();
+    }
+    stop_now(&control, &clock);
     for handle in handles {
         let _ = handle.join();
     }
     while let Ok(msg) = rx.try_recv() {
         state.take(msg, notify);
     }
-    if let Some(handle) = writer_handle {
-        let _ = handle.join();
-    }
     while let Ok(event) = writer_rx.try_recv() {
-        state.take_writer(event, &mut keys);
+        state.take_writer(event, &mut scope.keys);
     }
-    if let Some((RunStatus::Failed, reason)) = &state.writer_end
-        && status == RunStatus::Complete
-    {
-        (status, status_reason) = (RunStatus::Failed, reason.clone());
+    if status == RunStatus::Complete {
+        match &state.writer_end {
+            Some((RunStatus::Failed, reason)) => {
+                (status, status_reason) = (RunStatus::Failed, reason.clone());
+            }
+            None if has_writer => {
+                // Its thread is gone and it never said done or failed: it died (a panic).
+                status = RunStatus::Failed;
+                status_reason = Some(
+                    "the writer thread stopped without finishing its plan (a bug in holprobe: please report it)".into(),
+                );
+            }
+            _ => {}
+        }
     }
-    let mut warnings = Vec::new();
-    keys.remove_all(servers[0].target, &key_prefix, &mut warnings);
+    let mut warnings = std::mem::take(&mut scope.warnings);
+    scope.remove_keys(written, &mut warnings);
+    scope.restore_settings(&mut warnings);
     let runtime_us = control
         .stop_at_us
         .load(Ordering::SeqCst)
         .saturating_sub(load_start_us);
-    if let Some(err) = export_error {
-        return Err(err);
-    }
     state.full_seconds = Some((runtime_us / 1_000_000) as usize);
     state.finalize(true);
     state.finish_requests();
     state.notify_final_writes(notify, true);
+    if let Some(err) = export_error {
+        // Every thread is stopped and the keys are gone: what is in memory goes to the files
+        // that can take it, with run.json `failed` (best effort: the disk may be full), and
+        // then the error ends the run.
+        let reason = format!(
+            "could not write the exports: {}",
+            crate::error::one_line(&err)
+        );
+        let report = state.report(&meta, RunStatus::Failed, Some(reason), warnings, runtime_us);
+        if let Some(out) = out.as_mut() {
+            let _ = out.write(&meta, &report);
+        }
+        return Err(err);
+    }
     let report = state.report(&meta, status, status_reason, warnings, runtime_us);
     if let Some(out) = out.as_mut() {
         out.write(&meta, &report)?;

@@ -66,8 +66,11 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::measure::resp::{RawConn, Reply};
-use crate::measure::serverview::{LatencyEvent, LogEntry, parse_latency_latest, parse_log_entries};
+use crate::measure::serverview::{
+    LatencyEvent, LogEntry, eventloop_max_during, parse_latency_latest, parse_log_entries,
+};
 use crate::measure::target::ConnInfo;
+use crate::measure::target::info_field;
 use crate::units::format_size;
 
 /// A stall's interval on the wall clock (unix time), to match against the server's own stamps.
@@ -221,6 +224,37 @@ fn event_label(stall: WallSpan, events: &[LatencyEvent]) -> Option<String> {
         .map(|event| format!("{} {}ms", printable(event.name.as_bytes()), event.latest_ms))
         .collect();
     Some(parts.join(", "))
+}
+
+/// One poll window's longest event-loop cycle: every cycle that ended between two polls
+/// (`start_unix_us`, `end_unix_us`] of the server's wall clock, as this host reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopWindow {
+    /// The previous poll's start, µs since the Unix epoch.
+    pub start_unix_us: i64,
+    /// This poll's start, µs since the Unix epoch (its INFO reading came a little later).
+    pub end_unix_us: i64,
+    /// The longest cycle, µs.
+    pub max_us: u64,
+}
+
+/// The event loop's longest cycle in the poll windows a stall falls in, as `event loop max
+/// 50.1ms`: a cycle as long as the stall says the server was busy in one go; a much shorter one
+/// says the server was not what held the others (the host, the network). `None` when no window
+/// covers the stall, or its longest cycle is too long to be this stall's (it made a longer
+/// silence of its own in the same window).
+pub fn eventloop_label(stall: WallSpan, windows: &[LoopWindow]) -> Option<String> {
+    let length_us = stall.duration_us();
+    let max_us = windows
+        .iter()
+        .filter(|w| {
+            w.start_unix_us < stall.end_unix_us
+                && w.end_unix_us.saturating_add(MATCH_SLACK_US) > stall.start_unix_us
+        })
+        .map(|w| w.max_us)
+        .max()?;
+    (!too_long(i64::try_from(max_us).unwrap_or(i64::MAX), length_us))
+        .then(|| format!("event loop max {:.1}ms", max_us as f64 / 1e3))
 }
 
 /// `ip:port name`, `ip:port`, or the name alone; `None` when the server said neither.
@@ -423,6 +457,11 @@ pub struct ServerLogPoll {
     /// another client before this poll. Known from the gap in the ids, so not counted before
     /// the first entry the poller ever saw (when the log was empty as it started).
     pub missed_entries: u64,
+    /// The server's longest event-loop cycle since the last poll, µs (INFO DEBUG
+    /// `eventloop_duration_max`, Redis 7.2+ and Valkey): exact when the poller may reset the
+    /// server's statistics after each reading; otherwise known only when it rose above every
+    /// earlier cycle. `None`: not known.
+    pub eventloop_max_us: Option<u64>,
 }
 
 /// Reads, every ~250 ms, the slow commands and latency events the server logged since the last
@@ -444,6 +483,14 @@ pub struct ServerLogPoller {
     last_latency: Vec<LatencyEvent>,
     missed_total: u64,
     notes: Vec<String>,
+    /// INFO DEBUG has `eventloop_duration_max` (until it is seen not to).
+    eventloop: bool,
+    /// The poller may reset the server's statistics (CONFIG RESETSTAT) after each reading.
+    reset_stats: bool,
+    /// `eventloop_duration_max` as last read.
+    last_eventloop_max: Option<u64>,
+    /// The statistics were reset right after that reading.
+    last_reset: bool,
 }
 
 impl ServerLogPoller {
@@ -462,6 +509,10 @@ impl ServerLogPoller {
             last_latency: Vec::new(),
             missed_total: 0,
             notes: Vec::new(),
+            eventloop: true,
+            reset_stats: false,
+            last_eventloop_max: None,
+            last_reset: false,
         };
         poller
             .pick_source(&mut conn)
@@ -473,8 +524,27 @@ impl ServerLogPoller {
             poller.last_latency = rows;
         }
         poller.note_settings(&mut conn);
+        poller.last_eventloop_max = poller.read_eventloop_max(&mut conn);
         poller.conn = Some(conn);
         Ok(poller)
+    }
+
+    /// Lets the poller reset the server's statistics (CONFIG RESETSTAT, which clears every INFO
+    /// counter) right after each reading of the event loop's longest cycle, so that each poll
+    /// gives the longest cycle since the previous one. Only for a server that is the run's own
+    /// (the embedded one), and only when nothing else reads those counters meanwhile.
+    pub fn resetting_stats(mut self) -> ServerLogPoller {
+        self.reset_stats = true;
+        if self.eventloop
+            && let Some(conn) = self.conn.as_mut()
+            && matches!(
+                conn.command(&[b"CONFIG", b"RESETSTAT"]),
+                Ok(Reply::Status(_))
+            )
+        {
+            self.last_reset = true;
+        }
+        self
     }
 
     /// The entries and latency rows logged since the last poll. An `Err` is a connection
@@ -501,8 +571,43 @@ impl ServerLogPoller {
             poll.latency = latency_changes(&self.last_latency, &rows);
             self.last_latency = rows;
         }
+        if self.eventloop {
+            let now = self.read_eventloop_max(&mut conn);
+            let reset = self.reset_stats
+                && now.is_some()
+                && matches!(
+                    conn.command(&[b"CONFIG", b"RESETSTAT"]),
+                    Ok(Reply::Status(_))
+                );
+            // After a reset the reading covers exactly the time since the last one.
+            poll.eventloop_max_us =
+                eventloop_max_during(self.last_eventloop_max, now, self.last_reset);
+            self.last_eventloop_max = now;
+            self.last_reset = reset;
+        }
         self.conn = Some(conn);
         Ok(poll)
+    }
+
+    /// INFO DEBUG `eventloop_duration_max`, µs; `None` where the server does not report it
+    /// (Redis before 7.2: then it is not asked again) or the reply was an error.
+    fn read_eventloop_max(&mut self, conn: &mut RawConn) -> Option<u64> {
+        match conn.command(&[b"INFO", b"debug"]) {
+            Ok(Reply::Bulk(Some(bytes))) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let value =
+                    info_field(&text, "eventloop_duration_max").and_then(|v| v.parse().ok());
+                if value.is_none() {
+                    self.eventloop = false;
+                }
+                value
+            }
+            Ok(_) => {
+                self.eventloop = false;
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     /// The source in use, `None` when the server refused both.

@@ -234,7 +234,7 @@ pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
         ));
     }
     if let Some(event) = &stall.server_event {
-        cause.push(format!("latency event {event}"));
+        cause.push(event.clone());
     }
     let when = match &stall.wall_start {
         // RFC 3339 `2026-11-30T12:03:04.123456Z`: the time of day to the millisecond.
