@@ -31,7 +31,7 @@ use holprobe::output::export::{
     write_atomic,
 };
 use holprobe::output::hlog::HlogWriter;
-use holprobe::record::{ProbeRecord, WriteRecord};
+use holprobe::record::{NodeCols, ProbeRecord, SameShard, WriteRecord};
 use holprobe::units::parse_duration;
 
 /// Analyse a recorded run again from its probes.csv and writes.csv.
@@ -95,6 +95,10 @@ fn run(args: &Args) -> Result<()> {
     let recorded_summary: Vec<HashMap<String, String>> = rows(&dir.join(SUMMARY_CSV))?;
     let recorded_stalls: Vec<HashMap<String, String>> = rows(&dir.join(STALLS_CSV))?;
 
+    let node = NodeCols {
+        node: target.clone(),
+        ..NodeCols::default()
+    };
     let mut correlator =
         Correlator::new(CorrelateConfig::with_threshold(threshold_us)).with_intervals(interval_us);
     correlator.memory_ended();
@@ -119,7 +123,7 @@ fn run(args: &Args) -> Result<()> {
                     &interval.latency,
                     None,
                 )?;
-                timeline.push(TimelineRow::new(&interval, &target, started_unix_us));
+                timeline.push(TimelineRow::new(&interval, &node, started_unix_us));
             }
             other => analysis.push(other),
         }
@@ -139,11 +143,25 @@ fn run(args: &Args) -> Result<()> {
 
     write_atomic(
         &dir.join(STALLS_CSV),
-        &csv_bytes(&analysis.stalls, columns::STALLS)?,
+        &csv_bytes(
+            &analysis
+                .stalls
+                .iter()
+                .map(|s| (s, &node))
+                .collect::<Vec<_>>(),
+            columns::STALLS,
+        )?,
     )?;
     write_atomic(
         &dir.join(SUMMARY_CSV),
-        &csv_bytes(&analysis.writes, columns::SUMMARY)?,
+        &csv_bytes(
+            &analysis
+                .writes
+                .iter()
+                .map(|w| (w, &node, &SameShard { same_shard: true }))
+                .collect::<Vec<_>>(),
+            columns::SUMMARY,
+        )?,
     )?;
     write_atomic(
         &dir.join(TIMELINE_CSV),

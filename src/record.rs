@@ -24,6 +24,47 @@ impl ProbeCmd {
     }
 }
 
+/// A server's role in the topology the run probes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeRole {
+    /// Takes writes (a standalone server is one).
+    #[default]
+    Master,
+    /// Copies a master.
+    Replica,
+}
+
+impl NodeRole {
+    /// Lower-case name as in the exports.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeRole::Master => "master",
+            NodeRole::Replica => "replica",
+        }
+    }
+}
+
+/// The columns every per-node row of the exports ends with (probes.csv, writes.csv,
+/// stalls.csv, summary.csv): which server the row was measured on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCols {
+    /// `host:port` as the topology reports it (the URL's, for a single server).
+    pub node: String,
+    /// `master` or `replica`.
+    pub role: NodeRole,
+    /// The node's shard, from 0 in slot order; empty outside a cluster.
+    pub shard: Option<u16>,
+}
+
+/// summary.csv's last column: whether the node holds the written key's slot (the written
+/// server itself, and its replicas).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SameShard {
+    /// True on the written shard's nodes.
+    pub same_shard: bool,
+}
+
 /// One probe: a small command sent on a fixed schedule by a dedicated thread.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeRecord {

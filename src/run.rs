@@ -72,6 +72,7 @@ mod tests {
 
     #[test]
     fn column_constants_match_the_structs() {
+        let node = crate::record::NodeCols::default();
         let probe = ProbeRecord {
             thread: 0,
             seq: 0,
@@ -84,7 +85,7 @@ mod tests {
             ok: true,
             error: None,
         };
-        assert_eq!(derived_header(&probe), columns::PROBES);
+        assert_eq!(derived_header(&(&probe, &node)), columns::PROBES);
         let write = WriteRecord {
             seq: 1,
             op: WriteOp::Set,
@@ -105,7 +106,7 @@ mod tests {
             server_eventloop_max_us: None,
             server_request_bytes: None,
         };
-        assert_eq!(derived_header(&write), columns::WRITES);
+        assert_eq!(derived_header(&(&write, &node)), columns::WRITES);
         let stall = Stall {
             start_us: 0,
             end_us: 0,
@@ -114,17 +115,26 @@ mod tests {
             write_seq: None,
             ..Stall::default()
         };
-        assert_eq!(derived_header(&stall), columns::STALLS);
+        assert_eq!(derived_header(&(&stall, &node)), columns::STALLS);
         let interval = crate::analyze::findings::Interval::empty(
             0,
             1,
             hdrhistogram::Histogram::new(3).unwrap(),
         );
         assert_eq!(
-            derived_header(&crate::output::export::TimelineRow::new(&interval, "t", 0)),
+            derived_header(&crate::output::export::TimelineRow::new(
+                &interval, &node, 0
+            )),
             columns::TIMELINE
         );
-        assert_eq!(derived_header(&blank_summary()), columns::SUMMARY);
+        assert_eq!(
+            derived_header(&(
+                &blank_summary(),
+                &node,
+                &crate::record::SameShard::default()
+            )),
+            columns::SUMMARY
+        );
     }
 
     /// A write summary with every field at zero or empty.

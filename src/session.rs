@@ -46,15 +46,17 @@ use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::measure::serverview::{
     LatencyEvent, ServerTuning, ViewSetup, Want, settings_for_observing,
 };
+use crate::measure::target::ConnInfo;
 use crate::measure::target::Target;
 pub use crate::options::{ProbesExport, RunOptions};
+use crate::output::export::NodeFindings;
 use crate::output::export::{
     HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
     SUMMARY_CSV, TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
 };
 use crate::output::hlog::HlogWriter;
 use crate::output::metrics::ProbeMetrics;
-use crate::record::{ProbeCmd, WriteOp, WriteRecord};
+use crate::record::{NodeCols, NodeRole, ProbeCmd, SameShard, WriteOp, WriteRecord};
 
 /// What a finished (or stopped) run found.
 #[derive(Debug, Clone)]
@@ -85,6 +87,8 @@ pub struct RunReport {
     pub started_unix_us: u64,
     /// Server settings changed for the run (and restored), as `name old -> new`.
     pub server_settings: Vec<String>,
+    /// What the other nodes saw (empty when only one server was probed).
+    pub nodes: Vec<NodeFindings>,
 }
 
 /// Something the caller may show while the run goes.
@@ -104,7 +108,16 @@ pub enum Notice<'a> {
         /// What the others saw.
         summary: &'a WriteSummary,
     },
-    /// A stall episode is final (with its wall-clock start).
+    /// A write's figures on another node are final.
+    NodeWrite {
+        /// The node.
+        node: &'a NodeCols,
+        /// It holds the written key's slot.
+        same_shard: bool,
+        /// What that node's other clients saw.
+        summary: &'a WriteSummary,
+    },
+    /// A stall episode of the first node is final (with its wall-clock start).
     Stall(&'a Stall),
     /// An interval of the timeline is final.
     Interval {
@@ -205,21 +218,86 @@ const SETTLE_EVERY: Duration = Duration::from_millis(20);
 /// How often run.json is rewritten while the run goes (and after every write).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
+/// The servers a session probes: the first is the one the actor works on (`target`).
+#[derive(Debug, Clone)]
+pub struct Probed {
+    /// Each with its own probe threads and connections, and its own correlator.
+    pub nodes: Vec<ProbedNode>,
+    /// Hash tag every key of the run carries (`holprobe:<run-id>:{tag}:`), so that a cluster
+    /// routes them all to the written shard.
+    pub key_tag: Option<String>,
+}
+
+/// One server probed.
+#[derive(Debug, Clone)]
+pub struct ProbedNode {
+    /// How to connect (`readonly` for GET probes of a cluster replica).
+    pub conn: ConnInfo,
+    /// Its address, role and shard, as the exports name it.
+    pub cols: NodeCols,
+    /// It holds the written key's slot.
+    pub same_shard: bool,
+    /// Where GET probes' key lives when it is not the first node's: its hash tag and the master
+    /// that holds it (the node itself, or its replica's master).
+    pub probe_key_home: Option<(String, ConnInfo)>,
+}
+
+impl Probed {
+    /// The URL's server alone.
+    pub fn single(target: &Target) -> Probed {
+        Probed {
+            nodes: vec![ProbedNode {
+                conn: target.conn.clone(),
+                cols: NodeCols {
+                    node: target.server.address.clone(),
+                    role: NodeRole::Master,
+                    shard: None,
+                },
+                same_shard: true,
+                probe_key_home: None,
+            }],
+            key_tag: None,
+        }
+    }
+}
+
 /// Runs probes with `actor` beside them (none: observe) until the actor is done, the duration is
 /// over, `interrupt` is set, or the server goes away; see the module comment.
 pub fn measure(
     options: &RunOptions,
     target: &Target,
+    actor: Option<Box<dyn Actor>>,
+    interrupt: &AtomicBool,
+    notify: &mut dyn FnMut(Notice<'_>),
+) -> Result<RunReport> {
+    measure_nodes(
+        options,
+        target,
+        &Probed::single(target),
+        actor,
+        interrupt,
+        notify,
+    )
+}
+
+/// [`measure`] with probes on every node of `probed` (its first node is `target`, the one the
+/// actor works on).
+pub fn measure_nodes(
+    options: &RunOptions,
+    target: &Target,
+    probed: &Probed,
     mut actor: Option<Box<dyn Actor>>,
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
+    anyhow::ensure!(!probed.nodes.is_empty(), "a run probes at least one server");
     let mut control = target.conn.redis_connection()?;
     let probe_get_key = |key_prefix: &str| format!("{key_prefix}probe");
     // The server's settings for its own view (the guard restores them on every way out), and
     // every key the run may create, checked free and in the ledger from the start.
-    let mut scope = RunScope::open(
+    let mut scope = RunScope::open_tagged(
         target,
+        probed.key_tag.as_deref(),
         &match &actor {
             Some(actor) => actor.server_settings(),
             None => settings_for_observing(options.stall_threshold_us),
@@ -245,7 +323,12 @@ pub fn measure(
         cmd: options.probe_cmd,
         get_key: probe_get_key(&key_prefix),
         realtime: options.realtime,
+        first_thread: 0,
     };
+    // GET probes of nodes of other shards read a key of their own shard, set on its master and
+    // removed from it at the end.
+    let run_base = run_key_prefix(&run_id);
+    let mut homed_probe_keys: Vec<(ConnInfo, String)> = Vec::new();
     // The actor prepares before the clock starts (the writer generates its value), so it
     // disturbs nothing measured.
     if let Some(actor) = actor.as_mut() {
@@ -263,6 +346,27 @@ pub fn measure(
             .arg(crate::measure::probe::PROBE_VALUE)
             .query::<()>(&mut control)
             .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
+        for node in &probed.nodes {
+            if let Some((tag, master)) = &node.probe_key_home {
+                let key = format!("{run_base}{{{tag}}}:probe");
+                if homed_probe_keys.iter().any(|(_, k)| *k == key) {
+                    continue;
+                }
+                homed_probe_keys.push((master.clone(), key.clone()));
+                let set = master.redis_connection().and_then(|mut conn| {
+                    redis::cmd("SET")
+                        .arg(&key)
+                        .arg(crate::measure::probe::PROBE_VALUE)
+                        .query::<()>(&mut conn)
+                        .map_err(anyhow::Error::from)
+                });
+                if let Err(err) = set {
+                    remove_homed_keys(&homed_probe_keys, &mut warnings);
+                    scope.remove_keys(target, &mut warnings);
+                    return Err(err.context(format!("preparing the probe key {key} on {master}")));
+                }
+            }
+        }
     }
     let host = HostInfo::read();
     let clock = RunClock::start();
@@ -277,19 +381,36 @@ pub fn measure(
     let (tx, rx) = bounded::<Event>(1 << 16);
     let mut threads = Threads::new();
     let schedule_start_us = 20_000;
-    match spawn_probes(
-        &probe_config,
-        &target.conn,
-        clock,
-        schedule_start_us,
-        tx.clone(),
-        Arc::clone(&threads.probes_shared),
-    ) {
-        Ok(handles) => threads.probes = handles,
-        Err(err) => {
-            scope.remove_keys(target, &mut warnings);
-            return Err(err);
+    let mut thread_node = Vec::new();
+    for (index, node) in probed.nodes.iter().enumerate() {
+        let config = ProbeConfig {
+            first_thread: thread_node.len() as u16,
+            get_key: match &node.probe_key_home {
+                Some((tag, _)) => format!("{run_base}{{{tag}}}:probe"),
+                None => probe_config.get_key.clone(),
+            },
+            ..probe_config.clone()
+        };
+        match spawn_probes(
+            &config,
+            &node.conn,
+            clock,
+            schedule_start_us,
+            tx.clone(),
+            Arc::clone(&threads.probes_shared),
+        ) {
+            Ok(handles) => threads.probes.extend(handles),
+            Err(err) => {
+                threads.stop_all();
+                remove_homed_keys(&homed_probe_keys, &mut warnings);
+                scope.remove_keys(target, &mut warnings);
+                return Err(err.context(format!("probing {}", node.cols.node)));
+            }
         }
+        thread_node.extend(std::iter::repeat_n(
+            index,
+            usize::from(options.probe_threads),
+        ));
     }
     let steps_total = actor.as_ref().map_or(0, |a| a.steps_total());
     let has_actor = actor.is_some();
@@ -366,26 +487,39 @@ pub fn measure(
         steps_total,
     });
 
-    let mut correlator = Correlator::new(CorrelateConfig {
-        stall_threshold_us: options.stall_threshold_us,
-        max_silence_us: Some(target.conn.command_timeout.as_micros() as u64),
-    })
-    .with_intervals(options.interval.as_micros().max(1) as u64);
-    if !has_actor {
-        correlator.memory_ended();
-    }
+    let nodes = probed
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut correlator = Correlator::new(CorrelateConfig {
+                stall_threshold_us: options.stall_threshold_us,
+                max_silence_us: Some(node.conn.command_timeout.as_micros() as u64),
+            })
+            .with_intervals(options.interval.as_micros().max(1) as u64);
+            if !has_actor {
+                correlator.memory_ended();
+            }
+            NodeState {
+                cols: node.cols.clone(),
+                same_shard: SameShard {
+                    same_shard: node.same_shard,
+                },
+                correlator,
+                analysis: Analysis::default(),
+                stalls_found: 0,
+                stall_ms_total: 0.0,
+                hiccups_found: 0,
+            }
+        })
+        .collect();
     let mut state = Collector {
-        correlator,
+        nodes,
+        last_intended: vec![None; thread_node.len()],
+        thread_node,
         writes: Vec::new(),
-        last_intended: vec![None; options.probe_threads as usize],
         probes_recorded: 0,
         actor_ended: false,
-        analysis: Analysis::default(),
-        stalls_found: 0,
-        stall_ms_total: 0.0,
-        hiccups_found: 0,
         wrote_since_checkpoint: false,
-        target_label: target.server.address.clone(),
         metrics: options.metrics.clone(),
         naming,
         notes: Vec::new(),
@@ -449,7 +583,9 @@ pub fn measure(
         }
         // Nor may a memory sampler that ended hold the writes' figures.
         if threads.sampler.as_ref().is_some_and(|h| h.is_finished()) {
-            state.correlator.memory_ended();
+            for node in &mut state.nodes {
+                node.correlator.memory_ended();
+            }
         }
         // A probe thread that could go on no more (reported beside the channel, so a full one
         // cannot hold it up).
@@ -490,7 +626,7 @@ pub fn measure(
                     {
                         last_checkpoint = Instant::now();
                         state.wrote_since_checkpoint = false;
-                        state.analysis.baseline = state.correlator.baseline();
+                        state.take_baselines();
                         if let Some(out) = out.as_mut() {
                             out.checkpoint(
                                 &meta,
@@ -571,16 +707,17 @@ pub fn measure(
         }
     }
     scope.remove_keys(target, &mut warnings);
+    remove_homed_keys(&homed_probe_keys, &mut warnings);
 
     // Every thread is stopped and the keys are gone: now an export error may end the run (the
     // settings guard restores the server's settings as it drops).
     if let Some(err) = export_error {
         // What is still in memory goes to the files that can take it, and run.json says the
         // run failed (best effort: the disk may be full), before the error is returned.
-        state.correlator.finish();
+        state.finish();
         let _ = state.file_findings(&mut out, &mut |_| {});
         let _ = state.file_named(true, &mut out, &mut |_| {});
-        state.analysis.baseline = state.correlator.baseline();
+        state.take_baselines();
         if let Some(out) = out.as_mut() {
             let _ = out.checkpoint(
                 &meta,
@@ -596,7 +733,7 @@ pub fn measure(
         }
         return Err(err);
     }
-    state.correlator.finish();
+    state.finish();
     state.file_findings(&mut out, notify)?;
     state.file_named(true, &mut out, notify)?;
     for note in std::mem::take(&mut state.notes) {
@@ -604,8 +741,10 @@ pub fn measure(
             warnings.push(note);
         }
     }
-    state.analysis.baseline = state.correlator.baseline();
-    state.analysis.summarize_writes();
+    state.take_baselines();
+    for node in &mut state.nodes {
+        node.analysis.summarize_writes();
+    }
     scope.restore_settings(&mut warnings);
     let shared = &threads.probes_shared;
     let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
@@ -614,7 +753,7 @@ pub fn measure(
             "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
         );
     }
-    if let Some(note) = late_probe_note(&state.analysis.writes, options.realtime) {
+    if let Some(note) = late_probe_note(&state.nodes[0].analysis.writes, options.realtime) {
         warnings.push(note);
     }
     let dropped = shared.dropped.load(Ordering::Relaxed);
@@ -623,13 +762,14 @@ pub fn measure(
             "{dropped} probe records were dropped because the collector fell behind: the figures miss them"
         ));
     }
-    let omitted = state.stalls_found - state.analysis.stalls.len() as u64;
+    let first = &state.nodes[0];
+    let omitted = first.stalls_found - first.analysis.stalls.len() as u64;
     if omitted > 0 {
         warnings.push(format!(
             "{} stalls in all ({:.1} ms): run.json keeps the {} longest, stalls.csv every one",
-            state.stalls_found,
-            state.stall_ms_total,
-            state.analysis.stalls.len()
+            first.stalls_found,
+            first.stall_ms_total,
+            first.analysis.stalls.len()
         ));
     }
     if let Some(out) = out.as_mut() {
@@ -646,12 +786,13 @@ pub fn measure(
         run_id,
         status,
         status_reason,
-        analysis: state.analysis,
+        nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
+        analysis: std::mem::take(&mut state.nodes[0].analysis),
         writes: state.writes,
         probes_recorded: state.probes_recorded,
-        stalls_found: state.stalls_found,
-        stall_ms_total: state.stall_ms_total,
-        hiccups_found: state.hiccups_found,
+        stalls_found: state.nodes[0].stalls_found,
+        stall_ms_total: state.nodes[0].stall_ms_total,
+        hiccups_found: state.nodes[0].hiccups_found,
         probes_dropped: dropped,
         warnings,
         started_unix_us: clock.unix_start_us(),
@@ -709,8 +850,23 @@ impl RunScope {
         may_tune: bool,
         own_keys: impl FnOnce(&str) -> Vec<String>,
     ) -> Result<RunScope> {
+        RunScope::open_tagged(target, None, wants, may_tune, own_keys)
+    }
+
+    /// [`RunScope::open`], with every key of the run carrying the hash tag `{tag}` when given
+    /// (`holprobe:<run-id>:{tag}:`), so that a cluster routes them to one shard.
+    pub fn open_tagged(
+        target: &Target,
+        tag: Option<&str>,
+        wants: &[(&str, Want)],
+        may_tune: bool,
+        own_keys: impl FnOnce(&str) -> Vec<String>,
+    ) -> Result<RunScope> {
         let run_id = new_run_id();
-        let key_prefix = run_key_prefix(&run_id);
+        let key_prefix = match tag {
+            Some(tag) => format!("{}{{{tag}}}:", run_key_prefix(&run_id)),
+            None => run_key_prefix(&run_id),
+        };
         let mut tuning = ServerTuning::apply(&target.conn, wants, may_tune);
         let warnings = std::mem::take(&mut tuning.notes);
         let own_keys = own_keys(&key_prefix);
@@ -760,6 +916,21 @@ impl RunScope {
                 "could not restore the server's settings ({}): {err:#}",
                 settings.join(", ")
             ));
+        }
+    }
+}
+
+/// Removes GET probes' keys of other shards from their masters; a failure is a warning.
+fn remove_homed_keys(keys: &[(ConnInfo, String)], warnings: &mut Vec<String>) {
+    for (master, key) in keys {
+        let removed = master.redis_connection().and_then(|mut conn| {
+            redis::cmd("DEL")
+                .arg(key)
+                .query::<i64>(&mut conn)
+                .map_err(anyhow::Error::from)
+        });
+        if let Err(err) = removed {
+            warnings.push(format!("could not remove {key} from {master}: {err:#}"));
         }
     }
 }
@@ -877,26 +1048,64 @@ struct Meta<'a> {
 }
 
 struct Collector {
-    correlator: Correlator,
+    /// One per node probed; the first is the server the actor works on (the URL's).
+    nodes: Vec<NodeState>,
+    /// The node of each probe thread, by thread number.
+    thread_node: Vec<usize>,
     writes: Vec<WriteRecord>,
     last_intended: Vec<Option<u64>>,
     probes_recorded: u64,
+    /// A write's figures came since run.json was last written.
+    wrote_since_checkpoint: bool,
+    /// The actor said it was done, or failed.
+    actor_ended: bool,
+    unix_start_us: u64,
+    metrics: Option<Arc<ProbeMetrics>>,
+    /// The first node's stalls waiting for the server's slow log to name them (`None`: no
+    /// naming).
+    naming: Option<Namer>,
+    /// Notes from the threads (the slow-log poller), for the run's warnings.
+    notes: Vec<String>,
+}
+
+/// What the session keeps of one node probed: its correlator and its findings.
+struct NodeState {
+    cols: NodeCols,
+    same_shard: SameShard,
+    correlator: Correlator,
     /// The findings kept: every write, at most [`KEEP_STALLS`] stalls and as many hiccups.
     analysis: Analysis,
     stalls_found: u64,
     stall_ms_total: f64,
     hiccups_found: u64,
-    /// A write's figures came since run.json was last written.
-    wrote_since_checkpoint: bool,
-    /// The actor said it was done, or failed.
-    actor_ended: bool,
-    target_label: String,
-    unix_start_us: u64,
-    metrics: Option<Arc<ProbeMetrics>>,
-    /// Stalls waiting for the server's slow log to name them (`None`: no naming).
-    naming: Option<Namer>,
-    /// Notes from the threads (the slow-log poller), for the run's warnings.
-    notes: Vec<String>,
+}
+
+impl NodeState {
+    /// Its findings as run.json's `nodes` lists them.
+    fn findings(&self) -> NodeFindings {
+        NodeFindings {
+            node: self.cols.clone(),
+            same_shard: self.same_shard.same_shard,
+            baseline: self.analysis.baseline.clone(),
+            summary: self.analysis.writes.clone(),
+            stalls_found: self.stalls_found,
+            stall_ms_total: self.stall_ms_total,
+            client_hiccups_found: self.hiccups_found,
+            longest_stalls: longest(&self.analysis.stalls, NODE_STALLS_KEPT),
+        }
+    }
+}
+
+/// Stalls each node other than the first keeps in run.json (stalls.csv has every one).
+const NODE_STALLS_KEPT: usize = 20;
+
+/// The `n` longest of `stalls`, in time order.
+fn longest(stalls: &[Stall], n: usize) -> Vec<Stall> {
+    let mut kept: Vec<&Stall> = stalls.iter().collect();
+    kept.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
+    kept.truncate(n);
+    kept.sort_by_key(|s| s.start_us);
+    kept.into_iter().cloned().collect()
 }
 
 /// Starts the slow-log poller thread: a poll every [`POLL_EVERY`] until `stop`, then one more (so the
@@ -1068,30 +1277,39 @@ impl Collector {
     ) -> Result<Option<EndOfRun>> {
         match event {
             Event::Probe(probe) => {
+                let thread = probe.thread as usize;
+                let Some(&index) = self.thread_node.get(thread) else {
+                    return Ok(None);
+                };
+                let node = &mut self.nodes[index];
                 if let Some(out) = out.as_mut()
                     && out.probes_export.keeps(&probe, out.stall_threshold_us)
                 {
-                    out.probes.push(&probe)?;
+                    out.probes.push(&(&probe, &node.cols))?;
                 }
-                if let Some(slot) = self.last_intended.get_mut(probe.thread as usize) {
-                    *slot = Some(probe.intended_us);
-                }
+                self.last_intended[thread] = Some(probe.intended_us);
                 self.probes_recorded += 1;
                 if let Some(metrics) = &self.metrics {
-                    metrics.probe(&self.target_label, probe.latency_us, probe.ok);
+                    metrics.probe(&node.cols.node, probe.latency_us, probe.ok);
                 }
-                self.correlator.probe(&probe);
+                node.correlator.probe(&probe);
             }
             Event::Write(write) => {
                 if let Some(out) = out.as_mut() {
-                    out.writes.push(&write)?;
+                    out.writes.push(&(&*write, &self.nodes[0].cols))?;
                     out.writes.flush()?;
                 }
                 keys.track(&write);
-                self.correlator.write((*write).clone());
+                for node in &mut self.nodes {
+                    node.correlator.write((*write).clone());
+                }
                 self.writes.push(*write);
             }
-            Event::Memory(sample) => self.correlator.memory(sample),
+            Event::Memory(sample) => {
+                for node in &mut self.nodes {
+                    node.correlator.memory(sample);
+                }
+            }
             Event::ServerLog(batch) => {
                 for note in &batch.notes {
                     if !self.notes.contains(note) {
@@ -1129,18 +1347,22 @@ impl Collector {
                 break;
             }
         }
-        // Every thread has delivered up to its last intended send; a thread that has delivered
-        // nothing yet holds everything back.
-        let probes_through_us = self
-            .last_intended
-            .iter()
-            .map(|l| l.unwrap_or(0))
-            .min()
-            .unwrap_or(0);
-        self.correlator.advance(Horizon {
-            probes_through_us,
-            writes_from_us,
-        });
+        // Every thread of a node has delivered up to its last intended send; a thread that has
+        // delivered nothing yet holds its node back.
+        for (index, node) in self.nodes.iter_mut().enumerate() {
+            let probes_through_us = self
+                .thread_node
+                .iter()
+                .zip(&self.last_intended)
+                .filter(|(n, _)| **n == index)
+                .map(|(_, l)| l.unwrap_or(0))
+                .min()
+                .unwrap_or(0);
+            node.correlator.advance(Horizon {
+                probes_through_us,
+                writes_from_us,
+            });
+        }
         self.file_findings(out, notify)?;
         self.file_named(false, out, notify)?;
         Ok(end)
@@ -1149,20 +1371,24 @@ impl Collector {
     /// Files one final stall (named, when naming is on).
     fn file_stall(
         &mut self,
+        index: usize,
         stall: Stall,
         out: &mut Option<OutFiles>,
         notify: &mut dyn FnMut(Notice<'_>),
     ) -> Result<()> {
-        self.stalls_found += 1;
-        self.stall_ms_total += stall.duration_ms;
+        let node = &mut self.nodes[index];
+        node.stalls_found += 1;
+        node.stall_ms_total += stall.duration_ms;
         if let Some(metrics) = &self.metrics {
-            metrics.stall(&self.target_label, stall.end_us - stall.start_us);
+            metrics.stall(&node.cols.node, stall.end_us - stall.start_us);
         }
         if let Some(out) = out.as_mut() {
-            out.stalls.push(&stall)?;
+            out.stalls.push(&(&stall, &node.cols))?;
         }
-        notify(Notice::Stall(&stall));
-        keep_bounded(&mut self.analysis.stalls, stall);
+        if index == 0 {
+            notify(Notice::Stall(&stall));
+        }
+        keep_bounded(&mut node.analysis.stalls, stall);
         Ok(())
     }
 
@@ -1178,77 +1404,105 @@ impl Collector {
             None => return Ok(()),
         };
         for stall in named {
-            self.file_stall(stall, out, notify)?;
+            self.file_stall(0, stall, out, notify)?;
         }
         Ok(())
     }
 
-    /// Takes the correlator's final findings into the exports, the terminal and the kept
+    /// Takes the correlators' final findings into the exports, the terminal and the kept
     /// analysis.
     fn file_findings(
         &mut self,
         out: &mut Option<OutFiles>,
         notify: &mut dyn FnMut(Notice<'_>),
     ) -> Result<()> {
-        for finding in self.correlator.drain() {
-            match finding {
-                Finding::Stall(mut stall) => {
-                    stall.wall_start = Some(wall_time(self.unix_start_us + stall.start_us));
-                    match self.naming.as_mut() {
-                        Some(namer) => namer.waiting.push_back(stall),
-                        None => self.file_stall(stall, out, notify)?,
-                    }
+        for index in 0..self.nodes.len() {
+            let findings = self.nodes[index].correlator.drain();
+            for finding in findings {
+                self.file_finding(index, finding, out, notify)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn file_finding(
+        &mut self,
+        index: usize,
+        finding: Finding,
+        out: &mut Option<OutFiles>,
+        notify: &mut dyn FnMut(Notice<'_>),
+    ) -> Result<()> {
+        match finding {
+            Finding::Stall(mut stall) => {
+                stall.wall_start = Some(wall_time(self.unix_start_us + stall.start_us));
+                // The server-log poller reads the first node's logs.
+                match self.naming.as_mut() {
+                    Some(namer) if index == 0 => namer.waiting.push_back(stall),
+                    _ => self.file_stall(index, stall, out, notify)?,
                 }
-                Finding::Hiccup(mut hiccup) => {
-                    hiccup.wall_start = Some(wall_time(self.unix_start_us + hiccup.start_us));
-                    self.hiccups_found += 1;
-                    keep_bounded(&mut self.analysis.client_hiccups, hiccup);
-                }
-                Finding::Write(summary) => {
-                    let record = self
-                        .writes
-                        .iter()
-                        .find(|w| w.seq == summary.seq)
-                        .expect("a summary's write was taken");
+            }
+            Finding::Hiccup(mut hiccup) => {
+                hiccup.wall_start = Some(wall_time(self.unix_start_us + hiccup.start_us));
+                let node = &mut self.nodes[index];
+                node.hiccups_found += 1;
+                keep_bounded(&mut node.analysis.client_hiccups, hiccup);
+            }
+            Finding::Write(summary) => {
+                let record = self
+                    .writes
+                    .iter()
+                    .find(|w| w.seq == summary.seq)
+                    .expect("a summary's write was taken");
+                let node = &self.nodes[index];
+                if index == 0 {
                     notify(Notice::Write {
                         record,
                         summary: &summary,
                     });
-                    self.analysis.writes.push(summary);
-                    self.wrote_since_checkpoint = true;
-                    if let Some(out) = out.as_mut() {
-                        out.stalls.flush()?;
-                        write_atomic(
-                            &out.dir.join(SUMMARY_CSV),
-                            &csv_bytes(&self.analysis.writes, columns::SUMMARY)?,
+                } else {
+                    notify(Notice::NodeWrite {
+                        node: &node.cols,
+                        same_shard: node.same_shard.same_shard,
+                        summary: &summary,
+                    });
+                }
+                self.nodes[index].analysis.writes.push(summary);
+                self.wrote_since_checkpoint = true;
+                if let Some(out) = out.as_mut() {
+                    out.stalls.flush()?;
+                    write_atomic(&out.dir.join(SUMMARY_CSV), &self.summary_csv()?)?;
+                }
+            }
+            Finding::Interval(interval) => {
+                let node = &self.nodes[index];
+                if let Some(metrics) = &self.metrics {
+                    metrics.set_longest_stall(
+                        &node.cols.node,
+                        (interval.longest_stall_ms * 1e3) as u64,
+                    );
+                }
+                if let Some(out) = out.as_mut() {
+                    if let Some(hlog) = out.hlog.as_mut() {
+                        // The first node's histograms untagged, the others tagged with their
+                        // address (the interval-log format's `Tag=`).
+                        let tag = (index > 0).then_some(node.cols.node.as_str());
+                        hlog.append(
+                            interval.start_us,
+                            interval.length_us,
+                            &interval.latency,
+                            tag,
                         )?;
                     }
+                    out.timeline.push(&TimelineRow::new(
+                        &interval,
+                        &node.cols,
+                        self.unix_start_us,
+                    ))?;
+                    out.timeline.flush()?;
+                    out.stalls.flush()?;
+                    out.probes.flush()?;
                 }
-                Finding::Interval(interval) => {
-                    if let Some(metrics) = &self.metrics {
-                        metrics.set_longest_stall(
-                            &self.target_label,
-                            (interval.longest_stall_ms * 1e3) as u64,
-                        );
-                    }
-                    if let Some(out) = out.as_mut() {
-                        if let Some(hlog) = out.hlog.as_mut() {
-                            hlog.append(
-                                interval.start_us,
-                                interval.length_us,
-                                &interval.latency,
-                                None,
-                            )?;
-                        }
-                        out.timeline.push(&TimelineRow::new(
-                            &interval,
-                            &self.target_label,
-                            self.unix_start_us,
-                        ))?;
-                        out.timeline.flush()?;
-                        out.stalls.flush()?;
-                        out.probes.flush()?;
-                    }
+                if index == 0 {
                     notify(Notice::Interval {
                         interval: &interval,
                         started_unix_us: self.unix_start_us,
@@ -1257,6 +1511,35 @@ impl Collector {
             }
         }
         Ok(())
+    }
+
+    /// summary.csv: every node's row of each write, in write order, the first node's first.
+    fn summary_csv(&self) -> Result<Vec<u8>> {
+        let mut rows: Vec<(&WriteSummary, &NodeCols, &SameShard)> = self
+            .nodes
+            .iter()
+            .flat_map(|node| {
+                node.analysis
+                    .writes
+                    .iter()
+                    .map(move |w| (w, &node.cols, &node.same_shard))
+            })
+            .collect();
+        rows.sort_by_key(|(w, _, _)| w.seq);
+        csv_bytes(&rows, columns::SUMMARY)
+    }
+
+    /// Every correlator: no more events; the baselines into the kept findings.
+    fn finish(&mut self) {
+        for node in &mut self.nodes {
+            node.correlator.finish();
+        }
+    }
+
+    fn take_baselines(&mut self) {
+        for node in &mut self.nodes {
+            node.analysis.baseline = node.correlator.baseline();
+        }
     }
 }
 
@@ -1328,12 +1611,10 @@ impl OutFiles {
         self.writes.flush()?;
         self.stalls.flush()?;
         self.timeline.flush()?;
-        write_atomic(
-            &self.dir.join(SUMMARY_CSV),
-            &csv_bytes(&state.analysis.writes, columns::SUMMARY)?,
-        )?;
+        write_atomic(&self.dir.join(SUMMARY_CSV), &state.summary_csv()?)?;
         let shared = &threads.probes_shared;
-        let analysis = &state.analysis;
+        let first = &state.nodes[0];
+        let analysis = &first.analysis;
         let run_json = RunJson {
             tool: ToolInfo::default(),
             status,
@@ -1348,10 +1629,12 @@ impl OutFiles {
             probe_engine: Some(shared.engine_info()),
             probes_dropped: shared.dropped.load(Ordering::Relaxed),
             probes_recorded: state.probes_recorded,
-            stalls_found: Some(state.stalls_found),
-            stall_ms_total: Some(state.stall_ms_total),
-            client_hiccups_found: Some(state.hiccups_found),
+            stalls_found: Some(first.stalls_found),
+            stall_ms_total: Some(first.stall_ms_total),
+            client_hiccups_found: Some(first.hiccups_found),
             analysis: analysis.clone(),
+            node: Some(first.cols.clone()),
+            nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
             warnings: warnings.to_vec(),
         };
         let json = serde_json::to_vec_pretty(&run_json).context("encoding run.json")?;

@@ -70,6 +70,11 @@ pub fn run(
             run::KEY_NAMESPACE
         )),
         Notice::Write { record, summary } => out.line(&report::write_line(record, summary)),
+        Notice::NodeWrite {
+            node,
+            same_shard,
+            summary,
+        } => out.line(&report::node_write_line(node, same_shard, summary)),
         Notice::Stall(_) => {}
         Notice::Interval {
             interval,

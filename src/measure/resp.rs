@@ -162,6 +162,14 @@ impl RawConn {
                 bail!("SELECT {} on {info} failed: {err}", info.db);
             }
         }
+        if info.readonly {
+            let reply = conn
+                .command(&[b"READONLY"])
+                .with_context(|| format!("READONLY on {info}"))?;
+            if let Some(err) = reply.error() {
+                bail!("READONLY on {info} failed: {err}");
+            }
+        }
         Ok(conn)
     }
 

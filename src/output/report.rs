@@ -4,7 +4,7 @@
 use crate::analyze::correlate::{Analysis, Baseline, Stall, WriteSummary};
 use crate::analyze::pressure::human_bytes;
 use crate::analyze::stats::{SizeModel, SizeSpread, Spread};
-use crate::record::{WriteOp, WriteRecord};
+use crate::record::{NodeCols, WriteOp, WriteRecord};
 use crate::units::format_size;
 
 /// One line per write, e.g.
@@ -43,6 +43,27 @@ pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
         ));
     }
     line
+}
+
+/// One more node's view of a write, under the write's line: `  127.0.0.1:7004 replica shard 0
+/// (same shard)  others blocked: 3.1ms  stalled: 4.0ms  delayed probes: 7`.
+pub fn node_write_line(node: &NodeCols, same_shard: bool, summary: &WriteSummary) -> String {
+    let blocked = match summary.hol_delay_ms {
+        Some(ms) => format!("{ms:.1}ms"),
+        None => "n/a".to_string(),
+    };
+    let shard = match node.shard {
+        Some(shard) => format!(" shard {shard}"),
+        None => String::new(),
+    };
+    let same = if same_shard { " (same shard)" } else { "" };
+    format!(
+        "    {} {}{shard}{same}  others blocked: {blocked}  stalled: {:.1}ms  delayed probes: {}",
+        node.node,
+        node.role.name(),
+        summary.stall_ms,
+        summary.probes_delayed
+    )
 }
 
 /// The server's own figures for a write, e.g. `  server: exec 14us, latency event 21ms, loop

@@ -60,6 +60,9 @@ pub struct ProbeConfig {
     pub get_key: String,
     /// Ask for SCHED_FIFO priority for the probe threads (`--realtime`).
     pub realtime: bool,
+    /// Number of the first thread: with several nodes each gets its own threads, numbered on
+    /// from the previous node's.
+    pub first_thread: u16,
 }
 
 impl ProbeConfig {
@@ -173,6 +176,7 @@ pub fn spawn_probes(
 ) -> Result<Vec<JoinHandle<()>>> {
     let mut socks = Vec::with_capacity(config.threads as usize);
     for thread in 0..config.threads {
+        let thread = config.first_thread + thread;
         let sock = ProbeSocket::connect(conn_info)
             .with_context(|| format!("opening the connection of probe thread {thread}"))?;
         socks.push(sock);
@@ -186,8 +190,9 @@ pub fn spawn_probes(
         ),
     };
     let mut handles = Vec::with_capacity(socks.len());
-    for (thread, sock) in socks.into_iter().enumerate() {
-        let offset_ns = period_ns * thread as f64 / f64::from(config.threads);
+    for (index, sock) in socks.into_iter().enumerate() {
+        let thread = usize::from(config.first_thread) + index;
+        let offset_ns = period_ns * index as f64 / f64::from(config.threads);
         let worker = ProbeWorker {
             thread: thread as u16,
             encoded: encoded.clone(),

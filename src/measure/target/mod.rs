@@ -41,6 +41,9 @@ pub struct ConnInfo {
     pub command_timeout: Duration,
     /// TLS (`rediss://`), or `None` for plain TCP.
     pub tls: Option<TlsSettings>,
+    /// Send `READONLY` after connecting (reads from a cluster replica). Only the tool's own
+    /// connections (probes) honour it.
+    pub readonly: bool,
 }
 
 impl fmt::Debug for ConnInfo {
@@ -86,6 +89,7 @@ impl ConnInfo {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             tls: None,
+            readonly: false,
         }
     }
 
@@ -137,6 +141,7 @@ impl ConnInfo {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             tls,
+            readonly: false,
         })
     }
 

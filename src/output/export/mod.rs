@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 pub use csv_rows::{RowAppender, csv_bytes};
 #[cfg(test)]
 pub(crate) use run_json::sample;
-pub use run_json::{HostInfo, RunJson, RunStatus, ToolInfo};
+pub use run_json::{HostInfo, NodeFindings, RunJson, RunStatus, ToolInfo};
 pub use timeline::TimelineRow;
 
 use crate::error::UsageError;
@@ -113,6 +113,9 @@ pub mod columns {
         "ok",
         "error",
         "read_us",
+        "node",
+        "role",
+        "shard",
     ];
     /// writes.csv
     pub const WRITES: &[&str] = &[
@@ -134,6 +137,9 @@ pub mod columns {
         "server_latency_event",
         "server_eventloop_max_us",
         "server_request_bytes",
+        "node",
+        "role",
+        "shard",
     ];
     /// stalls.csv
     pub const STALLS: &[&str] = &[
@@ -146,6 +152,9 @@ pub mod columns {
         "server_command",
         "server_client",
         "server_event",
+        "node",
+        "role",
+        "shard",
     ];
     /// timeline.csv
     pub const TIMELINE: &[&str] = &[
@@ -163,6 +172,8 @@ pub mod columns {
         "stalls",
         "stall_ms",
         "longest_stall_ms",
+        "role",
+        "shard",
     ];
     /// summary.csv
     pub const SUMMARY: &[&str] = &[
@@ -188,5 +199,9 @@ pub mod columns {
         "host_mem_peak_pct",
         "host_swap_grew_bytes",
         "hol_probe_send_lag_ms",
+        "node",
+        "role",
+        "shard",
+        "same_shard",
     ];
 }

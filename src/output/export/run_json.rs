@@ -9,9 +9,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::analyze::correlate::Analysis;
+use crate::analyze::findings::{Baseline, Stall, WriteSummary};
 use crate::measure::probe::ProbeEngineInfo;
 use crate::measure::target::ServerFacts;
 use crate::options::RunOptions;
+use crate::record::NodeCols;
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,11 +139,41 @@ pub struct RunJson {
     /// runs recorded before it was).
     #[serde(default)]
     pub client_hiccups_found: Option<u64>,
-    /// Baseline, stall episodes, client hiccups and per-write summary.
+    /// Baseline, stall episodes, client hiccups and per-write summary, of the server the
+    /// writes went to (the URL's).
     #[serde(flatten)]
     pub analysis: Analysis,
+    /// Which node `analysis` is of (empty in runs recorded before it was said).
+    #[serde(default)]
+    pub node: Option<NodeCols>,
+    /// What every other node probed saw (replicas, the other shards of a cluster); absent with
+    /// one server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeFindings>,
     /// Warnings printed during the run.
     pub warnings: Vec<String>,
+}
+
+/// One more node's findings, in run.json's `nodes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeFindings {
+    /// Its address, role and shard.
+    #[serde(flatten)]
+    pub node: NodeCols,
+    /// It holds the written key's slot.
+    pub same_shard: bool,
+    /// Latency of its probes outside writes.
+    pub baseline: Baseline,
+    /// One row per write: what this node's other clients saw.
+    pub summary: Vec<WriteSummary>,
+    /// Its stall episodes (every one in stalls.csv).
+    pub stalls_found: u64,
+    /// Their total length, ms.
+    pub stall_ms_total: f64,
+    /// Its client hiccups.
+    pub client_hiccups_found: u64,
+    /// Its longest stalls (at most 20), in time order.
+    pub longest_stalls: Vec<Stall>,
 }
 
 /// A run with every field set to something other than its default, for the tests of the
@@ -328,6 +360,12 @@ pub(crate) mod sample {
             stall_ms_total: Some(123.5),
             client_hiccups_found: Some(1),
             analysis,
+            node: Some(NodeCols {
+                node: "127.0.0.1:6379".into(),
+                role: crate::record::NodeRole::Master,
+                shard: None,
+            }),
+            nodes: Vec::new(),
             warnings: vec!["a warning".into()],
         }
     }
@@ -426,8 +464,13 @@ mod tests {
         let run_json = sample::run_json();
         let analysis = &run_json.analysis;
         let json = serde_json::to_vec_pretty(&run_json).unwrap();
-        let summary = csv_bytes(&analysis.writes, columns::SUMMARY).unwrap();
-        let stalls = csv_bytes(&analysis.stalls, columns::STALLS).unwrap();
+        // Rows as the session writes them: each ends with its node's columns.
+        let node = run_json.node.clone().unwrap();
+        let same = crate::record::SameShard { same_shard: true };
+        let summary_rows: Vec<_> = analysis.writes.iter().map(|w| (w, &node, &same)).collect();
+        let summary = csv_bytes(&summary_rows, columns::SUMMARY).unwrap();
+        let stall_rows: Vec<_> = analysis.stalls.iter().map(|s| (s, &node)).collect();
+        let stalls = csv_bytes(&stall_rows, columns::STALLS).unwrap();
         let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
         if std::env::var_os("HOLPROBE_WRITE_GOLDEN").is_some() {
             std::fs::create_dir_all(&golden).unwrap();

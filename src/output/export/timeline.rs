@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::analyze::findings::Interval;
+use crate::record::{NodeCols, NodeRole};
 
 /// One row of timeline.csv.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -12,7 +13,7 @@ pub struct TimelineRow {
     pub time: String,
     /// The same as Unix time, µs.
     pub unix_us: u64,
-    /// The server probed (`host:port`).
+    /// The node probed (`host:port` as the topology reports it).
     pub target: String,
     /// Start of the interval, µs since the run's start.
     pub start_us: u64,
@@ -36,16 +37,20 @@ pub struct TimelineRow {
     pub stall_ms: f64,
     /// The longest stall that began in it, ms.
     pub longest_stall_ms: f64,
+    /// The node's role (`master` or `replica`).
+    pub role: NodeRole,
+    /// The node's shard; empty outside a cluster.
+    pub shard: Option<u16>,
 }
 
 impl TimelineRow {
     /// The row of `interval` of a run that started at `unix_start_us`.
-    pub fn new(interval: &Interval, target: &str, unix_start_us: u64) -> TimelineRow {
+    pub fn new(interval: &Interval, node: &NodeCols, unix_start_us: u64) -> TimelineRow {
         let unix_us = unix_start_us + interval.start_us;
         TimelineRow {
             time: crate::measure::clock::wall_time(unix_us),
             unix_us,
-            target: target.to_string(),
+            target: node.node.clone(),
             start_us: interval.start_us,
             length_us: interval.length_us,
             probes: interval.probes,
@@ -57,6 +62,8 @@ impl TimelineRow {
             stalls: interval.stalls,
             stall_ms: interval.stall_ms,
             longest_stall_ms: interval.longest_stall_ms,
+            role: node.role,
+            shard: node.shard,
         }
     }
 }
