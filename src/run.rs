@@ -32,6 +32,21 @@ pub fn run(
     run_with_actor(options, target, actor, interrupt, notify)
 }
 
+/// [`run`] with probes on every node of `probed`; the writes go to `target` (its first node).
+pub fn run_nodes(
+    options: &RunOptions,
+    target: &Target,
+    probed: &crate::session::Probed,
+    interrupt: &AtomicBool,
+    notify: &mut dyn FnMut(Notice<'_>),
+) -> Result<RunReport> {
+    let actor = options.writer.clone().map(|mut plan| {
+        plan.seed = options.seed;
+        Box::new(WriterActor::new(plan, options.force_memory)) as Box<dyn Actor>
+    });
+    crate::session::measure_nodes(options, target, probed, actor, interrupt, notify)
+}
+
 /// Runs probes with `actor` (in place of the writer `options` may plan) beside them: the same
 /// measuring session, correlator and exports as the main job ([`crate::session::measure`]).
 /// Without an actor it observes (for `options.duration`, or until `interrupt`).

@@ -46,8 +46,10 @@ use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::measure::serverview::{
     LatencyEvent, ServerTuning, ViewSetup, Want, settings_for_observing,
 };
+use crate::measure::slots::hash_tag_for;
 use crate::measure::target::ConnInfo;
 use crate::measure::target::Target;
+use crate::measure::topology::{Role, Shard, Topology, TopologyKind};
 pub use crate::options::{ProbesExport, RunOptions};
 use crate::output::export::NodeFindings;
 use crate::output::export::{
@@ -226,6 +228,8 @@ pub struct Probed {
     /// Hash tag every key of the run carries (`holprobe:<run-id>:{tag}:`), so that a cluster
     /// routes them all to the written shard.
     pub key_tag: Option<String>,
+    /// The deployment as discovered at the start (run.json `topology`).
+    pub topology: Option<Topology>,
 }
 
 /// One server probed.
@@ -243,6 +247,69 @@ pub struct ProbedNode {
 }
 
 impl Probed {
+    /// Every node of `topology`, the master of shard `written` first (the actor's), then its
+    /// replicas, then the other shards' nodes; each connected with `template`'s settings (user,
+    /// password, TLS, timeouts) at its own address. In a cluster the run's keys carry a hash tag
+    /// of the written shard's slots, and GET probes of the other shards read a key of their own
+    /// shard (replicas after `READONLY`).
+    pub fn from_topology(
+        topology: &Topology,
+        written: usize,
+        template: &ConnInfo,
+        probe_cmd: ProbeCmd,
+    ) -> Result<Probed> {
+        let shard = topology
+            .shards
+            .get(written)
+            .with_context(|| format!("no shard {written} in the topology"))?;
+        let cluster = topology.kind == TopologyKind::Cluster;
+        let tag_of = |shard: &Shard| -> Result<Option<String>> {
+            if !cluster {
+                return Ok(None);
+            }
+            hash_tag_for(&shard.slots)
+                .map(Some)
+                .with_context(|| format!("shard {} serves no slot", shard.index))
+        };
+        let written_tag = tag_of(shard)?;
+        let mut order: Vec<&Shard> = vec![shard];
+        order.extend(topology.shards.iter().filter(|s| s.index != written));
+        let mut nodes = Vec::new();
+        for shard in order {
+            let tag = tag_of(shard)?;
+            let master_conn = template.for_node(&shard.master.address)?;
+            for node in shard.nodes() {
+                let mut conn = template.for_node(&node.address)?;
+                conn.readonly = cluster && node.role == Role::Replica && probe_cmd == ProbeCmd::Get;
+                nodes.push(ProbedNode {
+                    conn,
+                    cols: NodeCols {
+                        node: node.announced.clone(),
+                        role: match node.role {
+                            Role::Master => NodeRole::Master,
+                            Role::Replica => NodeRole::Replica,
+                        },
+                        shard: cluster.then_some(shard.index as u16),
+                    },
+                    same_shard: shard.index == written,
+                    // The written shard's nodes read the run's own probe key (tagged for it);
+                    // a replica of a standalone master reads the master's.
+                    probe_key_home: match &tag {
+                        Some(tag) if shard.index != written => {
+                            Some((tag.clone(), master_conn.clone()))
+                        }
+                        _ => None,
+                    },
+                });
+            }
+        }
+        Ok(Probed {
+            nodes,
+            key_tag: written_tag,
+            topology: Some(topology.clone()),
+        })
+    }
+
     /// The URL's server alone.
     pub fn single(target: &Target) -> Probed {
         Probed {
@@ -257,6 +324,7 @@ impl Probed {
                 probe_key_home: None,
             }],
             key_tag: None,
+            topology: None,
         }
     }
 }
@@ -547,6 +615,7 @@ pub fn measure_nodes(
         key_prefix: &key_prefix,
         clock,
         target,
+        topology: probed.topology.as_ref(),
         host: &host,
         options: &effective_options,
     };
@@ -1043,6 +1112,7 @@ struct Meta<'a> {
     key_prefix: &'a str,
     clock: RunClock,
     target: &'a Target,
+    topology: Option<&'a Topology>,
     host: &'a HostInfo,
     options: &'a RunOptions,
 }
@@ -1634,6 +1704,7 @@ impl OutFiles {
             client_hiccups_found: Some(first.hiccups_found),
             analysis: analysis.clone(),
             node: Some(first.cols.clone()),
+            topology: meta.topology.cloned(),
             nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
             warnings: warnings.to_vec(),
         };

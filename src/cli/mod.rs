@@ -9,6 +9,7 @@ mod populate_cmd;
 mod probe_args;
 mod probe_cmd;
 mod target_args;
+mod topology_args;
 mod versions;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ pub use probe_args::{
     parse_stall_threshold,
 };
 pub use target_args::TargetArgs;
+pub use topology_args::TopologyArgs;
 
 use crate::error::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_status};
 

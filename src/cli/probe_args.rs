@@ -21,6 +21,9 @@ pub const MAX_PROBE_THREADS: u16 = 64;
 /// Probing, writing and export options of the main job.
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
+    #[command(flatten)]
+    pub topology: super::TopologyArgs,
+
     /// Dedicated probe threads, each with its own connection.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub probe_threads: u32,

@@ -5,12 +5,15 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Result;
 
 use super::{Output, ProbeArgs, TargetArgs};
+use crate::cli::topology_args::choose_shard;
 use crate::error::{EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::measure::target::{ServerBinary, Target, TargetSpec};
+use crate::measure::topology::{Topology, TopologyKind, TopologyMode, discover};
 use crate::output::export::prepare_out_dir;
 use crate::output::metrics::MetricsEndpoint;
 use crate::output::report;
 use crate::run::{self, Notice, RunOptions};
+use crate::session::Probed;
 use crate::units::format_size;
 
 /// Runs the main job; returns the exit status.
@@ -24,6 +27,8 @@ pub fn run(
     let report_every = probe_args.report_every()?;
     let show_stalls = probe_args.show_stalls()?;
     let spec = target_args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+    let topology_mode = probe_args.topology.mode()?;
+    let address_map = probe_args.topology.address_map()?;
     if probe_args.dry_run {
         for line in dry_run_plan(&options, &spec)? {
             out.line(&line);
@@ -47,7 +52,36 @@ pub fn run(
         out.note(&format!("metrics at {} while the run goes", endpoint.url()));
     }
     describe_target(&target, "measuring", out);
-    preflight(&options, &target, out)?;
+    // Every node of the deployment, each probed on its own; the writes go to the chosen
+    // shard's master, which may not be the --url server.
+    let (probed, written) = match topology_mode {
+        TopologyMode::Single => (Probed::single(&target), None),
+        TopologyMode::Auto => {
+            let (topology, notes) = discover(&target.conn, &address_map)?;
+            for note in &notes {
+                out.warn(note);
+            }
+            if topology.nodes().len() <= 1 {
+                (Probed::single(&target), None)
+            } else {
+                let shard = choose_shard(probe_args.topology.shard.as_deref(), &topology)?;
+                let probed =
+                    Probed::from_topology(&topology, shard, &target.conn, options.probe_cmd)?;
+                out.note(&describe_topology(&topology, shard));
+                let master = &topology.shards[shard].master.address;
+                let written = if *master == target.conn.address() {
+                    None
+                } else {
+                    Some(Target::open(&TargetSpec::External(
+                        target.conn.for_node(master)?,
+                    ))?)
+                };
+                (probed, written)
+            }
+        }
+    };
+    let written_target = written.as_ref().unwrap_or(&target);
+    preflight(&options, written_target, out)?;
     describe_plan(&options, out);
 
     let steps_total = options.writer.as_ref().map_or(0, |w| w.steps().len());
@@ -64,42 +98,48 @@ pub fn run(
         }
         _ => None,
     };
-    let report = run::run(&options, &target, interrupt, &mut |notice| match notice {
-        Notice::Started { run_id, .. } => out.note(&format!(
-            "run {run_id}: keys under {}:{run_id}:",
-            run::KEY_NAMESPACE
-        )),
-        Notice::Write { record, summary } => out.line(&report::write_line(record, summary)),
-        Notice::NodeWrite {
-            node,
-            same_shard,
-            summary,
-        } => out.line(&report::node_write_line(node, same_shard, summary)),
-        Notice::Stall(_) => {}
-        Notice::Interval {
-            interval,
-            started_unix_us,
-        } => {
-            if let Some(line) = history
-                .as_mut()
-                .and_then(|h| h.add(interval, started_unix_us))
-            {
-                out.line(&line);
+    let report = run::run_nodes(
+        &options,
+        written_target,
+        &probed,
+        interrupt,
+        &mut |notice| match notice {
+            Notice::Started { run_id, .. } => out.note(&format!(
+                "run {run_id}: keys under {}:{run_id}:",
+                run::KEY_NAMESPACE
+            )),
+            Notice::Write { record, summary } => out.line(&report::write_line(record, summary)),
+            Notice::NodeWrite {
+                node,
+                same_shard,
+                summary,
+            } => out.line(&report::node_write_line(node, same_shard, summary)),
+            Notice::Stall(_) => {}
+            Notice::Interval {
+                interval,
+                started_unix_us,
+            } => {
+                if let Some(line) = history
+                    .as_mut()
+                    .and_then(|h| h.add(interval, started_unix_us))
+                {
+                    out.line(&line);
+                }
             }
-        }
-        Notice::Tick {
-            elapsed,
-            probes,
-            writes,
-        } => {
-            let position = if steps_total > 0 {
-                writes as u64
-            } else {
-                elapsed.as_secs()
-            };
-            out.progress(position, format!("{probes} probes"));
-        }
-    });
+            Notice::Tick {
+                elapsed,
+                probes,
+                writes,
+            } => {
+                let position = if steps_total > 0 {
+                    writes as u64
+                } else {
+                    elapsed.as_secs()
+                };
+                out.progress(position, format!("{probes} probes"));
+            }
+        },
+    );
     target.shutdown();
     out.finish_progress();
     let report = report?;
@@ -415,5 +455,24 @@ impl History {
         );
         *self = History::new(std::time::Duration::from_micros(self.every_us));
         Some(line)
+    }
+}
+
+/// One line on what the run probes: `topology: cluster of 3 shards, 6 nodes (3 replicas);
+/// writes go to shard 0 (127.0.0.1:7000, slots 0-5460)`.
+fn describe_topology(topology: &Topology, written: usize) -> String {
+    let nodes = topology.nodes().len();
+    let replicas: usize = topology.shards.iter().map(|s| s.replicas.len()).sum();
+    let shard = &topology.shards[written];
+    match topology.kind {
+        TopologyKind::Cluster => format!(
+            "topology: cluster of {} shard(s), {nodes} nodes ({replicas} replicas), each probed; writes go to shard {written} ({})",
+            topology.shards.len(),
+            shard.master.announced,
+        ),
+        TopologyKind::Standalone => format!(
+            "topology: {} with {replicas} replica(s), each probed",
+            shard.master.announced
+        ),
     }
 }

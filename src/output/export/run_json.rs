@@ -12,6 +12,7 @@ use crate::analyze::correlate::Analysis;
 use crate::analyze::findings::{Baseline, Stall, WriteSummary};
 use crate::measure::probe::ProbeEngineInfo;
 use crate::measure::target::ServerFacts;
+use crate::measure::topology::Topology;
 use crate::options::RunOptions;
 use crate::record::NodeCols;
 
@@ -150,6 +151,10 @@ pub struct RunJson {
     /// one server.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeFindings>,
+    /// The deployment at the start, when more than one server was probed: every shard, its
+    /// slots, master and replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
     /// Warnings printed during the run.
     pub warnings: Vec<String>,
 }
@@ -366,6 +371,7 @@ pub(crate) mod sample {
                 shard: None,
             }),
             nodes: Vec::new(),
+            topology: None,
             warnings: vec!["a warning".into()],
         }
     }
