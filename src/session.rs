@@ -51,11 +51,11 @@ use crate::measure::target::ConnInfo;
 use crate::measure::target::Target;
 use crate::measure::topology::{Role, Shard, Topology, TopologyKind};
 pub use crate::options::{ProbesExport, RunOptions};
-use crate::output::export::NodeFindings;
 use crate::output::export::{
     HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
     SUMMARY_CSV, TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
 };
+use crate::output::export::{NodeEvent, NodeFindings};
 use crate::output::hlog::HlogWriter;
 use crate::output::metrics::ProbeMetrics;
 use crate::record::{NodeCols, NodeRole, ProbeCmd, SameShard, WriteOp, WriteRecord};
@@ -91,6 +91,8 @@ pub struct RunReport {
     pub server_settings: Vec<String>,
     /// What the other nodes saw (empty when only one server was probed).
     pub nodes: Vec<NodeFindings>,
+    /// Nodes that went down or came back during the run.
+    pub node_events: Vec<NodeEvent>,
 }
 
 /// Something the caller may show while the run goes.
@@ -119,6 +121,8 @@ pub enum Notice<'a> {
         /// What that node's other clients saw.
         summary: &'a WriteSummary,
     },
+    /// A node went down or came back (runs over several nodes).
+    Node(&'a NodeEvent),
     /// A stall episode of the first node is final (with its wall-clock start).
     Stall(&'a Stall),
     /// An interval of the timeline is final.
@@ -180,7 +184,12 @@ pub(crate) fn actor_end(event: &Event) -> Option<EndOfRun> {
             RunStatus::Failed,
             Some(format!("the writer lost the server: {error}")),
         )),
-        Event::Probe(_) | Event::Write(_) | Event::Memory(_) | Event::ServerLog(_) => None,
+        Event::Probe(_)
+        | Event::Write(_)
+        | Event::Memory(_)
+        | Event::ServerLog(_)
+        | Event::NodeState { .. }
+        | Event::Skipped { .. } => None,
     }
 }
 
@@ -392,6 +401,8 @@ pub fn measure_nodes(
         get_key: probe_get_key(&key_prefix),
         realtime: options.realtime,
         first_thread: 0,
+        // Over several nodes one going away (a failover) must not end the run.
+        keep_going: probed.nodes.len() > 1,
     };
     // GET probes of nodes of other shards read a key of their own shard, set on its master and
     // removed from it at the end.
@@ -577,6 +588,7 @@ pub fn measure_nodes(
                 stalls_found: 0,
                 stall_ms_total: 0.0,
                 hiccups_found: 0,
+                down_threads: BTreeSet::new(),
             }
         })
         .collect();
@@ -589,6 +601,8 @@ pub fn measure_nodes(
         actor_ended: false,
         wrote_since_checkpoint: false,
         metrics: options.metrics.clone(),
+        node_events: Vec::new(),
+        new_node_events: 0,
         naming,
         notes: Vec::new(),
         unix_start_us: clock.unix_start_us(),
@@ -856,6 +870,7 @@ pub fn measure_nodes(
         status,
         status_reason,
         nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
+        node_events: std::mem::take(&mut state.node_events),
         analysis: std::mem::take(&mut state.nodes[0].analysis),
         writes: state.writes,
         probes_recorded: state.probes_recorded,
@@ -1136,6 +1151,10 @@ struct Collector {
     naming: Option<Namer>,
     /// Notes from the threads (the slow-log poller), for the run's warnings.
     notes: Vec<String>,
+    /// Nodes that went down or came back, in time order (run.json `node_events`).
+    node_events: Vec<NodeEvent>,
+    /// Of those, the ones not yet shown.
+    new_node_events: usize,
 }
 
 /// What the session keeps of one node probed: its correlator and its findings.
@@ -1148,6 +1167,8 @@ struct NodeState {
     stalls_found: u64,
     stall_ms_total: f64,
     hiccups_found: u64,
+    /// Its probe threads whose server is away.
+    down_threads: BTreeSet<u16>,
 }
 
 impl NodeState {
@@ -1394,6 +1415,39 @@ impl Collector {
                 self.actor_ended = true;
                 return Ok(actor_end(&event));
             }
+            Event::Skipped { thread, through_us } => {
+                if let Some(slot) = self.last_intended.get_mut(thread as usize) {
+                    *slot = Some(slot.unwrap_or(0).max(through_us));
+                }
+            }
+            Event::NodeState {
+                thread,
+                at_us,
+                error,
+            } => {
+                let Some(&index) = self.thread_node.get(thread as usize) else {
+                    return Ok(None);
+                };
+                let node = &mut self.nodes[index];
+                let was_down = !node.down_threads.is_empty();
+                match &error {
+                    Some(_) => node.down_threads.insert(thread),
+                    None => node.down_threads.remove(&thread),
+                };
+                let is_down = !node.down_threads.is_empty();
+                // Once per outage of the node, not once per thread.
+                if was_down != is_down {
+                    let event = NodeEvent {
+                        node: node.cols.node.clone(),
+                        at_us,
+                        wall: wall_time(self.unix_start_us + at_us),
+                        down: is_down,
+                        error,
+                    };
+                    self.node_events.push(event);
+                    self.new_node_events += 1;
+                }
+            }
         }
         Ok(None)
     }
@@ -1435,6 +1489,14 @@ impl Collector {
         }
         self.file_findings(out, notify)?;
         self.file_named(false, out, notify)?;
+        let first_new = self.node_events.len() - self.new_node_events;
+        for event in &self.node_events[first_new..] {
+            notify(Notice::Node(event));
+        }
+        if self.new_node_events > 0 {
+            self.new_node_events = 0;
+            self.wrote_since_checkpoint = true;
+        }
         Ok(end)
     }
 
@@ -1705,6 +1767,7 @@ impl OutFiles {
             analysis: analysis.clone(),
             node: Some(first.cols.clone()),
             topology: meta.topology.cloned(),
+            node_events: state.node_events.clone(),
             nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
             warnings: warnings.to_vec(),
         };

@@ -115,6 +115,7 @@ pub fn run(
                 summary,
             } => out.line(&report::node_write_line(node, same_shard, summary)),
             Notice::Stall(_) => {}
+            Notice::Node(event) => out.warn(&report::node_event_line(event)),
             Notice::Interval {
                 interval,
                 started_unix_us,
@@ -164,6 +165,15 @@ pub fn run(
         report.hiccups_found,
     ) {
         out.line(&line);
+    }
+    if !report.nodes.is_empty() {
+        out.line(&format!(
+            "the other nodes ({}; their stalls are in stalls.csv and run.json):",
+            report.nodes.len()
+        ));
+        for node in &report.nodes {
+            out.line(&report::node_summary_line(node));
+        }
     }
     for warning in &report.warnings {
         out.warn(warning);

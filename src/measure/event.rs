@@ -22,4 +22,22 @@ pub enum Event {
     /// What the server logged since the last poll (slow commands, latency events), to name
     /// the stalls with.
     ServerLog(Box<crate::measure::culprit::ServerLogBatch>),
+    /// A probe thread of a run over several nodes lost its server (`error`) or, with `None`,
+    /// has it back. While it is down the thread sends no probes, only [`Event::Skipped`].
+    NodeState {
+        /// The probe thread.
+        thread: u16,
+        /// When, µs since the run's start.
+        at_us: u64,
+        /// Why it is down; `None`: up again.
+        error: Option<String>,
+    },
+    /// A probe thread whose server is down skipped its probes intended up to `through_us`:
+    /// nothing earlier will come from it.
+    Skipped {
+        /// The probe thread.
+        thread: u16,
+        /// The last skipped probe's intended time, µs since the run's start.
+        through_us: u64,
+    },
 }

@@ -45,6 +45,41 @@ pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
     line
 }
 
+/// A node going away or coming back: `12:03:04.123 127.0.0.1:7001 down: connection refused`.
+pub fn node_event_line(event: &crate::output::export::NodeEvent) -> String {
+    let when = event.wall.get(11..23).unwrap_or(&event.wall);
+    match (&event.error, event.down) {
+        (Some(error), true) => format!("{when} {} down: {error}", event.node),
+        (_, true) => format!("{when} {} down", event.node),
+        (_, false) => format!("{when} {} back", event.node),
+    }
+}
+
+/// A node's run in one line: `  127.0.0.1:7002 replica shard 0 (same shard)  baseline p50 52us
+/// p99 310us  stalls: 12 (80.1ms in all, longest 20.3ms)`.
+pub fn node_summary_line(node: &crate::output::export::NodeFindings) -> String {
+    let shard = match node.node.shard {
+        Some(shard) => format!(" shard {shard}"),
+        None => String::new(),
+    };
+    let same = if node.same_shard { " (same shard)" } else { "" };
+    let longest = node
+        .longest_stalls
+        .iter()
+        .map(|s| s.duration_ms)
+        .fold(0.0, f64::max);
+    format!(
+        "  {} {}{shard}{same}  baseline p50 {}us p99 {}us  stalls: {} ({:.1}ms in all, longest {:.1}ms)",
+        node.node.node,
+        node.node.role.name(),
+        node.baseline.p50_us,
+        node.baseline.p99_us,
+        node.stalls_found,
+        node.stall_ms_total,
+        longest
+    )
+}
+
 /// One more node's view of a write, under the write's line: `  127.0.0.1:7004 replica shard 0
 /// (same shard)  others blocked: 3.1ms  stalled: 4.0ms  delayed probes: 7`.
 pub fn node_write_line(node: &NodeCols, same_shard: bool, summary: &WriteSummary) -> String {

@@ -63,7 +63,15 @@ pub struct ProbeConfig {
     /// Number of the first thread: with several nodes each gets its own threads, numbered on
     /// from the previous node's.
     pub first_thread: u16,
+    /// A server that goes away (or does not answer within `--timeout`) does not end the
+    /// thread: it says so once ([`Event::NodeState`]), skips its probes while it tries to
+    /// connect again every [`RETRY_EVERY`], and says when the server is back. For runs over
+    /// several nodes, where one node down (a failover) must not end the run.
+    pub keep_going: bool,
 }
+
+/// How often a thread whose server is down tries to connect again.
+pub const RETRY_EVERY: Duration = Duration::from_millis(500);
 
 impl ProbeConfig {
     /// Time between two probes of one thread.
@@ -207,6 +215,7 @@ pub fn spawn_probes(
             events: events.clone(),
             shared: Arc::clone(&shared),
             realtime: config.realtime,
+            keep_going: config.keep_going,
             done: Vec::new(),
         };
         let handle = std::thread::Builder::new()
@@ -241,6 +250,7 @@ struct ProbeWorker {
     events: Sender<Event>,
     shared: Arc<ProbeShared>,
     realtime: bool,
+    keep_going: bool,
     /// Records ready to go to the collector.
     done: Vec<ProbeRecord>,
 }
@@ -276,12 +286,87 @@ impl ProbeWorker {
             };
             self.flush();
             if let Err(broken) = outcome
-                && !self.recover(broken)
+                && !self.recover(broken, &mut seq)
             {
                 return;
             }
         }
         self.drain_at_stop();
+    }
+
+    /// The probe slot at or after `now_us`.
+    fn seq_at(&self, now_us: u64) -> u64 {
+        ((now_us as f64 * 1e3 - self.first_ns) / self.period_ns)
+            .ceil()
+            .max(0.0) as u64
+    }
+
+    fn intended_us(&self, seq: u64) -> u64 {
+        ((self.first_ns + seq as f64 * self.period_ns) / 1e3) as u64
+    }
+
+    /// The server is gone (`--keep-going` runs): says so once, skips the probes due while it
+    /// tries to connect again, says when it is back. False when the run stopped meanwhile.
+    fn ride_out(&mut self, error: String, seq: &mut u64) -> bool {
+        let send = |worker: &Self, event: Event| {
+            // Blocking: rare, and the collector must not miss the state of a node.
+            let _ = worker.events.send(event);
+        };
+        send(
+            self,
+            Event::NodeState {
+                thread: self.thread,
+                at_us: self.clock.now_us(),
+                error: Some(error),
+            },
+        );
+        loop {
+            let next = self.seq_at(self.clock.now_us());
+            if next > *seq {
+                *seq = next;
+                send(
+                    self,
+                    Event::Skipped {
+                        thread: self.thread,
+                        through_us: self.intended_us(next - 1),
+                    },
+                );
+            }
+            if self.stopping() {
+                return false;
+            }
+            if let Ok(sock) = ProbeSocket::connect(&self.conn_info) {
+                self.sock = sock;
+                self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
+                // Probes resume at the next slot, counted from their intended times.
+                *seq = self.seq_at(self.clock.now_us());
+                if *seq > 0 {
+                    send(
+                        self,
+                        Event::Skipped {
+                            thread: self.thread,
+                            through_us: self.intended_us(*seq - 1),
+                        },
+                    );
+                }
+                send(
+                    self,
+                    Event::NodeState {
+                        thread: self.thread,
+                        at_us: self.clock.now_us(),
+                        error: None,
+                    },
+                );
+                return true;
+            }
+            let until = Instant::now() + RETRY_EVERY;
+            while Instant::now() < until {
+                if self.stopping() {
+                    return false;
+                }
+                std::thread::sleep(MAX_WAIT);
+            }
+        }
     }
 
     fn stopping(&self) -> bool {
@@ -427,7 +512,7 @@ impl ProbeWorker {
     /// outstanding probes, recorded as errors, and gets one new connection; the schedule goes on
     /// (probes due meanwhile leave late and count from their intended time), or the thread
     /// reports and ends.
-    fn recover(&mut self, broken: Broken) -> bool {
+    fn recover(&mut self, broken: Broken, seq: &mut u64) -> bool {
         match broken {
             Broken::Timeout => {
                 let error = format!(
@@ -436,6 +521,9 @@ impl ProbeWorker {
                 );
                 self.flight.fail_all(&error, &mut self.done);
                 self.flush();
+                if self.keep_going && !self.stopping() {
+                    return self.ride_out(error, seq);
+                }
                 self.report_failure(error);
                 false
             }
@@ -451,6 +539,7 @@ impl ProbeWorker {
                         self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
                         true
                     }
+                    Err(err) if self.keep_going => self.ride_out(crate::error::one_line(&err), seq),
                     Err(err) => {
                         self.report_failure(crate::error::one_line(&err));
                         false

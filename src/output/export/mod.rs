@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 pub use csv_rows::{RowAppender, csv_bytes};
 #[cfg(test)]
 pub(crate) use run_json::sample;
-pub use run_json::{HostInfo, NodeFindings, RunJson, RunStatus, ToolInfo};
+pub use run_json::{HostInfo, NodeEvent, NodeFindings, RunJson, RunStatus, ToolInfo};
 pub use timeline::TimelineRow;
 
 use crate::error::UsageError;

@@ -155,8 +155,27 @@ pub struct RunJson {
     /// slots, master and replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<Topology>,
+    /// Nodes that went down or came back during the run (a failover, a restart), in time order;
+    /// absent when none did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_events: Vec<NodeEvent>,
     /// Warnings printed during the run.
     pub warnings: Vec<String>,
+}
+
+/// A node of a run over several going down or coming back, in run.json's `node_events`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    /// The node (`host:port` as the topology reports it).
+    pub node: String,
+    /// When, µs since the run's start.
+    pub at_us: u64,
+    /// The same, RFC 3339 UTC with µs.
+    pub wall: String,
+    /// True: its probes lost it; false: they have it back.
+    pub down: bool,
+    /// Why it is down.
+    pub error: Option<String>,
 }
 
 /// One more node's findings, in run.json's `nodes`.
@@ -372,6 +391,7 @@ pub(crate) mod sample {
             }),
             nodes: Vec::new(),
             topology: None,
+            node_events: Vec::new(),
             warnings: vec!["a warning".into()],
         }
     }
