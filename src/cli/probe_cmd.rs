@@ -81,6 +81,7 @@ pub fn run(
         }
     };
     let written_target = written.as_ref().unwrap_or(&target);
+    let mut groups = report::WriteGroups::new(probed.nodes.len() - 1);
     preflight(&options, written_target, out)?;
     describe_plan(&options, out);
 
@@ -108,12 +109,22 @@ pub fn run(
                 "run {run_id}: keys under {}:{run_id}:",
                 run::KEY_NAMESPACE
             )),
-            Notice::Write { record, summary } => out.line(&report::write_line(record, summary)),
+            Notice::Write { record, summary } => {
+                groups.first(summary.seq, report::write_line(record, summary));
+                for line in groups.ready() {
+                    out.line(&line);
+                }
+            }
             Notice::NodeWrite {
                 node,
                 same_shard,
                 summary,
-            } => out.line(&report::node_write_line(node, same_shard, summary)),
+            } => {
+                groups.node(node, same_shard, summary);
+                for line in groups.ready() {
+                    out.line(&line);
+                }
+            }
             Notice::Stall(_) => {}
             Notice::Node(event) => out.warn(&report::node_event_line(event)),
             Notice::Interval {
@@ -141,6 +152,9 @@ pub fn run(
             }
         },
     );
+    for line in groups.rest() {
+        out.line(&line);
+    }
     target.shutdown();
     out.finish_progress();
     let report = report?;

@@ -80,6 +80,108 @@ pub fn node_summary_line(node: &crate::output::export::NodeFindings) -> String {
     )
 }
 
+/// The lines of each write over several nodes, held until every node's figures are in, then
+/// given in write order: the write's line (the written master), one line per node of the
+/// written shard (its replicas), and one line for the worst of the other shards (every node's
+/// figures are in summary.csv).
+#[derive(Debug, Default)]
+pub struct WriteGroups {
+    others: usize,
+    next: Option<u32>,
+    pending: std::collections::BTreeMap<u32, WriteGroup>,
+}
+
+#[derive(Debug, Default)]
+struct WriteGroup {
+    first: Option<String>,
+    same_shard: Vec<String>,
+    other_nodes: usize,
+    /// The other shards' worst `hol_delay_ms`, and where.
+    other_worst: Option<(f64, String)>,
+}
+
+impl WriteGroup {
+    fn complete(&self, others: usize) -> bool {
+        self.first.is_some() && self.same_shard.len() + self.other_nodes == others
+    }
+
+    fn lines(self) -> Vec<String> {
+        let mut lines: Vec<String> = self.first.into_iter().collect();
+        lines.extend(self.same_shard);
+        if self.other_nodes > 0 {
+            lines.push(match self.other_worst {
+                Some((ms, node)) => format!(
+                    "    other shards ({} nodes): worst others blocked {ms:.1}ms ({node})",
+                    self.other_nodes
+                ),
+                None => format!(
+                    "    other shards ({} nodes): no probe overlapped",
+                    self.other_nodes
+                ),
+            });
+        }
+        lines
+    }
+}
+
+impl WriteGroups {
+    /// For a run over `others` nodes besides the written one.
+    pub fn new(others: usize) -> WriteGroups {
+        WriteGroups {
+            others,
+            ..WriteGroups::default()
+        }
+    }
+
+    /// The written master's line of write `seq`.
+    pub fn first(&mut self, seq: u32, line: String) {
+        self.next.get_or_insert(seq);
+        self.pending.entry(seq).or_default().first = Some(line);
+    }
+
+    /// Another node's figures of a write.
+    pub fn node(&mut self, node: &NodeCols, same_shard: bool, summary: &WriteSummary) {
+        let group = self.pending.entry(summary.seq).or_default();
+        if same_shard {
+            group
+                .same_shard
+                .push(node_write_line(node, same_shard, summary));
+        } else {
+            group.other_nodes += 1;
+            if let Some(ms) = summary.hol_delay_ms
+                && group
+                    .other_worst
+                    .as_ref()
+                    .is_none_or(|(worst, _)| ms > *worst)
+            {
+                group.other_worst = Some((ms, node.node.clone()));
+            }
+        }
+    }
+
+    /// The lines of the writes complete so far, in write order.
+    pub fn ready(&mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Some((&seq, group)) = self.pending.first_key_value() {
+            if !group.complete(self.others) || self.next.is_some_and(|next| seq > next) {
+                break;
+            }
+            let group = self.pending.remove(&seq).expect("present");
+            self.next = Some(seq + 1);
+            lines.extend(group.lines());
+        }
+        lines
+    }
+
+    /// Every write's lines still held (the run ended before some node's figures came).
+    pub fn rest(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.pending)
+            .into_values()
+            .flat_map(WriteGroup::lines)
+            .collect()
+    }
+}
+
 /// One more node's view of a write, under the write's line: `  127.0.0.1:7004 replica shard 0
 /// (same shard)  others blocked: 3.1ms  stalled: 4.0ms  delayed probes: 7`.
 pub fn node_write_line(node: &NodeCols, same_shard: bool, summary: &WriteSummary) -> String {
@@ -413,5 +515,97 @@ fn format_threshold(us: u64) -> String {
         format!("{}ms", us / 1000)
     } else {
         format!("{us}us")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::NodeRole;
+
+    fn summary(seq: u32, hol: f64) -> WriteSummary {
+        WriteSummary {
+            seq,
+            op: WriteOp::Set,
+            size_bytes: 1 << 20,
+            set_ms: 1.0,
+            hol_delay_ms: Some(hol),
+            stall_ms: 0.0,
+            probes_delayed: 0,
+            stall_during_send_ms: 0.0,
+            stall_after_send_ms: 0.0,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            probes_in_window: 1,
+            worst_latency_ms: Some(hol),
+            ok: true,
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
+            memory_pressure: false,
+            host_mem_peak_pct: 0.0,
+            host_swap_grew_bytes: 0,
+            hol_probe_send_lag_ms: None,
+        }
+    }
+
+    fn node(name: &str, role: NodeRole, shard: u16) -> NodeCols {
+        NodeCols {
+            node: name.into(),
+            role,
+            shard: Some(shard),
+        }
+    }
+
+    /// Each write's lines come together and in write order, however the nodes' figures
+    /// arrive; the other shards fold into their worst.
+    #[test]
+    fn write_groups_wait_for_every_node_and_keep_write_order() {
+        let replica = node("r:1", NodeRole::Replica, 0);
+        let (other_a, other_b) = (
+            node("m:2", NodeRole::Master, 1),
+            node("m:3", NodeRole::Master, 2),
+        );
+        let mut groups = WriteGroups::new(3);
+        groups.first(1, "write 1".into());
+        groups.node(&replica, true, &summary(1, 2.0));
+        groups.node(&other_a, false, &summary(2, 9.0));
+        assert!(groups.ready().is_empty(), "write 1 still misses two nodes");
+        groups.first(2, "write 2".into());
+        groups.node(&other_a, false, &summary(1, 0.5));
+        groups.node(&replica, true, &summary(2, 1.0));
+        groups.node(&other_b, false, &summary(2, 3.0));
+        assert!(
+            groups.ready().is_empty(),
+            "write 2 is complete, write 1 is not"
+        );
+        groups.node(&other_b, false, &summary(1, 0.7));
+        let lines = groups.ready();
+        assert_eq!(lines.len(), 6, "{lines:?}");
+        assert_eq!(lines[0], "write 1");
+        assert!(
+            lines[1].contains("r:1 replica shard 0 (same shard)"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].contains("other shards (2 nodes): worst others blocked 0.7ms (m:3)"));
+        assert_eq!(lines[3], "write 2");
+        assert!(
+            lines[5].contains("worst others blocked 9.0ms (m:2)"),
+            "{}",
+            lines[5]
+        );
+        assert!(groups.rest().is_empty());
+    }
+
+    /// With one server a write's line is given at once.
+    #[test]
+    fn write_groups_of_one_node_pass_straight_through() {
+        let mut groups = WriteGroups::new(0);
+        groups.first(1, "write 1".into());
+        assert_eq!(groups.ready(), ["write 1"]);
+        groups.first(2, "write 2".into());
+        assert_eq!(groups.ready(), ["write 2"]);
     }
 }
