@@ -425,6 +425,23 @@ pub fn measure_nodes(
             .arg(crate::measure::probe::PROBE_VALUE)
             .query::<()>(&mut control)
             .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
+        // Replicas read it too: wait (a second at most) until they have it.
+        let replicas = |shard: Option<u16>| {
+            probed
+                .nodes
+                .iter()
+                .filter(|n| n.cols.role == NodeRole::Replica && n.cols.shard == shard)
+                .count()
+        };
+        let wait_for = |conn: &mut redis::Connection, replicas: usize| {
+            if replicas > 0 {
+                let _ = redis::cmd("WAIT")
+                    .arg(replicas)
+                    .arg(1000)
+                    .query::<i64>(conn);
+            }
+        };
+        wait_for(&mut control, replicas(probed.nodes[0].cols.shard));
         for node in &probed.nodes {
             if let Some((tag, master)) = &node.probe_key_home {
                 let key = format!("{run_base}{{{tag}}}:probe");
@@ -437,7 +454,9 @@ pub fn measure_nodes(
                         .arg(&key)
                         .arg(crate::measure::probe::PROBE_VALUE)
                         .query::<()>(&mut conn)
-                        .map_err(anyhow::Error::from)
+                        .map_err(anyhow::Error::from)?;
+                    wait_for(&mut conn, replicas(node.cols.shard));
+                    Ok(())
                 });
                 if let Err(err) = set {
                     remove_homed_keys(&homed_probe_keys, &mut warnings);
