@@ -50,6 +50,7 @@ use crate::measure::slots::hash_tag_for;
 use crate::measure::target::ConnInfo;
 use crate::measure::target::Target;
 use crate::measure::topology::{Role, Shard, Topology, TopologyKind};
+use crate::measure::topology_watch::{TopologyWatcher, spawn_topology_watch};
 pub use crate::options::{ProbesExport, RunOptions};
 use crate::output::export::{
     HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
@@ -189,7 +190,8 @@ pub(crate) fn actor_end(event: &Event) -> Option<EndOfRun> {
         | Event::Memory(_)
         | Event::ServerLog(_)
         | Event::NodeState { .. }
-        | Event::Skipped { .. } => None,
+        | Event::Skipped { .. }
+        | Event::Topology { .. } => None,
     }
 }
 
@@ -289,7 +291,9 @@ impl Probed {
             let master_conn = template.for_node(&shard.master.address)?;
             for node in shard.nodes() {
                 let mut conn = template.for_node(&node.address)?;
-                conn.readonly = cluster && node.role == Role::Replica && probe_cmd == ProbeCmd::Get;
+                // Every node, masters too (where it changes nothing): a master demoted by a
+                // failover mid-run still answers its probes' GETs, as a replica.
+                conn.readonly = cluster && probe_cmd == ProbeCmd::Get;
                 nodes.push(ProbedNode {
                     conn,
                     cols: NodeCols {
@@ -579,6 +583,26 @@ pub fn measure_nodes(
     } else {
         None
     };
+    // A cluster's topology is read every second: a failover shows with its time.
+    if probed
+        .topology
+        .as_ref()
+        .is_some_and(|t| t.kind == TopologyKind::Cluster)
+    {
+        let watcher = TopologyWatcher::new(probed.nodes.iter().map(|n| n.conn.clone()).collect());
+        match spawn_topology_watch(
+            watcher,
+            clock,
+            tx.clone(),
+            Arc::clone(&threads.watcher_stop),
+        ) {
+            Ok(handle) => threads.watcher = Some(handle),
+            Err(err) => warnings.push(format!(
+                "topology changes go unseen: {}",
+                crate::error::one_line(&err)
+            )),
+        }
+    }
     drop(tx);
     notify(Notice::Started {
         run_id: &run_id,
@@ -1023,15 +1047,33 @@ impl RunScope {
     }
 }
 
+/// `DEL keys` on `conn`'s server. In a cluster whose master failed over during the run the
+/// keys' slot has moved: the MOVED error names where, and they are deleted there (keys of one
+/// run share a hash tag, so one slot).
+fn delete_keys(conn: &ConnInfo, keys: &[&String]) -> Result<i64> {
+    let delete = |conn: &ConnInfo| {
+        conn.redis_connection().and_then(|mut conn| {
+            redis::cmd("DEL")
+                .arg(keys)
+                .query::<i64>(&mut conn)
+                .map_err(anyhow::Error::from)
+        })
+    };
+    delete(conn).or_else(|err| {
+        match err
+            .downcast_ref::<redis::RedisError>()
+            .and_then(|e| e.redirect_node())
+        {
+            Some((address, _slot)) => delete(&conn.for_node(address)?),
+            None => Err(err),
+        }
+    })
+}
+
 /// Removes GET probes' keys of other shards from their masters; a failure is a warning.
 fn remove_homed_keys(keys: &[(ConnInfo, String)], warnings: &mut Vec<String>) {
     for (master, key) in keys {
-        let removed = master.redis_connection().and_then(|mut conn| {
-            redis::cmd("DEL")
-                .arg(key)
-                .query::<i64>(&mut conn)
-                .map_err(anyhow::Error::from)
-        });
+        let removed = delete_keys(master, &[key]);
         if let Err(err) = removed {
             warnings.push(format!("could not remove {key} from {master}: {err:#}"));
         }
@@ -1074,12 +1116,7 @@ impl KeyLedger {
             return;
         }
         let keys: Vec<&String> = self.live.iter().collect();
-        let removed = target.conn.redis_connection().and_then(|mut conn| {
-            redis::cmd("DEL")
-                .arg(&keys)
-                .query::<i64>(&mut conn)
-                .map_err(anyhow::Error::from)
-        });
+        let removed = delete_keys(&target.conn, &keys);
         match removed {
             Ok(_) => self.live.clear(),
             Err(err) => warnings.push(format!(
@@ -1102,6 +1139,8 @@ struct Threads {
     sampler_stop: Arc<AtomicBool>,
     poller: Option<JoinHandle<()>>,
     poller_stop: Arc<AtomicBool>,
+    watcher: Option<JoinHandle<()>>,
+    watcher_stop: Arc<AtomicBool>,
 }
 
 impl Threads {
@@ -1116,6 +1155,8 @@ impl Threads {
             sampler_stop: Arc::new(AtomicBool::new(false)),
             poller: None,
             poller_stop: Arc::new(AtomicBool::new(false)),
+            watcher: None,
+            watcher_stop: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -1131,6 +1172,10 @@ impl Threads {
             let _ = handle.join();
         }
         if let Some(handle) = self.sampler.take() {
+            let _ = handle.join();
+        }
+        self.watcher_stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.watcher.take() {
             let _ = handle.join();
         }
         // Last: its final poll covers the stalls the last probes closed.
@@ -1460,10 +1505,22 @@ impl Collector {
                         node: node.cols.node.clone(),
                         at_us,
                         wall: wall_time(self.unix_start_us + at_us),
-                        down: is_down,
-                        error,
+                        event: if is_down { "down" } else { "back" }.into(),
+                        detail: error,
                     };
                     self.node_events.push(event);
+                    self.new_node_events += 1;
+                }
+            }
+            Event::Topology { at_us, changes } => {
+                for (node, detail) in changes {
+                    self.node_events.push(NodeEvent {
+                        node,
+                        at_us,
+                        wall: wall_time(self.unix_start_us + at_us),
+                        event: "topology".into(),
+                        detail: Some(detail),
+                    });
                     self.new_node_events += 1;
                 }
             }

@@ -32,6 +32,14 @@ pub enum Event {
         /// Why it is down; `None`: up again.
         error: Option<String>,
     },
+    /// The cluster's topology changed (a failover, a node gone or new), as the topology
+    /// watcher describes it, one line per node.
+    Topology {
+        /// When it was seen, µs since the run's start.
+        at_us: u64,
+        /// What changed, node by node (`host:port`, what happened to it).
+        changes: Vec<(String, String)>,
+    },
     /// A probe thread whose server is down skipped its probes intended up to `through_us`:
     /// nothing earlier will come from it.
     Skipped {

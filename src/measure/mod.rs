@@ -13,4 +13,5 @@ pub mod serverview;
 pub mod slots;
 pub mod target;
 pub mod topology;
+pub mod topology_watch;
 pub mod writer;

@@ -45,13 +45,13 @@ pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
     line
 }
 
-/// A node going away or coming back: `12:03:04.123 127.0.0.1:7001 down: connection refused`.
+/// A node going away, coming back, or changing role: `12:03:04.123 127.0.0.1:7001 down:
+/// connection refused`, `12:03:06.001 127.0.0.1:7004 topology: replica -> master`.
 pub fn node_event_line(event: &crate::output::export::NodeEvent) -> String {
     let when = event.wall.get(11..23).unwrap_or(&event.wall);
-    match (&event.error, event.down) {
-        (Some(error), true) => format!("{when} {} down: {error}", event.node),
-        (_, true) => format!("{when} {} down", event.node),
-        (_, false) => format!("{when} {} back", event.node),
+    match &event.detail {
+        Some(detail) => format!("{when} {} {}: {detail}", event.node, event.event),
+        None => format!("{when} {} {}", event.node, event.event),
     }
 }
 

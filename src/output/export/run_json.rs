@@ -163,7 +163,8 @@ pub struct RunJson {
     pub warnings: Vec<String>,
 }
 
-/// A node of a run over several going down or coming back, in run.json's `node_events`.
+/// Something that happened to a node of a run over several, in run.json's `node_events`: its
+/// probes lost it or have it back, or the cluster's topology changed (a failover).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeEvent {
     /// The node (`host:port` as the topology reports it).
@@ -172,10 +173,10 @@ pub struct NodeEvent {
     pub at_us: u64,
     /// The same, RFC 3339 UTC with µs.
     pub wall: String,
-    /// True: its probes lost it; false: they have it back.
-    pub down: bool,
-    /// Why it is down.
-    pub error: Option<String>,
+    /// `down`, `back` or `topology`.
+    pub event: String,
+    /// Why it is down, or what changed (`replica -> master`).
+    pub detail: Option<String>,
 }
 
 /// One more node's findings, in run.json's `nodes`.
