@@ -153,6 +153,9 @@ fn timeline(rows: u64) -> (Vec<ProbeRecord>, Vec<WriteRecord>) {
                 server_latency_event: None,
                 server_eventloop_max_us: None,
                 server_request_bytes: None,
+                moved: 0,
+                asked: 0,
+                sent_to: None,
             }
         })
         .collect();

@@ -534,6 +534,9 @@ impl InjectorThread {
             server_latency_event: figures.latency_event.clone(),
             server_eventloop_max_us: figures.eventloop_max_us,
             server_request_bytes: None,
+            moved: 0,
+            asked: 0,
+            sent_to: None,
         };
         let injection = Injection {
             seq,

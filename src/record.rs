@@ -181,4 +181,14 @@ pub struct WriteRecord {
     /// The request size the server logged for the command in Valkey's COMMANDLOG
     /// `large-request`, bytes (empty: no entry, or no COMMANDLOG).
     pub server_request_bytes: Option<u64>,
+    /// MOVED replies the write followed (a cluster's slot moved: a failover, a resharding).
+    #[serde(default)]
+    pub moved: u32,
+    /// ASK replies the write followed (a slot being migrated).
+    #[serde(default)]
+    pub asked: u32,
+    /// Where a redirected write went in the end (`host:port`), when not to the run's written
+    /// server; writes.csv's `node` column says it.
+    #[serde(skip)]
+    pub sent_to: Option<String>,
 }

@@ -533,6 +533,15 @@ pub fn measure_nodes(
                 mark: Arc::clone(&threads.write_mark),
                 view,
                 server_local: target.server.local,
+                cluster_nodes: if probed
+                    .topology
+                    .as_ref()
+                    .is_some_and(|t| t.kind == TopologyKind::Cluster)
+                {
+                    probed.nodes.iter().map(|n| n.conn.clone()).collect()
+                } else {
+                    Vec::new()
+                },
             })
         });
         match spawned {
@@ -1451,7 +1460,15 @@ impl Collector {
             }
             Event::Write(write) => {
                 if let Some(out) = out.as_mut() {
-                    out.writes.push(&(&*write, &self.nodes[0].cols))?;
+                    // A write a failover redirected says where it went.
+                    let cols = match &write.sent_to {
+                        Some(node) => NodeCols {
+                            node: node.clone(),
+                            ..self.nodes[0].cols.clone()
+                        },
+                        None => self.nodes[0].cols.clone(),
+                    };
+                    out.writes.push(&(&*write, &cols))?;
                     out.writes.flush()?;
                 }
                 keys.track(&write);

@@ -375,6 +375,9 @@ mod tests {
             server_latency_event: None,
             server_eventloop_max_us: None,
             server_request_bytes: None,
+            moved: 0,
+            asked: 0,
+            sent_to: None,
         }
     }
 

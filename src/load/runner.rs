@@ -308,6 +308,7 @@ pub fn run_load(
                 mark: Arc::clone(&write_mark),
                 view: ViewSetup::default(),
                 server_local: written.server.local,
+                cluster_nodes: Vec::new(),
             }) {
                 Ok(handle) => (Some(handle), wrx),
                 Err(err) => {

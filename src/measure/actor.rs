@@ -59,6 +59,9 @@ pub struct ActorContext {
     pub view: ViewSetup,
     /// The server runs on this host.
     pub server_local: bool,
+    /// In a cluster, every node (where to go when the written master fails over); empty
+    /// otherwise.
+    pub cluster_nodes: Vec<ConnInfo>,
 }
 
 /// Tells the collector how far the writes are known: the actor marks the time right before it

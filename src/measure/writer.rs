@@ -304,7 +304,7 @@ pub fn random_value(len: u64, seed: u64) -> Vec<u8> {
 }
 
 /// What the writer checks and gathers around each write, beside timing it.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct WriterChecks {
     /// Which server-side readings may reset counters (see [`ViewSetup`]).
     pub view: ViewSetup,
@@ -313,6 +313,9 @@ pub struct WriterChecks {
     /// Send values even when they would pass the server's maxmemory or push the host into swap
     /// (`--force-memory`).
     pub force_memory: bool,
+    /// In a cluster, every node: where to go when the written master is gone (a failover);
+    /// the next write's MOVED then leads to the new one. Empty outside a cluster.
+    pub cluster_nodes: Vec<ConnInfo>,
 }
 
 /// The writer as a run's [`Actor`]: generates the value before the clock starts, then runs the
@@ -356,6 +359,7 @@ impl Actor for WriterActor {
             view: ctx.view,
             server_local: ctx.server_local,
             force_memory: self.force_memory,
+            cluster_nodes: ctx.cluster_nodes,
         };
         spawn_writer(
             self.plan, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop, ctx.mark, checks,
@@ -438,7 +442,7 @@ impl Writer {
                     )));
                     return;
                 }
-                Some(_) => match RawConn::connect(&self.conn_info) {
+                Some(_) => match self.reconnect() {
                     Ok(conn) => self.conn = conn,
                     Err(err) => {
                         let _ = self
@@ -492,30 +496,46 @@ impl Writer {
             );
         }
         let start = Instant::now();
-        let value = &self.value[..step.size_bytes as usize];
-        let sent_result = match step.op {
-            WriteOp::Set | WriteOp::Overwrite => self.conn.send_set(step.key.as_bytes(), value),
-            // The writer's plan holds no injections (those are `probe calibrate`'s).
-            WriteOp::Delete | WriteOp::Inject => {
-                self.conn.send_raw(&crate::measure::resp::encode_command(&[
-                    b"DEL",
-                    step.key.as_bytes(),
-                ]))
-            }
-            WriteOp::Command => {
-                let args: Vec<&[u8]> = step
-                    .command
-                    .iter()
-                    .flatten()
-                    .map(|arg| arg.as_bytes())
-                    .collect();
-                self.conn
-                    .send_raw(&crate::measure::resp::encode_command(&args))
-            }
-        };
-        let sent = Instant::now();
-        let outcome = sent_result.and_then(|()| self.conn.read_reply());
-        let reply = Instant::now();
+        let sent_result = send_step(&mut self.conn, step, &self.value);
+        let mut sent = Instant::now();
+        let mut outcome = sent_result.and_then(|()| self.conn.read_reply());
+        let mut reply = Instant::now();
+        // In a cluster whose slots moved (a failover, a resharding), the write is sent again
+        // where the server says: MOVED for good (the writer's connection goes there), ASK for
+        // this once (after ASKING). The write's window covers every attempt.
+        let (mut moved, mut asked) = (0u32, 0u32);
+        for _ in 0..MAX_REDIRECTS {
+            let Ok(Reply::Error(text)) = &outcome else {
+                break;
+            };
+            let Some((kind, address)) = parse_redirect(text) else {
+                break;
+            };
+            let target = match self.conn_info.for_node(&address) {
+                Ok(target) => target,
+                Err(_) => break,
+            };
+            let attempt = RawConn::connect(&target).map_err(|err| {
+                std::io::Error::new(ErrorKind::ConnectionRefused, crate::error::one_line(&err))
+            });
+            outcome = attempt.and_then(|mut conn| {
+                if kind == Redirect::Ask {
+                    asked += 1;
+                    conn.command(&[b"ASKING"])?;
+                } else {
+                    moved += 1;
+                }
+                send_step(&mut conn, step, &self.value)?;
+                sent = Instant::now();
+                let reply = conn.read_reply();
+                if kind == Redirect::Moved {
+                    self.conn = conn;
+                    self.conn_info = target.clone();
+                }
+                reply
+            });
+            reply = Instant::now();
+        }
         let (ok, error) = match &outcome {
             Ok(Reply::Status(s)) if s == "OK" => (true, None),
             Ok(Reply::Integer(_)) if step.op == WriteOp::Delete => (true, None),
@@ -527,7 +547,8 @@ impl Writer {
         let memory = self.memory.sample();
         // After an I/O error the connection is unusable: no INFO, and the caller reconnects.
         let io_error = outcome.as_ref().err().map(std::io::Error::kind);
-        let (server_rss_bytes, figures) = if io_error.is_none() {
+        // After a redirect the counters read before the write were another server's.
+        let (server_rss_bytes, figures) = if io_error.is_none() && moved + asked == 0 {
             let command = match step.op {
                 WriteOp::Delete => "DEL",
                 _ => "SET",
@@ -560,8 +581,27 @@ impl Writer {
             server_latency_event: figures.latency_event,
             server_eventloop_max_us: figures.eventloop_max_us,
             server_request_bytes: figures.request_bytes,
+            moved,
+            asked,
+            sent_to: (moved + asked > 0).then(|| self.conn_info.address()),
         };
         (record, io_error)
+    }
+
+    /// A new connection after the old one broke: to the same server, or in a cluster to any
+    /// node that answers (the next write's MOVED leads to the slot's master).
+    fn reconnect(&mut self) -> Result<RawConn> {
+        let first = RawConn::connect(&self.conn_info);
+        if first.is_ok() || self.checks.cluster_nodes.is_empty() {
+            return first;
+        }
+        for node in &self.checks.cluster_nodes {
+            if let Ok(conn) = RawConn::connect(node) {
+                self.conn_info = node.clone();
+                return Ok(conn);
+            }
+        }
+        first
     }
 
     /// INFO memory: what the server holds, its limit and policy.
@@ -632,6 +672,60 @@ impl Writer {
             server_latency_event: None,
             server_eventloop_max_us: None,
             server_request_bytes: None,
+            moved: 0,
+            asked: 0,
+            sent_to: None,
+        }
+    }
+}
+
+/// Most redirects one write follows.
+const MAX_REDIRECTS: usize = 3;
+
+/// A cluster's redirect of a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Redirect {
+    /// `MOVED slot host:port`: the slot lives there now.
+    Moved,
+    /// `ASK slot host:port`: the slot is migrating; ask there this once.
+    Ask,
+}
+
+/// `MOVED 3999 127.0.0.1:6381` or `ASK 3999 127.0.0.1:6381`: the kind and the address.
+fn parse_redirect(error: &str) -> Option<(Redirect, String)> {
+    let mut words = error.split_whitespace();
+    let kind = match words.next()? {
+        "MOVED" => Redirect::Moved,
+        "ASK" => Redirect::Ask,
+        _ => return None,
+    };
+    let _slot: u16 = words.next()?.parse().ok()?;
+    let address = words.next()?;
+    // `:6381` (an empty host) means the same host as the node that answered.
+    Some((kind, address.to_string()))
+}
+
+/// Sends one step's command on `conn`.
+fn send_step(conn: &mut RawConn, step: &WriteStep, value: &[u8]) -> std::io::Result<()> {
+    match step.op {
+        WriteOp::Set | WriteOp::Overwrite => {
+            conn.send_set(step.key.as_bytes(), &value[..step.size_bytes as usize])
+        }
+        // The writer's plan holds no injections (those are `probe calibrate`'s).
+        WriteOp::Delete | WriteOp::Inject => {
+            conn.send_raw(&crate::measure::resp::encode_command(&[
+                b"DEL",
+                step.key.as_bytes(),
+            ]))
+        }
+        WriteOp::Command => {
+            let args: Vec<&[u8]> = step
+                .command
+                .iter()
+                .flatten()
+                .map(|arg| arg.as_bytes())
+                .collect();
+            conn.send_raw(&crate::measure::resp::encode_command(&args))
         }
     }
 }
@@ -734,5 +828,25 @@ mod tests {
         }
         // 4096 uniform bytes: every value appears, none more than a few dozen times.
         assert!(counts.iter().all(|&c| c < 50), "{counts:?}");
+    }
+}
+
+#[cfg(test)]
+mod redirect_tests {
+    use super::*;
+
+    #[test]
+    fn moved_and_ask_name_the_new_place() {
+        assert_eq!(
+            parse_redirect("MOVED 3999 127.0.0.1:6381"),
+            Some((Redirect::Moved, "127.0.0.1:6381".into()))
+        );
+        assert_eq!(
+            parse_redirect("ASK 3999 10.0.0.5:7000"),
+            Some((Redirect::Ask, "10.0.0.5:7000".into()))
+        );
+        assert_eq!(parse_redirect("ERR wrong number of arguments"), None);
+        assert_eq!(parse_redirect("MOVED notaslot 1.2.3.4:5"), None);
+        assert_eq!(parse_redirect("MOVED 12"), None);
     }
 }

@@ -137,6 +137,8 @@ pub mod columns {
         "server_latency_event",
         "server_eventloop_max_us",
         "server_request_bytes",
+        "moved",
+        "asked",
         "node",
         "role",
         "shard",

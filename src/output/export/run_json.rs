@@ -421,6 +421,9 @@ pub(crate) mod sample {
                 server_latency_event: Some("command".into()),
                 server_eventloop_max_us: write.server_eventloop_max_us,
                 server_request_bytes: write.server_request_bytes,
+                moved: 0,
+                asked: 0,
+                sent_to: None,
             })
             .collect()
     }
