@@ -502,8 +502,60 @@ fn a_writer_thread_that_dies_fails_the_run_instead_of_hanging_it() {
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(report.status, RunStatus::Failed);
     let reason = report.status_reason.unwrap_or_default();
-    assert!(reason.contains("writer thread stopped"), "{reason}");
+    assert!(
+        reason.contains("the writer thread panicked: a test actor that dies at once"),
+        "{reason}"
+    );
     assert!(server.keys("holprobe:*").is_empty());
+}
+
+/// Every thread of a run that panics (the writer, a probe thread, the memory sampler, the
+/// slow-log poller) ends the run as failed with the panic's message, even a run with no
+/// --duration, and the keys are cleaned up. The panics are asked for by HOLPROBE_TEST_PANIC,
+/// which only debug builds read.
+#[cfg(debug_assertions)]
+#[test]
+fn a_panicking_thread_fails_the_run_with_its_message() {
+    let server = TestServer::start(&[]);
+    let writer: &[&str] = &["--writer-sizes", "1M", "--repeat", "1000", "--gap", "50ms"];
+    let observe: &[&str] = &[];
+    for (thread, args) in [
+        ("writer", writer),
+        ("probe", observe),
+        ("sampler", writer),
+        ("poller", observe),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(probe_bin())
+            .env("HOLPROBE_TEST_PANIC", thread)
+            .args(["--url", &server.url()])
+            .args(args)
+            .arg("--out")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_within(&mut child, Duration::from_secs(30));
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(1), "{thread}: {stderr}");
+        let run = read_json(&dir.path().join("run.json"));
+        assert_eq!(run["status"], "failed", "{thread}");
+        let reason = run["status_reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(&format!(
+                "panicked: HOLPROBE_TEST_PANIC={thread}: a panic a test asked for"
+            )),
+            "{thread}: {reason}"
+        );
+        let error_line = stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or("");
+        assert!(error_line.contains(reason), "{thread}: {stderr}");
+        assert!(server.keys("holprobe:*").is_empty(), "{thread}");
+    }
 }
 
 /// The tool killed outright (kill -9: no handler runs) takes its embedded server with it: the

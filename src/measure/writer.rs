@@ -435,6 +435,7 @@ impl Writer {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
+            crate::measure::test_panic_point("writer");
             self.mark.begin(&self.clock);
             let (record, io_error) = self.execute(index as u32 + 1, &step);
             let failure = record.error.clone();

@@ -260,6 +260,9 @@ impl ProbeWorker {
         }
         let mut seq: u64 = 0;
         while !self.stopping() {
+            if seq == 100 {
+                crate::measure::test_panic_point("probe");
+            }
             let intended_us = ((self.first_ns + seq as f64 * self.period_ns) / 1e3) as u64;
             let due = self.clock.instant_at(intended_us);
             // A probe slot is used up only once its probe went out: after a reconnect the same
