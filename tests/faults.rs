@@ -558,11 +558,9 @@ fn a_panicking_thread_fails_the_run_with_its_message() {
     }
 }
 
-/// The tool killed outright (kill -9: no handler runs) takes its embedded server with it: the
-/// throwaway server never outlives the tool, holding its memory and port.
-#[cfg(target_os = "linux")]
-#[test]
-fn the_embedded_server_dies_with_the_tool_even_on_kill_9() {
+/// Starts `probe` with an embedded server and a long plan; returns it and the server's port, once
+/// the tool has said it (the server is up by then).
+fn start_with_embedded_server() -> (std::process::Child, std::net::SocketAddr) {
     let mut child = Command::new(probe_bin())
         .args(["--writer-sizes", "1M", "--repeat", "1000", "--gap", "50ms"])
         .stdout(Stdio::null())
@@ -582,22 +580,52 @@ fn the_embedded_server_dies_with_the_tool_even_on_kill_9() {
         line.clear();
     }
     let port = port.expect("the tool names the port of the server it started");
+    // Keep reading stderr, so the tool never blocks on a full pipe.
+    thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     assert!(
         std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok(),
         "the server is up while the tool runs"
     );
-    thread::sleep(Duration::from_millis(300));
-    signal(child.id(), libc::SIGKILL);
-    let _ = child.wait();
+    (child, addr)
+}
+
+/// Fails unless nothing answers on `addr` within 5 s.
+fn assert_gone_soon(addr: std::net::SocketAddr) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
         assert!(
             Instant::now() < deadline,
-            "the server on port {port} outlived the tool by 5 s"
+            "the server on {addr} outlived the tool by 5 s"
         );
         thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The tool killed outright (kill -9: no handler runs) takes its embedded server with it: the
+/// throwaway server never outlives the tool, holding its memory and port.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_embedded_server_dies_with_the_tool_even_on_kill_9() {
+    let (mut child, addr) = start_with_embedded_server();
+    thread::sleep(Duration::from_millis(300));
+    signal(child.id(), libc::SIGKILL);
+    let _ = child.wait();
+    assert_gone_soon(addr);
+}
+
+/// A second Ctrl-C exits at once (no destructor runs, the server is not stopped by the tool):
+/// the kernel's parent-death signal takes the server down all the same.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_embedded_server_dies_with_the_tool_on_a_second_ctrl_c() {
+    let (mut child, addr) = start_with_embedded_server();
+    thread::sleep(Duration::from_millis(300));
+    signal(child.id(), libc::SIGINT);
+    signal(child.id(), libc::SIGINT);
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130));
+    assert_gone_soon(addr);
 }
 
 /// A reply that timed out arrives later: the connection must not hand it to the next command
@@ -720,4 +748,72 @@ fn probes_unanswered_at_the_end_are_failed_rows() {
         run["probe_engine"]["unanswered_at_stop"].as_u64().unwrap(),
         unanswered.len() as u64
     );
+}
+
+/// Custom commands (GET, UNLINK) are found in the server's slow log under their own names, not
+/// as the SET before them (whose entry names the same key), and are sent without the maxmemory
+/// check meant for a SET: here a GET of a value the server already holds would not pass it.
+#[test]
+fn custom_commands_are_looked_up_by_their_own_name_and_skip_the_set_checks() {
+    use std::sync::atomic::AtomicBool;
+
+    use holprobe::measure::target::{Target, TargetSpec};
+    use holprobe::measure::writer::{CustomCommand, WriterPlan};
+    use holprobe::record::WriteOp;
+    use holprobe::run::{RunOptions, run};
+
+    let server = TestServer::start(&[
+        "maxmemory 48mb",
+        "maxmemory-policy noeviction",
+        "slowlog-log-slower-than 0",
+        "slowlog-max-len 1000000",
+    ]);
+    let target = Target::open(&TargetSpec::External(server.server.conn_info())).unwrap();
+    let options = RunOptions {
+        writer: Some(WriterPlan {
+            sizes: vec![16 << 20],
+            gap: Duration::from_millis(100),
+            commands: vec![
+                CustomCommand::new(["GET", "{key}"]),
+                CustomCommand::removing(["UNLINK", "{key}"]),
+            ],
+            ..WriterPlan::default()
+        }),
+        ..RunOptions::default()
+    };
+    let report = run(&options, &target, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let ops: Vec<WriteOp> = report.writes.iter().map(|w| w.op).collect();
+    assert_eq!(ops, [WriteOp::Set, WriteOp::Command, WriteOp::Command]);
+    for write in &report.writes {
+        assert!(write.ok, "{:?}: {:?}", write.op, write.error);
+    }
+    // What the server logged of each command on the key, by name.
+    let key = report.writes[0].key.clone();
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1_000_000)
+        .query(&mut server.conn())
+        .unwrap();
+    let logged = |name: &str| -> Option<u64> {
+        entries.iter().find_map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return None;
+            };
+            let (redis::Value::Int(us), redis::Value::Array(args)) = (&fields[2], &fields[3])
+            else {
+                return None;
+            };
+            let text = |v: &redis::Value| match v {
+                redis::Value::BulkString(b) => String::from_utf8_lossy(b).to_string(),
+                _ => String::new(),
+            };
+            (args.len() >= 2 && text(&args[0]) == name && text(&args[1]) == key)
+                .then_some(*us as u64)
+        })
+    };
+    for (write, name) in report.writes.iter().zip(["SET", "GET", "UNLINK"]) {
+        assert!(logged(name).is_some(), "no {name} of {key} in the slow log");
+        assert_eq!(write.server_exec_us, logged(name), "{name}");
+    }
+    assert!(server.keys("holprobe:*").is_empty());
 }
