@@ -708,19 +708,31 @@ pub fn measure_nodes(
         // A probe thread that ended without saying why (a panic) would hold the correlator's
         // horizon for good.
         if threads.probes_shared.failure().is_none()
-            && threads.probes.iter().any(|h| h.is_finished())
+            && let Some(index) = threads.probes.iter().position(|h| h.is_finished())
         {
-            status = RunStatus::Failed;
-            status_reason = Some(
-                "a probe thread stopped unexpectedly (a bug in holprobe: please report it)".into(),
-            );
+            let died = thread_died("a probe thread", threads.probes.swap_remove(index));
+            (status, status_reason) = (RunStatus::Failed, Some(died));
             break;
         }
-        // Nor may a memory sampler that ended hold the writes' figures.
+        // Nor may a memory sampler that ended hold the writes' figures; one that panicked
+        // fails the run, as does a slow-log poller that did (it ends on its own only when the
+        // channel stays full).
         if threads.sampler.as_ref().is_some_and(|h| h.is_finished()) {
             for node in &mut state.nodes {
                 node.correlator.memory_ended();
             }
+            if let Some(panic) = threads.sampler.take().and_then(panicked) {
+                let died = format!("the memory sampler thread panicked: {panic}{BUG}");
+                (status, status_reason) = (RunStatus::Failed, Some(died));
+                break;
+            }
+        }
+        if threads.poller.as_ref().is_some_and(|h| h.is_finished())
+            && let Some(panic) = threads.poller.take().and_then(panicked)
+        {
+            let died = format!("the slow-log poller thread panicked: {panic}{BUG}");
+            (status, status_reason) = (RunStatus::Failed, Some(died));
+            break;
         }
         // A probe thread that could go on no more (reported beside the channel, so a full one
         // cannot hold it up).
@@ -803,6 +815,7 @@ pub fn measure_nodes(
         }
     };
     threads.actor_stop.store(true, Ordering::Relaxed);
+    let mut actor_panic = None;
     if let Some(handle) = threads.actor.take() {
         while !handle.is_finished() {
             if let Ok(event) = rx.recv_timeout(SETTLE_EVERY) {
@@ -816,9 +829,9 @@ pub fn measure_nodes(
                 );
             }
         }
-        let _ = handle.join();
+        actor_panic = panicked(handle);
     }
-    threads.stop_all();
+    let stop_panic = threads.stop_all();
     while let Ok(event) = rx.try_recv() {
         take_late(
             event,
@@ -836,9 +849,16 @@ pub fn measure_nodes(
         } else if has_actor && !state.actor_ended {
             // Its thread is gone and it never said done or failed: it died (a panic).
             status = RunStatus::Failed;
-            status_reason = Some(
-                "the writer thread stopped without finishing its plan (a bug in holprobe: please report it)".into(),
-            );
+            status_reason = Some(match actor_panic {
+                Some(panic) => format!("the writer thread panicked: {panic}{BUG}"),
+                None => format!("the writer thread stopped without finishing its plan{BUG}"),
+            });
+        } else if let Some(died) = actor_panic
+            .map(|panic| format!("the writer thread panicked: {panic}{BUG}"))
+            .or(stop_panic)
+        {
+            status = RunStatus::Failed;
+            status_reason = Some(died);
         }
     }
     scope.remove_keys(target, &mut warnings);
@@ -1169,19 +1189,26 @@ impl Threads {
         }
     }
 
-    /// Stops and joins every thread (the actor's too, when still running).
-    fn stop_all(&mut self) {
+    /// Stops and joins every thread (the actor's too, when still running). Returns what the
+    /// first thread that panicked said, if one did.
+    fn stop_all(&mut self) -> Option<String> {
+        let mut first = None;
+        let mut note = |what: &str, handle: JoinHandle<()>| {
+            if let Some(panic) = panicked(handle) {
+                first.get_or_insert(format!("the {what} thread panicked: {panic}{BUG}"));
+            }
+        };
         self.actor_stop.store(true, Ordering::Relaxed);
         if let Some(handle) = self.actor.take() {
-            let _ = handle.join();
+            note("writer", handle);
         }
         self.probes_shared.stop.store(true, Ordering::Relaxed);
         self.sampler_stop.store(true, Ordering::Relaxed);
         for handle in self.probes.drain(..) {
-            let _ = handle.join();
+            note("probe", handle);
         }
         if let Some(handle) = self.sampler.take() {
-            let _ = handle.join();
+            note("memory sampler", handle);
         }
         self.watcher_stop.store(true, Ordering::Relaxed);
         if let Some(handle) = self.watcher.take() {
@@ -1190,8 +1217,32 @@ impl Threads {
         // Last: its final poll covers the stalls the last probes closed.
         self.poller_stop.store(true, Ordering::Relaxed);
         if let Some(handle) = self.poller.take() {
-            let _ = handle.join();
+            note("slow-log poller", handle);
         }
+        first
+    }
+}
+
+/// What a failure that is the tool's own fault adds.
+const BUG: &str = " (a bug in holprobe: please report it)";
+
+/// Joins a thread that has ended: what it panicked with, if it did.
+fn panicked(handle: JoinHandle<()>) -> Option<String> {
+    let payload = handle.join().err()?;
+    Some(
+        payload
+            .downcast_ref::<&str>()
+            .map(|text| text.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string()),
+    )
+}
+
+/// Why a thread that should still run has ended: its panic, or that it stopped unexpectedly.
+fn thread_died(what: &str, handle: JoinHandle<()>) -> String {
+    match panicked(handle) {
+        Some(panic) => format!("{what} panicked: {panic}{BUG}"),
+        None => format!("{what} stopped unexpectedly{BUG}"),
     }
 }
 
@@ -1286,6 +1337,7 @@ pub fn spawn_poller(
             let mut failing = false;
             let mut missed_noted = false;
             loop {
+                crate::measure::test_panic_point("poller");
                 let last = stop.load(Ordering::Relaxed);
                 let polled_unix_us = crate::measure::serverview::unix_now_us();
                 let mut notes = poller.take_notes();

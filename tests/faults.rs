@@ -502,15 +502,65 @@ fn a_writer_thread_that_dies_fails_the_run_instead_of_hanging_it() {
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(report.status, RunStatus::Failed);
     let reason = report.status_reason.unwrap_or_default();
-    assert!(reason.contains("writer thread stopped"), "{reason}");
+    assert!(
+        reason.contains("the writer thread panicked: a test actor that dies at once"),
+        "{reason}"
+    );
     assert!(server.keys("holprobe:*").is_empty());
 }
 
-/// The tool killed outright (kill -9: no handler runs) takes its embedded server with it: the
-/// throwaway server never outlives the tool, holding its memory and port.
-#[cfg(target_os = "linux")]
+/// Every thread of a run that panics (the writer, a probe thread, the memory sampler, the
+/// slow-log poller) ends the run as failed with the panic's message, even a run with no
+/// --duration, and the keys are cleaned up. The panics are asked for by HOLPROBE_TEST_PANIC,
+/// which only debug builds read.
+#[cfg(debug_assertions)]
 #[test]
-fn the_embedded_server_dies_with_the_tool_even_on_kill_9() {
+fn a_panicking_thread_fails_the_run_with_its_message() {
+    let server = TestServer::start(&[]);
+    let writer: &[&str] = &["--writer-sizes", "1M", "--repeat", "1000", "--gap", "50ms"];
+    let observe: &[&str] = &[];
+    for (thread, args) in [
+        ("writer", writer),
+        ("probe", observe),
+        ("sampler", writer),
+        ("poller", observe),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(probe_bin())
+            .env("HOLPROBE_TEST_PANIC", thread)
+            .args(["--url", &server.url()])
+            .args(args)
+            .arg("--out")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_within(&mut child, Duration::from_secs(30));
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(1), "{thread}: {stderr}");
+        let run = read_json(&dir.path().join("run.json"));
+        assert_eq!(run["status"], "failed", "{thread}");
+        let reason = run["status_reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(&format!(
+                "panicked: HOLPROBE_TEST_PANIC={thread}: a panic a test asked for"
+            )),
+            "{thread}: {reason}"
+        );
+        let error_line = stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or("");
+        assert!(error_line.contains(reason), "{thread}: {stderr}");
+        assert!(server.keys("holprobe:*").is_empty(), "{thread}");
+    }
+}
+
+/// Starts `probe` with an embedded server and a long plan; returns it and the server's port, once
+/// the tool has said it (the server is up by then).
+fn start_with_embedded_server() -> (std::process::Child, std::net::SocketAddr) {
     let mut child = Command::new(probe_bin())
         .args(["--writer-sizes", "1M", "--repeat", "1000", "--gap", "50ms"])
         .stdout(Stdio::null())
@@ -530,22 +580,52 @@ fn the_embedded_server_dies_with_the_tool_even_on_kill_9() {
         line.clear();
     }
     let port = port.expect("the tool names the port of the server it started");
+    // Keep reading stderr, so the tool never blocks on a full pipe.
+    thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     assert!(
         std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok(),
         "the server is up while the tool runs"
     );
-    thread::sleep(Duration::from_millis(300));
-    signal(child.id(), libc::SIGKILL);
-    let _ = child.wait();
+    (child, addr)
+}
+
+/// Fails unless nothing answers on `addr` within 5 s.
+fn assert_gone_soon(addr: std::net::SocketAddr) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
         assert!(
             Instant::now() < deadline,
-            "the server on port {port} outlived the tool by 5 s"
+            "the server on {addr} outlived the tool by 5 s"
         );
         thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The tool killed outright (kill -9: no handler runs) takes its embedded server with it: the
+/// throwaway server never outlives the tool, holding its memory and port.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_embedded_server_dies_with_the_tool_even_on_kill_9() {
+    let (mut child, addr) = start_with_embedded_server();
+    thread::sleep(Duration::from_millis(300));
+    signal(child.id(), libc::SIGKILL);
+    let _ = child.wait();
+    assert_gone_soon(addr);
+}
+
+/// A second Ctrl-C exits at once (no destructor runs, the server is not stopped by the tool):
+/// the kernel's parent-death signal takes the server down all the same.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_embedded_server_dies_with_the_tool_on_a_second_ctrl_c() {
+    let (mut child, addr) = start_with_embedded_server();
+    thread::sleep(Duration::from_millis(300));
+    signal(child.id(), libc::SIGINT);
+    signal(child.id(), libc::SIGINT);
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130));
+    assert_gone_soon(addr);
 }
 
 /// A reply that timed out arrives later: the connection must not hand it to the next command
@@ -730,4 +810,72 @@ fn a_write_under_way_at_ctrl_c_is_covered_by_the_load_to_its_end() {
             .iter()
             .all(|k| k.starts_with("holprobe:load:"))
     );
+}
+
+/// Custom commands (GET, UNLINK) are found in the server's slow log under their own names, not
+/// as the SET before them (whose entry names the same key), and are sent without the maxmemory
+/// check meant for a SET: here a GET of a value the server already holds would not pass it.
+#[test]
+fn custom_commands_are_looked_up_by_their_own_name_and_skip_the_set_checks() {
+    use std::sync::atomic::AtomicBool;
+
+    use holprobe::measure::target::{Target, TargetSpec};
+    use holprobe::measure::writer::{CustomCommand, WriterPlan};
+    use holprobe::record::WriteOp;
+    use holprobe::run::{RunOptions, run};
+
+    let server = TestServer::start(&[
+        "maxmemory 48mb",
+        "maxmemory-policy noeviction",
+        "slowlog-log-slower-than 0",
+        "slowlog-max-len 1000000",
+    ]);
+    let target = Target::open(&TargetSpec::External(server.server.conn_info())).unwrap();
+    let options = RunOptions {
+        writer: Some(WriterPlan {
+            sizes: vec![16 << 20],
+            gap: Duration::from_millis(100),
+            commands: vec![
+                CustomCommand::new(["GET", "{key}"]),
+                CustomCommand::removing(["UNLINK", "{key}"]),
+            ],
+            ..WriterPlan::default()
+        }),
+        ..RunOptions::default()
+    };
+    let report = run(&options, &target, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let ops: Vec<WriteOp> = report.writes.iter().map(|w| w.op).collect();
+    assert_eq!(ops, [WriteOp::Set, WriteOp::Command, WriteOp::Command]);
+    for write in &report.writes {
+        assert!(write.ok, "{:?}: {:?}", write.op, write.error);
+    }
+    // What the server logged of each command on the key, by name.
+    let key = report.writes[0].key.clone();
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1_000_000)
+        .query(&mut server.conn())
+        .unwrap();
+    let logged = |name: &str| -> Option<u64> {
+        entries.iter().find_map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return None;
+            };
+            let (redis::Value::Int(us), redis::Value::Array(args)) = (&fields[2], &fields[3])
+            else {
+                return None;
+            };
+            let text = |v: &redis::Value| match v {
+                redis::Value::BulkString(b) => String::from_utf8_lossy(b).to_string(),
+                _ => String::new(),
+            };
+            (args.len() >= 2 && text(&args[0]) == name && text(&args[1]) == key)
+                .then_some(*us as u64)
+        })
+    };
+    for (write, name) in report.writes.iter().zip(["SET", "GET", "UNLINK"]) {
+        assert!(logged(name).is_some(), "no {name} of {key} in the slow log");
+        assert_eq!(write.server_exec_us, logged(name), "{name}");
+    }
+    assert!(server.keys("holprobe:*").is_empty());
 }

@@ -15,7 +15,6 @@ use crate::calibrate::{
     choose_method, evaluate, tolerance_ms,
 };
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::measure::target::Target;
 use crate::output::export::{RunStatus, csv_bytes, prepare_out_dir, write_atomic};
 use crate::output::report;
 use crate::record::ProbeCmd;
@@ -281,7 +280,7 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
     if let Some(dir) = &validated.options.out {
         prepare_out_dir(dir, args.force)?;
     }
-    let mut target = Target::open(&spec)?;
+    let mut target = super::target_args::open_target(&spec)?;
     let server = &target.server;
     out.note(&match &target.embedded {
         Some(embedded) => format!(

@@ -418,7 +418,7 @@ pub fn open_external(args: &TargetArgs, command: &str, allow_tls: bool) -> Resul
         ))
         .into());
     }
-    Target::open(&spec)
+    super::target_args::open_target(&spec)
 }
 
 /// Runs `probe load`; returns the exit status.
@@ -429,7 +429,7 @@ pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
     }
     let mut opened: Vec<Target> = Vec::new();
     for spec in &targets.specs {
-        let target = Target::open(spec)?;
+        let target = super::target_args::open_target(spec)?;
         super::probe_cmd::describe_target(&target, "loading", out);
         opened.push(target);
     }
@@ -547,12 +547,11 @@ fn run_opened(
     if let Some(dir) = &options.out {
         out.note(&format!("results in {}", dir.display()));
     }
-    let failed_writes = report.writes.iter().filter(|w| !w.ok).count();
     let code = super::output::run_exit_status(
         out,
         report.status,
         report.status_reason.as_deref(),
-        failed_writes,
+        &report.writes,
     );
     if code == EXIT_OK && report.generator.disconnected_at_end > 0 {
         out.error("connections to a server were lost and could not be reopened");

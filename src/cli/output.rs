@@ -97,15 +97,18 @@ impl Output {
     }
 }
 
-/// The exit status of a run that produced a report, saying on stderr why it is not 0.
+/// The exit status of a run that produced a report, saying on stderr why it is not 0 (for
+/// failed writes: how many, and the first one's error).
 pub fn run_exit_status(
     out: &mut Output,
     status: crate::output::export::RunStatus,
     reason: Option<&str>,
-    failed_writes: usize,
+    writes: &[crate::record::WriteRecord],
 ) -> i32 {
     use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
     use crate::output::export::RunStatus;
+    let mut failed = writes.iter().filter(|w| !w.ok);
+    let first_failed = failed.next();
     match status {
         RunStatus::Interrupted if out.stdout_closed() => EXIT_INTERRUPTED,
         RunStatus::Interrupted => {
@@ -122,10 +125,16 @@ pub fn run_exit_status(
             ));
             EXIT_FAILURE
         }
-        _ if failed_writes > 0 => {
-            out.error(&format!("{failed_writes} write(s) failed (see above)"));
-            EXIT_FAILURE
-        }
-        _ => EXIT_OK,
+        _ => match first_failed {
+            Some(first) => {
+                out.error(&format!(
+                    "{} write(s) failed (see above), the first with: {}",
+                    1 + failed.count(),
+                    first.error.as_deref().unwrap_or("no reason given")
+                ));
+                EXIT_FAILURE
+            }
+            None => EXIT_OK,
+        },
     }
 }

@@ -47,7 +47,7 @@ pub fn run(
     if let Some(endpoint) = &endpoint {
         options.metrics = Some(std::sync::Arc::clone(endpoint.metrics()));
     }
-    let mut target = Target::open(&spec)?;
+    let mut target = super::target_args::open_target(&spec)?;
     if let Some(endpoint) = &endpoint {
         out.note(&format!("metrics at {} while the run goes", endpoint.url()));
     }
@@ -195,12 +195,11 @@ pub fn run(
     if let Some(dir) = &options.out {
         out.note(&format!("results in {}", dir.display()));
     }
-    let failed_writes = report.writes.iter().filter(|w| !w.ok).count();
     Ok(super::output::run_exit_status(
         out,
         report.status,
         report.status_reason.as_deref(),
-        failed_writes,
+        &report.writes,
     ))
 }
 

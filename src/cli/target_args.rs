@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::UsageError;
-use crate::measure::target::{ConnInfo, TargetSpec};
+use crate::measure::target::{ConnInfo, Target, TargetSpec};
 use crate::units::parse_duration;
 
 /// `--url`, or the embedded server's `--server-bin` / `--server-arg`; timeouts.
@@ -163,4 +163,14 @@ impl TargetArgs {
             }
         }
     }
+}
+
+/// Opens a command's target. A server the tool did not start is first asked `INFO server` on a
+/// bounded reader ([`crate::measure::resp::first_contact`]), so that a peer that is not a Redis
+/// server ends the command with one line instead of holding the control connection.
+pub fn open_target(spec: &TargetSpec) -> anyhow::Result<Target> {
+    if let TargetSpec::External(conn) = spec {
+        crate::measure::resp::first_contact(conn)?;
+    }
+    Target::open(spec)
 }

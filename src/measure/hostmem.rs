@@ -95,6 +95,7 @@ pub fn spawn_memory_sampler(
         .spawn(move || {
             let mut sampler = HostMemorySampler::new();
             while !stop.load(Ordering::Relaxed) {
+                crate::measure::test_panic_point("sampler");
                 let reading = sampler.sample();
                 let sample = crate::analyze::pressure::MemorySample {
                     at_us: clock.now_us(),

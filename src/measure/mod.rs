@@ -15,3 +15,18 @@ pub mod target;
 pub mod topology;
 pub mod topology_watch;
 pub mod writer;
+
+/// A switch for the tests of what a panicking thread does to a run: the thread named by
+/// `HOLPROBE_TEST_PANIC` (`writer`, `probe`, `sampler`, `poller`) panics where this is called.
+/// Read in debug builds only (the tests'): a release build has no such switch.
+#[cfg(debug_assertions)]
+pub(crate) fn test_panic_point(thread: &str) {
+    if std::env::var("HOLPROBE_TEST_PANIC").is_ok_and(|v| v == thread) {
+        panic!("HOLPROBE_TEST_PANIC={thread}: a panic a test asked for");
+    }
+}
+
+/// Release builds: nothing (see the debug build's).
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub(crate) fn test_panic_point(_thread: &str) {}

@@ -100,6 +100,9 @@ impl Write for Stream {
 /// Memory set aside up front for a bulk reply; the rest grows as its bytes arrive.
 const BULK_PREALLOC: usize = 64 * 1024 * 1024;
 
+/// What a reply may hold beyond its largest bulk string (lines, lengths, small elements).
+const REPLY_MARGIN_BYTES: usize = 1024 * 1024;
+
 /// Size of the slices a large value is written in (see [`RawConn::send_set`]).
 pub const WRITE_SLICE_BYTES: usize = 256 * 1024;
 
@@ -107,12 +110,19 @@ pub const WRITE_SLICE_BYTES: usize = 256 * 1024;
 ///
 /// After any I/O or protocol error the connection refuses every further use with that error:
 /// a reply that timed out may still arrive, and the next command would read it as its own.
+///
+/// Replies are read within [`ReplyLimits`] ([`ReplyLimits::CONTROL`] unless
+/// [`RawConn::set_limits`] says otherwise): what a server announces is checked before anything
+/// is allocated for it.
 pub struct RawConn {
     stream: Stream,
     buf: Vec<u8>,
     start: usize,
     end: usize,
     broken: Option<(io::ErrorKind, String)>,
+    limits: ReplyLimits,
+    /// Bytes the reply being read may still take (see [`ReplyLimits::max_reply_bytes`]).
+    reply_budget: usize,
 }
 
 impl RawConn {
@@ -143,6 +153,8 @@ impl RawConn {
             start: 0,
             end: 0,
             broken: None,
+            limits: ReplyLimits::CONTROL,
+            reply_budget: 0,
         };
         if let Some(password) = &info.password {
             let reply = match &info.username {
@@ -171,6 +183,12 @@ impl RawConn {
             }
         }
         Ok(conn)
+    }
+
+    /// Sets the bounds every later reply is read within: larger than [`ReplyLimits::CONTROL`]
+    /// for a connection that reads large values back (the writer's custom commands).
+    pub fn set_limits(&mut self, limits: ReplyLimits) {
+        self.limits = limits;
     }
 
     /// Sets the limit on waiting for a reply (`None`: wait forever).
@@ -291,9 +309,11 @@ impl RawConn {
         self.stream.write_all(b"\r\n")
     }
 
-    /// Reads one complete reply.
+    /// Reads one complete reply, within the connection's [`ReplyLimits`]. A reply past them is
+    /// a protocol error that names what the server sent, and breaks the connection.
     pub fn read_reply(&mut self) -> io::Result<Reply> {
         self.usable()?;
+        self.reply_budget = self.limits.max_reply_bytes();
         let result = self.read_reply_at(0);
         self.note(result)
     }
@@ -303,26 +323,40 @@ impl RawConn {
         match parse_header(&line)? {
             Header::Done(reply) => Ok(reply),
             Header::Bulk(len) => {
-                // The memory grows with the bytes that arrive, not with what the header
-                // claims: a bogus length costs nothing until the server really sends it.
+                check_bulk(len, &self.limits)?;
+                self.spend(len.saturating_add(2))?;
+                // The memory grows with the bytes that arrive, up to the limit checked above:
+                // a bogus length costs nothing until the server really sends it.
                 let mut data = Vec::new();
                 self.read_bulk(len + 2, &mut data)?;
                 if !data.ends_with(b"\r\n") {
-                    return Err(protocol_error("bulk reply without CRLF"));
+                    return Err(protocol_error("a bulk string not ended by CRLF"));
                 }
                 data.truncate(len);
                 Ok(Reply::Bulk(Some(data)))
             }
             Header::Array(len) => {
-                if depth >= ReplyLimits::CONTROL.max_depth {
-                    return Err(protocol_error("arrays nested too deep"));
-                }
+                check_array(len, depth, &self.limits)?;
                 let mut items = Vec::with_capacity(len.min(1024));
                 for _ in 0..len {
                     items.push(self.read_reply_at(depth + 1)?);
                 }
                 Ok(Reply::Array(Some(items)))
             }
+        }
+    }
+
+    /// Takes `bytes` from the budget of the reply being read.
+    fn spend(&mut self, bytes: usize) -> io::Result<()> {
+        match self.reply_budget.checked_sub(bytes) {
+            Some(left) => {
+                self.reply_budget = left;
+                Ok(())
+            }
+            None => Err(protocol_error(&format!(
+                "the server sent a reply larger than {} (more than this connection ever needs)",
+                human_size(self.limits.max_reply_bytes())
+            ))),
         }
     }
 
@@ -334,6 +368,7 @@ impl RawConn {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
+            // Only a line longer than the buffer grows it, and lines are bounded (read_line).
             if self.end == self.buf.len() {
                 self.buf.resize(self.buf.len() * 2, 0);
             }
@@ -342,7 +377,7 @@ impl RawConn {
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "the server closed the connection",
+                "the server closed the connection in the middle of a reply",
             ));
         }
         self.end += n;
@@ -350,18 +385,20 @@ impl RawConn {
     }
 
     fn read_line(&mut self) -> io::Result<Vec<u8>> {
-        // Where the search for CRLF goes on after more bytes came (never rescans).
+        // Where the search for CRLF goes on after more bytes came: the bytes already searched
+        // are never searched again (`fill` may move them, but keeps them at `start`).
         let mut scanned = 0;
         loop {
             let pending = &self.buf[self.start..self.end];
-            if let Some(pos) = pending[scanned..].windows(2).position(|w| w == b"\r\n") {
+            if let Some(pos) = find_crlf(&pending[scanned..]) {
                 let end = scanned + pos;
                 let line = pending[..end].to_vec();
                 self.start += end + 2;
+                self.spend(end + 2)?;
                 return Ok(line);
             }
-            if pending.len() > ReplyLimits::CONTROL.max_line {
-                return Err(protocol_error("reply line too long"));
+            if pending.len() > self.limits.max_line {
+                return Err(line_too_long(pending, self.limits.max_line));
             }
             scanned = pending.len().saturating_sub(1);
             self.fill()?;
@@ -383,9 +420,27 @@ impl RawConn {
     }
 }
 
-/// Bounds on a reply parsed by [`parse_reply`]: a misbehaving server cannot make the reader
-/// allocate or recurse without limit.
-#[derive(Debug, Clone, Copy)]
+/// The tool's first exchange with a server it did not start, on this bounded reader: `INFO
+/// server`, before any redis-rs connection. redis-rs (the control connection) bounds nesting
+/// (100 levels) but neither a bulk's length nor a line's, and searches a line without its end
+/// from its start at every read: a peer that is not a Redis server would hold it for as long
+/// as it sends. Any reply passes, an error too (NOAUTH, a renamed INFO: the control
+/// connection says what those mean), and so does a failure to connect or authenticate, which
+/// the control connection reports in its usual words. What fails here is a reply no Redis
+/// server sends, or none within `--timeout`.
+pub fn first_contact(info: &ConnInfo) -> Result<()> {
+    let Ok(mut conn) = RawConn::connect(info) else {
+        return Ok(());
+    };
+    conn.command(&[b"INFO", b"server"])
+        .with_context(|| format!("INFO server on {info}"))?;
+    Ok(())
+}
+
+/// Bounds on a reply, for both readers ([`RawConn::read_reply`], [`parse_reply`]): a server
+/// that misbehaves (or is not a Redis server) cannot make the tool allocate what it announces,
+/// recurse without end, or buffer a line that never ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyLimits {
     /// Longest status, error or length line, bytes.
     pub max_line: usize,
@@ -398,30 +453,82 @@ pub struct ReplyLimits {
 }
 
 impl ReplyLimits {
-    /// For [`RawConn::read_reply`]: the writer's and control commands (INFO, SLOWLOG, a GET of a
-    /// large value). A bulk may be as long as the server sends (its memory grows as the bytes
-    /// arrive); the server's own replies nest three or four deep at most.
+    /// For the replies a control connection reads ([`RawConn`]'s default): INFO (tens of KiB),
+    /// SLOWLOG / COMMANDLOG pages (the server cuts each argument to 128 bytes: a page of 1,024
+    /// entries is a few MiB), LATENCY, CONFIG GET, +OK. The server's own replies nest three
+    /// levels deep at most; status and error lines are a few hundred bytes.
     pub const CONTROL: ReplyLimits = ReplyLimits {
-        max_line: 1024 * 1024,
-        max_bulk: usize::MAX,
-        max_depth: 32,
-        max_array: usize::MAX,
+        max_line: 64 * 1024,
+        max_bulk: 16 * 1024 * 1024,
+        max_depth: 8,
+        max_array: 1 << 20,
     };
 
-    /// For the probes' replies (`+PONG`, a short GET value, an error line).
+    /// For the probes' replies: `+PONG`, the probe key's short value, an error line. Arrays are
+    /// never a probe's reply.
     pub const PROBE: ReplyLimits = ReplyLimits {
-        max_line: 64 * 1024,
-        max_bulk: 1024 * 1024,
-        max_depth: 4,
+        max_line: 16 * 1024,
+        max_bulk: 64 * 1024,
+        max_depth: 2,
         max_array: 16,
     };
+
+    /// For a connection that reads values of up to `largest_value` bytes back (the writer's
+    /// custom commands: a `GET` or `DUMP` of the key just written): [`ReplyLimits::CONTROL`]
+    /// with room for that value and a margin (a DUMP adds a few bytes of framing).
+    pub fn for_values_up_to(largest_value: u64) -> ReplyLimits {
+        let value = usize::try_from(largest_value).unwrap_or(usize::MAX);
+        ReplyLimits {
+            max_bulk: value
+                .saturating_add(REPLY_MARGIN_BYTES)
+                .max(Self::CONTROL.max_bulk),
+            ..Self::CONTROL
+        }
+    }
+
+    /// The most bytes one whole reply may take: its largest bulk string and a margin, so that
+    /// an array of many large strings, or a reply that never stops coming, is bounded too.
+    pub fn max_reply_bytes(&self) -> usize {
+        self.max_bulk.saturating_add(REPLY_MARGIN_BYTES)
+    }
+}
+
+/// Where an unfinished reply's parse stopped ([`parse_reply_resuming`]), so that the next call,
+/// with more bytes after the same start, neither searches the same bytes for CRLF again nor
+/// parses anything before the bytes that can complete it have come.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ParseResume {
+    /// Start of the line whose CRLF was being searched for.
+    line_at: usize,
+    /// Where that search goes on (everything before it held no CRLF).
+    searched_to: usize,
+    /// The buffer must be at least this long for the parse to get further.
+    need: usize,
 }
 
 /// Parses one complete reply at the start of `buf` without blocking: `Ok(None)` when `buf` holds
-/// only part of it (read more and call again), `Ok(Some((reply, bytes used)))` otherwise. The
-/// pipelined probes feed it whatever a read returned.
+/// only part of it (read more and call again), `Ok(Some((reply, bytes used)))` otherwise.
 pub fn parse_reply(buf: &[u8], limits: ReplyLimits) -> io::Result<Option<(Reply, usize)>> {
-    parse_at(buf, 0, limits, 0)
+    parse_reply_resuming(buf, limits, &mut ParseResume::default())
+}
+
+/// [`parse_reply`] for a buffer that grows between calls (the pipelined probes feed it whatever
+/// a read returned): `resume` remembers where the last call stopped, so a reply that arrives a
+/// few bytes at a time costs a scan of each byte once, not of the whole buffer per read. Pass
+/// the same `resume` while `buf` keeps its start; it is reset when a reply completes.
+pub fn parse_reply_resuming(
+    buf: &[u8],
+    limits: ReplyLimits,
+    resume: &mut ParseResume,
+) -> io::Result<Option<(Reply, usize)>> {
+    if buf.len() < resume.need {
+        return Ok(None);
+    }
+    let parsed = parse_at(buf, 0, limits, 0, resume)?;
+    if parsed.is_some() {
+        *resume = ParseResume::default();
+    }
+    Ok(parsed)
 }
 
 fn parse_at(
@@ -429,27 +536,43 @@ fn parse_at(
     at: usize,
     limits: ReplyLimits,
     depth: usize,
+    resume: &mut ParseResume,
 ) -> io::Result<Option<(Reply, usize)>> {
     let rest = &buf[at..];
-    let scan = &rest[..rest.len().min(limits.max_line + 2)];
-    let Some(pos) = scan.windows(2).position(|w| w == b"\r\n") else {
+    // Resume the search for this line's end where the last call left it.
+    let from = if resume.line_at == at && resume.searched_to > at {
+        resume.searched_to - at
+    } else {
+        0
+    };
+    let scan_end = rest.len().min(limits.max_line + 2);
+    let Some(pos) = rest[from.min(scan_end)..scan_end]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|pos| from + pos)
+    else {
         if rest.len() > limits.max_line + 2 {
-            return Err(protocol_error("reply line too long"));
+            return Err(line_too_long(rest, limits.max_line));
         }
+        // A CR at the very end may be the first half of the CRLF.
+        *resume = ParseResume {
+            line_at: at,
+            searched_to: at + rest.len().saturating_sub(1),
+            need: buf.len() + 1,
+        };
         return Ok(None);
     };
     let after = at + pos + 2;
     match parse_header(&rest[..pos])? {
         Header::Done(reply) => Ok(Some((reply, after))),
         Header::Bulk(len) => {
-            if len > limits.max_bulk {
-                return Err(protocol_error("bulk reply larger than expected"));
-            }
+            check_bulk(len, &limits)?;
             if buf.len() < after + len + 2 {
+                resume.need = after + len + 2;
                 return Ok(None);
             }
             if &buf[after + len..after + len + 2] != b"\r\n" {
-                return Err(protocol_error("bulk reply without CRLF"));
+                return Err(protocol_error("a bulk string not ended by CRLF"));
             }
             Ok(Some((
                 Reply::Bulk(Some(buf[after..after + len].to_vec())),
@@ -457,17 +580,12 @@ fn parse_at(
             )))
         }
         Header::Array(len) => {
-            if depth >= limits.max_depth {
-                return Err(protocol_error("arrays nested too deep"));
-            }
-            // A count past the limit is rejected before anything is allocated for it.
-            if len > limits.max_array {
-                return Err(protocol_error("array reply larger than expected"));
-            }
+            // A count past the limit is refused before anything is allocated for it.
+            check_array(len, depth, &limits)?;
             let mut items = Vec::with_capacity(len.min(64));
             let mut next = after;
             for _ in 0..len {
-                match parse_at(buf, next, limits, depth + 1)? {
+                match parse_at(buf, next, limits, depth + 1, resume)? {
                     Some((item, end)) => {
                         items.push(item);
                         next = end;
@@ -477,6 +595,67 @@ fn parse_at(
             }
             Ok(Some((Reply::Array(Some(items)), next)))
         }
+    }
+}
+
+/// Where the first CRLF in `bytes` starts.
+fn find_crlf(bytes: &[u8]) -> Option<usize> {
+    bytes.windows(2).position(|w| w == b"\r\n")
+}
+
+fn check_bulk(len: usize, limits: &ReplyLimits) -> io::Result<()> {
+    if len > limits.max_bulk {
+        return Err(protocol_error(&format!(
+            "the server announced a bulk string of {len} bytes, more than this connection ever needs ({})",
+            human_size(limits.max_bulk)
+        )));
+    }
+    Ok(())
+}
+
+fn check_array(len: usize, depth: usize, limits: &ReplyLimits) -> io::Result<()> {
+    if depth >= limits.max_depth {
+        return Err(protocol_error(&format!(
+            "the server sent arrays nested more than {} deep",
+            limits.max_depth
+        )));
+    }
+    if len > limits.max_array {
+        return Err(protocol_error(&format!(
+            "the server announced an array of {len} elements, more than this connection ever needs ({})",
+            limits.max_array
+        )));
+    }
+    Ok(())
+}
+
+fn line_too_long(pending: &[u8], max_line: usize) -> io::Error {
+    protocol_error(&format!(
+        "the server sent more than {} without a line end (CRLF), starting '{}'",
+        human_size(max_line),
+        excerpt(pending)
+    ))
+}
+
+/// The first bytes of what the server sent, printable, for a message.
+fn excerpt(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(24)];
+    let mut text = cut.escape_ascii().to_string();
+    if bytes.len() > cut.len() {
+        text.push('…');
+    }
+    text
+}
+
+/// `64 KiB`, `16 MiB`, `513 MiB`, or bytes.
+fn human_size(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    if bytes >= KIB * KIB && bytes.is_multiple_of(KIB * KIB) {
+        format!("{} MiB", bytes / (KIB * KIB))
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
+        format!("{} KiB", bytes / KIB)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 
@@ -493,15 +672,16 @@ enum Header {
 }
 
 fn parse_header(line: &[u8]) -> io::Result<Header> {
-    let (&kind, body) = line
-        .split_first()
-        .ok_or_else(|| protocol_error("empty reply line"))?;
+    let (&kind, body) = line.split_first().ok_or_else(|| {
+        protocol_error("the server sent an empty line where a reply should start")
+    })?;
     let text = || String::from_utf8_lossy(body).into_owned();
+    let bad = |what: &str| protocol_error(&format!("the server sent {what} '{}'", excerpt(line)));
     let number = |what: &str| -> io::Result<i64> {
         std::str::from_utf8(body)
             .ok()
             .and_then(|t| t.parse().ok())
-            .ok_or_else(|| protocol_error(what))
+            .ok_or_else(|| bad(what))
     };
     // A negative length is nil; one that does not fit this machine is an error.
     let length = |what: &str| -> io::Result<Option<usize>> {
@@ -509,23 +689,21 @@ fn parse_header(line: &[u8]) -> io::Result<Header> {
         if len < 0 {
             return Ok(None);
         }
-        usize::try_from(len)
-            .map(Some)
-            .map_err(|_| protocol_error(what))
+        usize::try_from(len).map(Some).map_err(|_| bad(what))
     };
     Ok(match kind {
         b'+' => Header::Done(Reply::Status(text())),
         b'-' => Header::Done(Reply::Error(text())),
-        b':' => Header::Done(Reply::Integer(number("bad integer reply")?)),
-        b'$' => match length("bad bulk length")? {
+        b':' => Header::Done(Reply::Integer(number("a bad integer")?)),
+        b'$' => match length("a bad bulk length")? {
             None => Header::Done(Reply::Bulk(None)),
             Some(len) => Header::Bulk(len),
         },
-        b'*' => match length("bad array length")? {
+        b'*' => match length("a bad array length")? {
             None => Header::Done(Reply::Array(None)),
             Some(len) => Header::Array(len),
         },
-        _ => return Err(protocol_error("unknown reply type")),
+        _ => return Err(bad("bytes that are not a RESP reply:")),
     })
 }
 
@@ -576,12 +754,83 @@ mod tests {
 
     #[test]
     fn hostile_replies_are_errors_not_allocations() {
-        assert!(parse(b"$9223372036854775807\r\n").is_err());
+        let err = parse(b"$9223372036854775807\r\n").unwrap_err();
+        assert!(
+            err.to_string().contains("9223372036854775807 bytes"),
+            "{err}"
+        );
         assert!(parse(b"*9223372036854775807\r\n").is_err());
-        assert!(parse(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n").is_err());
-        assert!(parse(&vec![b'+'; 70 * 1024]).is_err());
+        let err = parse(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n").unwrap_err();
+        assert!(err.to_string().contains("nested more than 2 deep"), "{err}");
+        let err = parse(&vec![b'+'; 70 * 1024]).unwrap_err();
+        assert!(err.to_string().contains("without a line end"), "{err}");
         assert!(parse(b"$2\r\nabcd").is_err());
-        assert!(parse(b"?\r\n").is_err());
+        let err = parse(b"?garbage\r\n").unwrap_err();
+        assert!(err.to_string().contains("'?garbage'"), "{err}");
+        // A probe's reply is small: a bulk past 64 KiB is refused before its bytes come.
+        assert!(parse(b"$65537\r\n").is_err());
+        assert_eq!(parse(b"$65536\r\n").unwrap(), None);
+    }
+
+    /// Fed a byte at a time, the resuming parser finds the same replies as a whole buffer does,
+    /// and the search for a line's end goes on where it stopped.
+    #[test]
+    fn a_reply_fed_a_byte_at_a_time_parses_the_same_and_is_not_rescanned() {
+        let stream: &[u8] = b"+PONG\r\n$5\r\nhel\rl\r\n*2\r\n:1\r\n$0\r\n\r\n-ERR x\r\n$-1\r\n";
+        let mut whole = Vec::new();
+        let mut at = 0;
+        while let Some((reply, n)) = parse(&stream[at..]).unwrap() {
+            whole.push(reply);
+            at += n;
+        }
+        assert_eq!(at, stream.len());
+        assert_eq!(whole.len(), 5);
+
+        let mut pending = Vec::new();
+        let mut resume = ParseResume::default();
+        let mut fed = Vec::new();
+        for &byte in stream {
+            pending.push(byte);
+            while let Some((reply, n)) =
+                parse_reply_resuming(&pending, ReplyLimits::PROBE, &mut resume).unwrap()
+            {
+                fed.push(reply);
+                pending.drain(..n);
+            }
+        }
+        assert_eq!(fed, whole);
+        assert!(pending.is_empty());
+
+        // A long line without its end: each call searches only the bytes that came since.
+        let mut resume = ParseResume::default();
+        let mut line = b"+".to_vec();
+        line.extend(std::iter::repeat_n(b'a', 1000));
+        assert_eq!(
+            parse_reply_resuming(&line, ReplyLimits::PROBE, &mut resume).unwrap(),
+            None
+        );
+        assert_eq!(resume.searched_to, 1000);
+        assert_eq!(resume.need, 1002);
+        line.push(b'\r');
+        assert_eq!(
+            parse_reply_resuming(&line, ReplyLimits::PROBE, &mut resume).unwrap(),
+            None
+        );
+        assert_eq!(resume.searched_to, 1001);
+        line.push(b'\n');
+        let (reply, n) = parse_reply_resuming(&line, ReplyLimits::PROBE, &mut resume)
+            .unwrap()
+            .unwrap();
+        assert_eq!(reply, Reply::Status("a".repeat(1000)));
+        assert_eq!(n, line.len());
+        assert_eq!(resume, ParseResume::default());
+        // A bulk whose bytes have not all come is not parsed again until they have.
+        let mut resume = ParseResume::default();
+        assert_eq!(
+            parse_reply_resuming(b"$10\r\nabc", ReplyLimits::PROBE, &mut resume).unwrap(),
+            None
+        );
+        assert_eq!(resume.need, 17);
     }
 
     /// A peer that sends `bytes` to whoever connects, then hangs up: the hostile server a real
@@ -598,11 +847,45 @@ mod tests {
 
     #[test]
     fn a_bogus_bulk_length_is_an_error_not_an_allocation() {
-        let mut conn = hostile_peer(b"$8000000000\r\nabc".to_vec());
+        // Within the limit, the memory grows only with what arrives: a closed socket ends it.
+        let mut conn = hostile_peer(b"$8000000\r\nabc".to_vec());
         let err = conn.read_reply().unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
-        let mut conn = hostile_peer(b"$9223372036854775807\r\n".to_vec());
-        assert!(conn.read_reply().is_err());
+        // Past it, refused before a byte is read or allocated, and the connection is done.
+        for huge in ["$9223372036854775807\r\n", "$8000000000\r\n"] {
+            let mut conn = hostile_peer(huge.as_bytes().to_vec());
+            let err = conn.read_reply().unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+            assert!(err.to_string().contains("bulk string of"), "{err}");
+            assert!(err.to_string().contains("(16 MiB)"), "{err}");
+            assert!(conn.broken().is_some());
+        }
+        // A connection that reads large values back takes one of that size, and no larger.
+        let limits = ReplyLimits::for_values_up_to(600 << 20);
+        assert_eq!(limits.max_bulk, (600 << 20) + REPLY_MARGIN_BYTES);
+        assert_eq!(ReplyLimits::for_values_up_to(10), ReplyLimits::CONTROL);
+        let mut conn = hostile_peer(b"$700000000\r\n".to_vec());
+        conn.set_limits(limits);
+        assert!(
+            conn.read_reply()
+                .unwrap_err()
+                .to_string()
+                .contains("700000000")
+        );
+    }
+
+    #[test]
+    fn a_reply_of_many_small_parts_is_bounded_as_a_whole() {
+        let mut bytes = b"*1000000\r\n".to_vec();
+        for _ in 0..1_000_000 {
+            bytes.extend_from_slice(b"$16\r\n0123456789abcdef\r\n");
+        }
+        let mut conn = hostile_peer(bytes);
+        let err = conn.read_reply().unwrap_err();
+        assert!(
+            err.to_string().contains("reply larger than 17 MiB"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -610,11 +893,19 @@ mod tests {
         let mut nested = b"*1\r\n".repeat(40);
         nested.extend_from_slice(b":1\r\n");
         let err = hostile_peer(nested).read_reply().unwrap_err();
-        assert!(err.to_string().contains("nested too deep"), "{err}");
-        let err = hostile_peer(vec![b'+'; 2 * ReplyLimits::CONTROL.max_line])
+        assert!(err.to_string().contains("nested more than 8 deep"), "{err}");
+        let err = hostile_peer(vec![b'a'; 4 * ReplyLimits::CONTROL.max_line])
             .read_reply()
             .unwrap_err();
-        assert!(err.to_string().contains("line too long"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("more than 64 KiB without a line end (CRLF), starting 'aaaa"),
+            "{err}"
+        );
+        let err = hostile_peer(b"\x16\x03\x01garbage\r\n".to_vec())
+            .read_reply()
+            .unwrap_err();
+        assert!(err.to_string().contains(r"'\x16\x03\x01garbage'"), "{err}");
         // Within the bounds, a reply split anywhere still reads whole.
         let mut conn = hostile_peer(b"*2\r\n$3\r\nabc\r\n+OK\r\n".to_vec());
         assert_eq!(

@@ -24,7 +24,7 @@ use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
-use crate::measure::resp::{RawConn, Reply};
+use crate::measure::resp::{RawConn, Reply, ReplyLimits};
 use crate::measure::serverview::{ServerFigures, ServerView, ViewSetup};
 use crate::measure::target::{ConnInfo, info_field};
 use crate::record::{WriteOp, WriteRecord};
@@ -382,7 +382,8 @@ pub fn spawn_writer(
     if plan.commands.iter().any(|c| c.args.is_empty()) {
         anyhow::bail!("a custom command needs at least its name (CustomCommand::args is empty)");
     }
-    let conn = RawConn::connect(conn_info).context("opening the writer's connection")?;
+    let mut conn = RawConn::connect(conn_info).context("opening the writer's connection")?;
+    conn.set_limits(reply_limits(&plan));
     let worker = Writer {
         steps: plan.steps(),
         plan,
@@ -401,6 +402,16 @@ pub fn spawn_writer(
         .name("writer".into())
         .spawn(move || worker.run())
         .context("starting the writer thread")
+}
+
+/// What the writer's replies may hold: a SET, a DEL and INFO answer in a few KiB, but a custom
+/// command may read the key just written back whole (`GET`, `DUMP`).
+fn reply_limits(plan: &WriterPlan) -> ReplyLimits {
+    if plan.commands.is_empty() {
+        ReplyLimits::CONTROL
+    } else {
+        ReplyLimits::for_values_up_to(plan.max_size())
+    }
 }
 
 struct Writer {
@@ -428,8 +439,10 @@ impl Writer {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
+            crate::measure::test_panic_point("writer");
             self.mark.begin(&self.clock);
             let (record, io_error) = self.execute(index as u32 + 1, &step);
+            let failure = record.error.clone();
             let _ = self.events.send(Event::Write(Box::new(record)));
             self.mark.end();
             match io_error {
@@ -442,8 +455,19 @@ impl Writer {
                     )));
                     return;
                 }
+                // The server sent what no Redis server sends (a reply past the bounds, not
+                // RESP): the next write would get no better.
+                Some(ErrorKind::InvalidData) => {
+                    let _ = self
+                        .events
+                        .send(Event::WriterFailed(failure.unwrap_or_default()));
+                    return;
+                }
                 Some(_) => match self.reconnect() {
-                    Ok(conn) => self.conn = conn,
+                    Ok(mut conn) => {
+                        conn.set_limits(reply_limits(&self.plan));
+                        self.conn = conn;
+                    }
                     Err(err) => {
                         let _ = self
                             .events
@@ -477,7 +501,9 @@ impl Writer {
     /// One write; also returns the kind of I/O error when the connection failed.
     fn execute(&mut self, seq: u32, step: &WriteStep) -> (WriteRecord, Option<ErrorKind>) {
         let room = self.server_room();
-        if step.op != WriteOp::Delete
+        // Only a SET makes the server hold a new value: a DEL frees one, and a custom command
+        // (GET, UNLINK) reads or frees the key the SET before it made room for.
+        if matches!(step.op, WriteOp::Set | WriteOp::Overwrite)
             && !self.checks.force_memory
             && let Err(reason) = self.memory_check(step.size_bytes, &room)
         {
@@ -518,7 +544,9 @@ impl Writer {
             let attempt = RawConn::connect(&target).map_err(|err| {
                 std::io::Error::new(ErrorKind::ConnectionRefused, crate::error::one_line(&err))
             });
+            let limits = reply_limits(&self.plan);
             outcome = attempt.and_then(|mut conn| {
+                conn.set_limits(limits);
                 if kind == Redirect::Ask {
                     asked += 1;
                     conn.command(&[b"ASKING"])?;
@@ -549,9 +577,16 @@ impl Writer {
         let io_error = outcome.as_ref().err().map(std::io::Error::kind);
         // After a redirect the counters read before the write were another server's.
         let (server_rss_bytes, figures) = if io_error.is_none() && moved + asked == 0 {
+            // The server logs each command under its own name: a custom one is looked up as
+            // itself, not as the SET before it (whose entry names the same key).
             let command = match step.op {
-                WriteOp::Delete => "DEL",
-                _ => "SET",
+                WriteOp::Delete | WriteOp::Inject => "DEL",
+                WriteOp::Set | WriteOp::Overwrite => "SET",
+                WriteOp::Command => step
+                    .command
+                    .as_ref()
+                    .and_then(|args| args.first())
+                    .map_or("SET", String::as_str),
             };
             let figures = self
                 .view
@@ -596,7 +631,8 @@ impl Writer {
             return first;
         }
         for node in &self.checks.cluster_nodes {
-            if let Ok(conn) = RawConn::connect(node) {
+            if let Ok(mut conn) = RawConn::connect(node) {
+                conn.set_limits(reply_limits(&self.plan));
                 self.conn_info = node.clone();
                 return Ok(conn);
             }

@@ -9,11 +9,12 @@
 use std::collections::VecDeque;
 use std::io;
 
-use crate::measure::resp::{Reply, ReplyLimits, parse_reply};
+use crate::measure::resp::{ParseResume, Reply, ReplyLimits, parse_reply_resuming};
 use crate::record::{ProbeCmd, ProbeRecord};
 
-/// The most bytes of unfinished replies a connection may hold: a probe's reply is a few dozen.
-const MAX_PENDING_BYTES: usize = 2 * 1024 * 1024;
+/// The most bytes of unfinished replies a connection may hold: a probe's reply is a few dozen,
+/// and one within [`ReplyLimits::PROBE`] far less than this.
+const MAX_PENDING_BYTES: usize = 256 * 1024;
 
 /// A probe written to the connection and not answered yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +45,8 @@ pub struct InFlight {
     cmd: ProbeCmd,
     queue: VecDeque<Outstanding>,
     pending: Vec<u8>,
+    /// Where parsing the unfinished reply at the start of `pending` stopped.
+    resume: ParseResume,
 }
 
 impl InFlight {
@@ -54,6 +57,7 @@ impl InFlight {
             cmd,
             queue: VecDeque::new(),
             pending: Vec::new(),
+            resume: ParseResume::default(),
         }
     }
 
@@ -97,12 +101,14 @@ impl InFlight {
         if self.pending.len() + bytes.len() > MAX_PENDING_BYTES {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                "a reply far longer than a probe's",
+                "RESP protocol error: the server sent a reply far longer than a probe's",
             ));
         }
         self.pending.extend_from_slice(bytes);
         let mut used = 0;
-        while let Some((reply, n)) = parse_reply(&self.pending[used..], ReplyLimits::PROBE)? {
+        while let Some((reply, n)) =
+            parse_reply_resuming(&self.pending[used..], ReplyLimits::PROBE, &mut self.resume)?
+        {
             used += n;
             let probe = self.queue.pop_front().ok_or_else(|| {
                 io::Error::new(
@@ -120,6 +126,7 @@ impl InFlight {
     /// the half-read reply is dropped.
     pub fn fail_all(&mut self, error: &str, done: &mut Vec<ProbeRecord>) {
         self.pending.clear();
+        self.resume = ParseResume::default();
         for probe in self.queue.drain(..) {
             done.push(ProbeRecord {
                 thread: self.thread,

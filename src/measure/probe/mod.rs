@@ -217,6 +217,7 @@ pub fn spawn_probes(
             realtime: config.realtime,
             keep_going: config.keep_going,
             done: Vec::new(),
+            reconnected_unanswered: false,
         };
         let handle = std::thread::Builder::new()
             .name(format!("probe-{thread}"))
@@ -253,6 +254,9 @@ struct ProbeWorker {
     keep_going: bool,
     /// Records ready to go to the collector.
     done: Vec<ProbeRecord>,
+    /// The connection was opened again after a loss and has brought no reply since: losing it
+    /// again ends the thread (a server that drops every connection is not reconnected forever).
+    reconnected_unanswered: bool,
 }
 
 /// Why a thread's connection can go on no more.
@@ -271,6 +275,9 @@ impl ProbeWorker {
         }
         let mut seq: u64 = 0;
         while !self.stopping() {
+            if seq == 100 {
+                crate::measure::test_panic_point("probe");
+            }
             let intended_us = ((self.first_ns + seq as f64 * self.period_ns) / 1e3) as u64;
             let due = self.clock.instant_at(intended_us);
             // A probe slot is used up only once its probe went out: after a reconnect the same
@@ -454,6 +461,9 @@ impl ProbeWorker {
                 )
                 .map_err(Broken::Lost)?;
             let replies = (self.done.len() - before) as u64;
+            if replies > 0 {
+                self.reconnected_unanswered = false;
+            }
             let counter = if reply_us.is_some() {
                 &self.shared.replies_kernel_stamped
             } else {
@@ -508,10 +518,11 @@ impl ProbeWorker {
     }
 
     /// After a broken connection. A server that did not answer within `--timeout` ends the run
-    /// (a reconnect would only wait again). A reset or garbled connection loses only its
-    /// outstanding probes, recorded as errors, and gets one new connection; the schedule goes on
-    /// (probes due meanwhile leave late and count from their intended time), or the thread
-    /// reports and ends.
+    /// (a reconnect would only wait again), as does one that sent what is not RESP or is past
+    /// the bounds of a probe's reply (it would again). A reset or closed connection loses only
+    /// its outstanding probes, recorded as errors, and gets one new connection; the schedule goes
+    /// on (probes due meanwhile leave late and count from their intended time), or the thread
+    /// reports and ends. A new connection lost before it brought a reply is not replaced.
     fn recover(&mut self, broken: Broken, seq: &mut u64) -> bool {
         match broken {
             Broken::Timeout => {
@@ -533,9 +544,23 @@ impl ProbeWorker {
                 if self.stopping() {
                     return false;
                 }
+                if err.kind() == ErrorKind::InvalidData {
+                    self.report_failure(err.to_string());
+                    return false;
+                }
+                if self.reconnected_unanswered {
+                    let error =
+                        format!("{err} (again, before the new connection brought any reply)");
+                    if self.keep_going {
+                        return self.ride_out(error, seq);
+                    }
+                    self.report_failure(error);
+                    return false;
+                }
                 match ProbeSocket::connect(&self.conn_info) {
                     Ok(sock) => {
                         self.sock = sock;
+                        self.reconnected_unanswered = true;
                         self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
                         true
                     }
