@@ -10,5 +10,7 @@ pub mod hostmem;
 pub mod probe;
 pub mod resp;
 pub mod serverview;
+pub mod slots;
 pub mod target;
+pub mod topology;
 pub mod writer;

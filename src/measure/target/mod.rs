@@ -140,6 +140,24 @@ impl ConnInfo {
         })
     }
 
+    /// The same settings (user, password, TLS, database, timeouts) for another node of the same
+    /// deployment at `address` (`host:port`, `[v6]:port`): a replica or a cluster node the URL's
+    /// node announced.
+    pub fn for_node(&self, address: &str) -> Result<ConnInfo> {
+        let (host, port) = split_host_port(address)
+            .with_context(|| format!("node address '{address}' is not host:port"))?;
+        Ok(ConnInfo {
+            host,
+            port,
+            ..self.clone()
+        })
+    }
+
+    /// `host:port` (`[v6]:port` for an IPv6 address), as nodes announce themselves.
+    pub fn address(&self) -> String {
+        join_host_port(&self.host, self.port)
+    }
+
     /// The first socket address the host resolves to.
     pub fn socket_addr(&self) -> Result<SocketAddr> {
         (self.host.as_str(), self.port)
@@ -196,6 +214,35 @@ impl ConnInfo {
         conn.set_read_timeout(Some(self.command_timeout))
             .context("setting the read timeout")?;
         Ok(conn)
+    }
+}
+
+/// Splits `host:port` or `[v6]:port` into host (without brackets) and a port from 1 to 65535.
+pub fn split_host_port(address: &str) -> Option<(String, u16)> {
+    let (host, port) = match address.strip_prefix('[') {
+        Some(rest) => {
+            let (host, port) = rest.split_once("]:")?;
+            (host, port)
+        }
+        None => {
+            let (host, port) = address.rsplit_once(':')?;
+            // An unbracketed IPv6 address is ambiguous: which colon starts the port?
+            if host.contains(':') {
+                return None;
+            }
+            (host, port)
+        }
+    };
+    let port: u16 = port.parse().ok().filter(|&port| port != 0)?;
+    (!host.is_empty() && !host.chars().any(char::is_whitespace)).then(|| (host.to_string(), port))
+}
+
+/// `host:port`, with brackets around an IPv6 address.
+pub fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 
@@ -440,6 +487,33 @@ mod tests {
             "redis://alice:***@h:1/0"
         );
         assert_eq!(redact_url("redis://:s3cret@h:1"), "redis://:***@h:1");
+    }
+
+    #[test]
+    fn node_connections_keep_everything_but_the_address() {
+        let url = ConnInfo::from_url("redis://alice:s3cret@localhost:6380/2", None).unwrap();
+        let node = url.for_node("10.0.0.5:7001").unwrap();
+        assert_eq!((node.host.as_str(), node.port), ("10.0.0.5", 7001));
+        assert_eq!(node.username.as_deref(), Some("alice"));
+        assert_eq!(node.password.as_deref(), Some("s3cret"));
+        assert_eq!(node.db, 2);
+        let v6 = url.for_node("[::1]:7002").unwrap();
+        assert_eq!(
+            (v6.host.as_str(), v6.address()),
+            ("::1", "[::1]:7002".into())
+        );
+        for bad in [
+            "",
+            "host",
+            "host:",
+            "host:0",
+            "host:70000",
+            ":1",
+            "::1:6379",
+            "a b:1",
+        ] {
+            assert!(url.for_node(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
