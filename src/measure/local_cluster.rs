@@ -138,7 +138,8 @@ impl LocalCluster {
     /// Starts `masters` masters with `replicas_per_master` replicas each, in cluster mode, each
     /// with the `--server-arg` settings `extra_args`, forms the cluster (slots split evenly in
     /// shard order) and waits until it is ready (see the module comment). Every process is
-    /// stopped if any step fails.
+    /// stopped if any step fails. As with [`EmbeddedServer::start`], the servers die with the
+    /// thread that calls this: call it from one that lives as long as they are wanted.
     pub fn start(
         server_bin: Option<&Path>,
         masters: usize,
