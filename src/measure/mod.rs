@@ -7,6 +7,7 @@ pub mod clock;
 pub mod culprit;
 pub mod event;
 pub mod hostmem;
+pub mod local_cluster;
 pub mod probe;
 pub mod resp;
 pub mod serverview;
