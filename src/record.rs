@@ -25,23 +25,34 @@ impl ProbeCmd {
 }
 
 /// A server's role in the topology the run probes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeRole {
-    /// Takes writes (a standalone server is one).
+    /// Takes the writes of its shard's slots (a standalone server is one).
     #[default]
     Master,
-    /// Copies a master.
+    /// Copies a master (the server's `slave` role).
     Replica,
 }
 
 impl NodeRole {
-    /// Lower-case name as in the exports.
+    /// `master` or `replica`, as in the exports.
     pub fn name(self) -> &'static str {
         match self {
             NodeRole::Master => "master",
             NodeRole::Replica => "replica",
         }
+    }
+
+    /// The same as [`NodeRole::name`].
+    pub fn as_str(self) -> &'static str {
+        self.name()
+    }
+}
+
+impl std::fmt::Display for NodeRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

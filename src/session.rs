@@ -49,7 +49,7 @@ use crate::measure::serverview::{
 use crate::measure::slots::hash_tag_for;
 use crate::measure::target::ConnInfo;
 use crate::measure::target::Target;
-use crate::measure::topology::{Role, Shard, Topology, TopologyKind};
+use crate::measure::topology::{Shard, Topology, TopologyKind};
 use crate::measure::topology_watch::{TopologyWatcher, spawn_topology_watch};
 pub use crate::options::{ProbesExport, RunOptions};
 use crate::output::export::{
@@ -298,10 +298,7 @@ impl Probed {
                     conn,
                     cols: NodeCols {
                         node: node.announced.clone(),
-                        role: match node.role {
-                            Role::Master => NodeRole::Master,
-                            Role::Replica => NodeRole::Replica,
-                        },
+                        role: node.role,
                         shard: cluster.then_some(shard.index as u16),
                     },
                     same_shard: shard.index == written,

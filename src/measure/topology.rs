@@ -42,31 +42,8 @@ pub enum TopologyKind {
     Cluster,
 }
 
-/// A node's part in its shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Takes the writes of its shard's slots.
-    Master,
-    /// Copies a master (the server's `slave` role).
-    Replica,
-}
-
-impl Role {
-    /// `master` or `replica`, as in the exports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Master => "master",
-            Role::Replica => "replica",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// A node's part in its shard (the exports' `role` column).
+pub use crate::record::NodeRole as Role;
 
 /// One server the run can measure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
