@@ -29,6 +29,7 @@ pub fn run(
     let spec = target_args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
     let topology_mode = probe_args.topology.mode()?;
     let address_map = probe_args.topology.address_map()?;
+    let local = probe_args.topology.local(target_args.url.is_some())?;
     if probe_args.dry_run {
         for line in dry_run_plan(&options, &spec)? {
             out.line(&line);
@@ -47,7 +48,35 @@ pub fn run(
     if let Some(endpoint) = &endpoint {
         options.metrics = Some(std::sync::Arc::clone(endpoint.metrics()));
     }
-    let mut target = super::target_args::open_target(&spec)?;
+    // A throwaway cluster (or master with replicas): its nodes live until this returns.
+    let cluster = match (&spec, local.is_single_server()) {
+        (TargetSpec::Embedded { binary, extra_args, .. }, false) => {
+            let cluster = local.start(binary.as_deref(), extra_args)?;
+            out.note(&describe_local(&cluster));
+            Some(cluster)
+        }
+        _ => None,
+    };
+    let mut target = match (&cluster, &spec) {
+        (
+            Some(cluster),
+            TargetSpec::Embedded {
+                connect_timeout,
+                command_timeout,
+                ..
+            },
+        ) => {
+            let mut conn = cluster.conn_info();
+            conn.connect_timeout = *connect_timeout;
+            conn.command_timeout = *command_timeout;
+            let mut target = Target::open(&TargetSpec::External(conn))?;
+            // The tool's own servers: it may tune them, as its single embedded one.
+            target.server.embedded = true;
+            target.server.binary = Some(cluster.binary().path.display().to_string());
+            target
+        }
+        _ => super::target_args::open_target(&spec)?,
+    };
     if let Some(endpoint) = &endpoint {
         out.note(&format!("metrics at {} while the run goes", endpoint.url()));
     }
@@ -72,9 +101,12 @@ pub fn run(
                 let written = if *master == target.conn.address() {
                     None
                 } else {
-                    Some(Target::open(&TargetSpec::External(
+                    let mut written = Target::open(&TargetSpec::External(
                         target.conn.for_node(master)?,
-                    ))?)
+                    ))?;
+                    written.server.embedded = target.server.embedded;
+                    written.server.binary = target.server.binary.clone();
+                    Some(written)
                 };
                 (probed, written)
             }
@@ -156,6 +188,9 @@ pub fn run(
         out.line(&line);
     }
     target.shutdown();
+    if let Some(mut cluster) = cluster {
+        cluster.stop();
+    }
     out.finish_progress();
     let report = report?;
     if out.stdout_closed() {
@@ -498,4 +533,27 @@ fn describe_topology(topology: &Topology, written: usize) -> String {
             shard.master.announced
         ),
     }
+}
+
+/// `started a cluster of 3 masters with 1 replica each (redis 7.0.15) on 127.0.0.1:40001..40006,
+/// persistence off; they are stopped when the run ends`.
+fn describe_local(cluster: &crate::measure::local_cluster::LocalCluster) -> String {
+    let nodes = cluster.nodes();
+    let masters = nodes
+        .iter()
+        .filter(|n| n.role() == crate::record::NodeRole::Master)
+        .count();
+    let replicas = (nodes.len() - masters) / masters.max(1);
+    let ports: Vec<String> = nodes.iter().map(|n| n.port().to_string()).collect();
+    let what = if cluster.is_cluster() {
+        format!("a cluster of {masters} master(s) with {replicas} replica(s) each")
+    } else {
+        format!("a master with {replicas} replica(s)")
+    };
+    format!(
+        "started {what} ({} {}) on 127.0.0.1 ports {}, persistence off; they are stopped when the run ends",
+        cluster.binary().flavor.name(),
+        cluster.binary().version,
+        ports.join(",")
+    )
 }

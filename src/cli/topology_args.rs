@@ -4,6 +4,7 @@
 use clap::Args;
 
 use crate::error::UsageError;
+use crate::measure::local_cluster::LocalTopologySpec;
 use crate::measure::topology::{NodeAddressMap, Topology, TopologyMode};
 
 /// The topology flags of the main job.
@@ -26,12 +27,37 @@ pub struct TopologyArgs {
     /// shard's slots.
     #[arg(long, value_name = "N|NODE-ID|HOST:PORT")]
     pub shard: Option<String>,
+
+    /// Without --url: start a throwaway Redis Cluster of N masters (from --server-bin, on free
+    /// loopback ports, persistence off), probe every node and stop them all at the end.
+    #[arg(long, value_name = "N")]
+    pub cluster: Option<usize>,
+
+    /// Without --url: replicas per master of the throwaway servers (with --cluster), or of one
+    /// master started with R replicas (without).
+    #[arg(long, value_name = "R", default_value_t = 0)]
+    pub replicas: usize,
 }
 
 impl TopologyArgs {
     /// `--topology`, checked.
     pub fn mode(&self) -> Result<TopologyMode, UsageError> {
         self.topology.parse()
+    }
+
+    /// `--cluster` and `--replicas`, checked; `--url` cannot have them.
+    pub fn local(&self, url_given: bool) -> Result<LocalTopologySpec, UsageError> {
+        let spec = LocalTopologySpec {
+            cluster: self.cluster,
+            replicas: self.replicas,
+        };
+        spec.validate()?;
+        if url_given && !spec.is_single_server() {
+            return Err(UsageError::Conflict(
+                "--cluster and --replicas start servers of the tool's own: they cannot be used with --url (which discovers the replicas and cluster nodes of that server)".into(),
+            ));
+        }
+        Ok(spec)
     }
 
     /// Every `--node-address`, checked.

@@ -171,10 +171,7 @@ fn single(target: &TargetArgs, bin: Option<&Path>) -> TargetArgs {
 }
 
 fn flavor_name(flavor: ServerFlavor) -> &'static str {
-    match flavor {
-        ServerFlavor::Redis => "redis",
-        ServerFlavor::Valkey => "valkey",
-    }
+    flavor.name()
 }
 
 /// `redis-7.0.15`, `valkey-9.1.2`, ...; a second binary of the same version gets `-2`.

@@ -24,6 +24,16 @@ pub enum ServerFlavor {
     Valkey,
 }
 
+impl ServerFlavor {
+    /// `redis` or `valkey`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerFlavor::Redis => "redis",
+            ServerFlavor::Valkey => "valkey",
+        }
+    }
+}
+
 /// A server binary and what `--version` says of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerBinary {
