@@ -14,6 +14,11 @@ const CASES: &[(&[&str], &str)] = &[
     (&["--writer-sizes", "1.5.2M"], "'1.5.2M' for --writer-sizes"),
     (&["--writer-sizes", ""], "for --writer-sizes"),
     (
+        &["--writer-sizes", "64m"],
+        "'64m' for --writer-sizes: in redis.conf 64m means 64,000,000 bytes; write 64M or 64MiB for 64 MiB, or 64000000",
+    ),
+    (&["load", "--value-size", "1k..4k"], "'1k' for --value-size"),
+    (
         &["--writer-sizes", "1M", "--probe-rate", "0"],
         "'0' for --probe-rate",
     ),

@@ -104,13 +104,25 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     keys: Option<String>,
 
-    /// Sizes of SET values [default: the population's]. Without --url: the sizes the started
-    /// server is populated with [default: 1024..4096].
-    #[arg(long, value_name = "SIZE|MIN..MAX")]
+    // --help: SET value sizes, and the one rule of every size flag.
+    #[arg(
+        long,
+        value_name = "SIZE|MIN..MAX",
+        help = crate::size_help!(
+            "Sizes of SET values, MIN..MAX or one size [default: the population's]. Without --url: the sizes the started server is populated with [default: 1024..4096]."
+        )
+    )]
     value_size: Option<String>,
 
-    /// Run the prober's writer meanwhile: value sizes, comma-separated, binary units (64M).
-    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    // --help: the writer's sizes, and the one rule of every size flag.
+    #[arg(
+        long,
+        value_name = "LIST",
+        allow_hyphen_values = true,
+        help = crate::size_help!(
+            "Run the writer meanwhile: value sizes to write, comma-separated, e.g. 16M,64M."
+        )
+    )]
     writer_sizes: Option<String>,
 
     /// Writes per size.

@@ -168,6 +168,35 @@ fn install_signal_handler(interrupt: Arc<AtomicBool>) {
 mod tests {
     use super::*;
 
+    /// Every subcommand's clap command, the main job's first.
+    fn every_command() -> Vec<clap::Command> {
+        let root = <Cli as clap::CommandFactory>::command();
+        let mut all = vec![root.clone()];
+        all.extend(root.get_subcommands().cloned());
+        all
+    }
+
+    #[test]
+    fn every_size_flag_states_the_one_rule() {
+        let mut seen = 0;
+        for command in every_command() {
+            for arg in command.get_arguments() {
+                let name = arg.get_id().as_str();
+                if ["writer_sizes", "predict", "value_size"].contains(&name) {
+                    seen += 1;
+                    let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                    assert!(
+                        help.ends_with(crate::units::SIZE_RULE),
+                        "{} --{name}: {help}",
+                        command.get_name()
+                    );
+                }
+            }
+        }
+        // probe: --writer-sizes, --predict; populate: --value-size; load: both.
+        assert_eq!(seen, 5);
+    }
+
     #[test]
     fn usage_errors_keep_clap_s_tip_in_one_line() {
         let err = Cli::try_parse_from(["probe", "--writer-size", "1M"]).unwrap_err();

@@ -26,8 +26,15 @@ pub struct PopulateArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     keys: Option<String>,
 
-    /// Value sizes: MIN..MAX for uniformly random sizes, or one size; units K, M (binary).
-    #[arg(long, value_name = "SIZE|MIN..MAX", default_value = "1024..4096")]
+    // --help: value sizes, and the one rule of every size flag.
+    #[arg(
+        long,
+        value_name = "SIZE|MIN..MAX",
+        default_value = "1024..4096",
+        help = crate::size_help!(
+            "Value sizes: MIN..MAX for uniformly random sizes, or one size."
+        )
+    )]
     value_size: String,
 
     /// Replace keys that already exist instead of keeping them.
