@@ -47,6 +47,9 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 /// Exit status for bad input: a flag, a value, a file or directory the tool was given.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status of `probe compare` (and `probe --baseline`) when no row regressed but the data
+/// cannot decide some: too few repeats, or a difference hidden in their spread.
+pub const EXIT_INCONCLUSIVE: i32 = 3;
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: i32 = 130;
 

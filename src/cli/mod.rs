@@ -75,7 +75,8 @@ enum Command {
     /// Remove every key under holprobe:load: (SCAN + UNLINK in batches).
     Clean(CleanArgs),
     /// Compare runs (probe --out directories): per size, baseline vs candidate head-of-line
-    /// delay and SET time over the repeats, with a verdict. Exit 1 on a regression.
+    /// delay and SET time over the repeats, with a verdict. Exit 1 on a regression, 3 when
+    /// inconclusive (too few repeats, or a difference hidden in their spread).
     Compare(CompareArgs),
 }
 
