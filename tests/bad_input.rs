@@ -118,3 +118,48 @@ fn every_bad_input_is_one_line_exit_2_and_no_panic() {
         );
     }
 }
+
+/// `--dry-run` of the main job and of `load`: the plan, exit 0, no password, and nothing sent
+/// (nothing listens on port 1, so a connection would fail the command); against `--url` no
+/// word of a server the tool would start.
+#[test]
+fn dry_runs_print_the_plan_and_connect_to_nothing() {
+    let url = "redis://:s3cret@127.0.0.1:1";
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--dry-run", "--url", url, "--writer-sizes", "1M"],
+            "SET holprobe:<run-id>:",
+        ),
+        (&["--dry-run", "--url", url, "--duration", "1s"], "observe"),
+        (
+            &[
+                "load",
+                "--dry-run",
+                "--url",
+                url,
+                "--ratio",
+                "1:4",
+                "--writer-sizes",
+                "1M",
+            ],
+            "requests SET:GET 1:4",
+        ),
+    ];
+    for (args, needle) in cases {
+        let output = probe_cmd().args(args).output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(
+            stdout.starts_with("dry run: nothing is started, connected to or sent\ntarget: redis://127.0.0.1:1 (password: given, not shown)"),
+            "{args:?}: {stdout}"
+        );
+        assert!(stdout.contains(needle), "{args:?}: {stdout}");
+        for word in ["s3cret", "embedded", "started server"] {
+            assert!(
+                !stdout.contains(word) && !stderr.contains(word),
+                "{args:?}: {word}: {stdout}{stderr}"
+            );
+        }
+    }
+}

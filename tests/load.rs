@@ -206,7 +206,7 @@ fn two_servers_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let assert = probe_cmd()
         .args(["load", "--url", &a.url(), "--url", &b.url()])
-        .args(["--clients", "4", "--duration", "2s", "--ratio", "9:1"])
+        .args(["--clients", "4", "--duration", "2s", "--ratio", "1:9"])
         .arg("--out")
         .arg(dir.path())
         .assert()
@@ -258,6 +258,48 @@ fn two_servers_at_once() {
     let run = read_json(&dir.path().join("run.json"));
     assert_eq!(run["blocks"].as_array().unwrap().len(), 3);
     assert_eq!(run["servers"].as_array().unwrap().len(), 2);
+}
+
+/// `calls` of one command in `INFO commandstats` (`cmdstat_get:calls=123,usec=...`).
+fn command_calls(server: &TestServer, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// `--ratio SET:GET` as memtier_benchmark reads it: 1:4 sends about four GETs per SET, as the
+/// server itself counts them.
+#[test]
+fn ratio_is_set_to_get_as_the_server_counts_it() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "1000", "--value-size", "64"]);
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query::<()>(&mut server.conn())
+        .unwrap();
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url()])
+        .args(["--clients", "4", "--duration", "2s", "--ratio", "1:4"])
+        .assert()
+        .success();
+    assert!(
+        stderr_of(&assert).contains("SET:GET 1:4"),
+        "{}",
+        stderr_of(&assert)
+    );
+    let (gets, sets) = (command_calls(&server, "get"), command_calls(&server, "set"));
+    assert!(
+        sets >= 100,
+        "too few requests to judge: {gets} GET, {sets} SET"
+    );
+    let per_set = gets as f64 / sets as f64;
+    // Thousands of independent draws of 4:1: well within 3..5 (the reverse order gives 0.25).
+    assert!((3.0..5.0).contains(&per_set), "{gets} GET, {sets} SET");
 }
 
 #[test]
