@@ -81,15 +81,15 @@ pub fn hint_for(message: &str) -> Option<&'static str> {
     const HINTS: &[(&str, &str)] = &[
         (
             "NOAUTH",
-            "the server requires a password: put it in the URL, redis://:PASSWORD@host:port, or in REDISCLI_AUTH",
+            "the server requires a password: give it in REDISCLI_AUTH, --password, or the URL, redis://:PASSWORD@host:port",
         ),
         (
             "WRONGPASS",
-            "the user name or password was refused: check the URL or REDISCLI_AUTH",
+            "the user name or password was refused: check --user/--password, the URL or REDISCLI_AUTH",
         ),
         (
             "AuthenticationFailed",
-            "the user name or password was refused: check the URL or REDISCLI_AUTH",
+            "the user name or password was refused: check --user/--password, the URL or REDISCLI_AUTH",
         ),
         (
             "NOPERM",
@@ -105,7 +105,7 @@ pub fn hint_for(message: &str) -> Option<&'static str> {
         ),
         (
             "Connection refused",
-            "nothing listens there: check the host and port, or omit --url to let the tool start its own server",
+            "nothing listens there: check the host and port, or omit --url (--host/--port) to let the tool start its own server",
         ),
     ];
     HINTS

@@ -88,6 +88,23 @@ const CASES: &[(&[&str], &str)] = &[
     (&["clean", "--batch", "0"], "'0' for --batch"),
     (&["clean", "--url", "redis://h:99999"], "for --url"),
     (&["load", "--bogus"], "unexpected argument '--bogus'"),
+    (
+        &["--duration", "1s", "--url", "redis://h:1", "--host", "h"],
+        "--url and --host both name the server",
+    ),
+    (
+        &["load", "--url", "redis://h:1", "--port", "2"],
+        "--url and --port both name the server",
+    ),
+    (
+        &["clean", "--url", "redis://h:1", "--password", "x"],
+        "--url and --password both name the server",
+    ),
+    (&["populate", "--port", "0"], "'0' for --port"),
+    (
+        &["calibrate", "--password", "x"],
+        "--password needs --host or --port",
+    ),
 ];
 
 #[test]

@@ -37,6 +37,24 @@ pub struct LoadArgs {
     #[arg(long, value_name = "URL")]
     url: Vec<String>,
 
+    /// The server's host, as redis-cli's -h (instead of --url; one server) [default with
+    /// --port: 127.0.0.1].
+    #[arg(long, value_name = "HOST")]
+    host: Option<String>,
+
+    /// The server's port, as redis-cli's -p (instead of --url) [default with --host: 6379].
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true)]
+    port: Option<String>,
+
+    /// The password, as redis-cli's -a, with --host/--port (REDISCLI_AUTH keeps it out of the
+    /// process list). Never printed or stored.
+    #[arg(long, value_name = "PASSWORD")]
+    password: Option<String>,
+
+    /// The ACL user name, as redis-cli's --user, with --host/--port.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+
     /// The server binary to start when no --url is given [default: redis-server from PATH].
     #[arg(long, value_name = "PATH")]
     server_bin: Option<PathBuf>,
@@ -292,7 +310,10 @@ impl LoadArgs {
             specs.push(spec);
         }
         if specs.is_empty() {
-            specs.push(self.target_args().to_spec(None)?);
+            // --host/--port, or else the server the tool starts.
+            let spec = self.target_args().to_spec(env_password.clone())?;
+            refuse_tls(&spec, "--host", self.host.as_deref().unwrap_or_default())?;
+            specs.push(spec);
         }
         if clients < specs.len() as u32 {
             return Err(UsageError::invalid(
@@ -331,6 +352,10 @@ impl LoadArgs {
     fn target_args(&self) -> TargetArgs {
         TargetArgs {
             url: None,
+            host: self.host.clone(),
+            port: self.port.clone(),
+            password: self.password.clone(),
+            user: self.user.clone(),
             server_bin: self.server_bin.iter().cloned().collect(),
             server_arg: self.server_arg.clone(),
             connect_timeout: self.connect_timeout.clone(),
@@ -429,15 +454,23 @@ fn parse_total_rate(text: &str) -> Result<f64, UsageError> {
 pub fn open_external(args: &TargetArgs, command: &str, allow_tls: bool) -> Result<Target> {
     let spec = args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
     if !allow_tls {
-        refuse_tls(&spec, "--url", args.url.as_deref().unwrap_or_default())?;
+        refuse_tls(&spec, "--url", &spec_url(args))?;
     }
     if let TargetSpec::Embedded { .. } = spec {
         return Err(UsageError::Conflict(format!(
-            "probe {command} needs --url: its keys are meant to outlive the command, and a server the tool starts is stopped when it ends (probe load without --url populates its own server)"
+            "probe {command} needs --url (or --host/--port): its keys are meant to outlive the command, and a server the tool starts is stopped when it ends (probe load without --url populates its own server)"
         ))
         .into());
     }
     Target::open(&spec)
+}
+
+/// The URL a TLS refusal names: `--url`'s (redacted there), or the one --host/--port make.
+fn spec_url(args: &TargetArgs) -> String {
+    args.url
+        .clone()
+        .or_else(|| args.host_port_url().ok().flatten())
+        .unwrap_or_default()
 }
 
 /// Runs `probe load`; returns the exit status.
