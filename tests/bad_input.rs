@@ -180,3 +180,38 @@ fn dry_runs_print_the_plan_and_connect_to_nothing() {
         }
     }
 }
+
+/// Every subcommand's `--help`: no "seed" (the old name of what the tool grew from) outside
+/// the `--seed` flag's own lines (a PRNG seed), and populate/clean do not speak of measuring.
+#[test]
+fn help_of_every_subcommand_says_no_seed() {
+    for sub in [
+        &[][..],
+        &["calibrate"],
+        &["populate"],
+        &["load"],
+        &["clean"],
+        &["compare"],
+    ] {
+        let output = probe_cmd().args(sub).arg("--help").output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{sub:?}");
+        let help = String::from_utf8_lossy(&output.stdout);
+        let mut in_seed_flag = false;
+        for line in help.lines() {
+            let option = line.trim_start().starts_with('-');
+            if option {
+                in_seed_flag = line.contains("--seed <N>");
+            }
+            if !in_seed_flag {
+                assert!(!line.to_lowercase().contains("seed"), "{sub:?}: {line}");
+            }
+        }
+        if matches!(sub.first(), Some(&"populate" | &"clean")) {
+            assert!(
+                !help.contains("Measure an existing server"),
+                "{sub:?}: {help}"
+            );
+            assert!(!help.contains("--server-bin"), "{sub:?}: {help}");
+        }
+    }
+}

@@ -14,6 +14,12 @@ use crate::load::populate::clean;
 /// Remove every key under holprobe:load: (the load data and its description), with SCAN and
 /// UNLINK in batches; nothing else on the server is touched.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("url", |a| a.help("The server to remove the load keys from: redis://[user:password@]host:port[/db] or rediss:// (or --host/--port). The password may instead come from REDISCLI_AUTH or --password. Required")),
+    // clean never starts a server.
+    mut_arg("server_bin", |a| a.hide(true)),
+    mut_arg("server_arg", |a| a.hide(true))
+)]
 pub struct CleanArgs {
     #[command(flatten)]
     target: TargetArgs,

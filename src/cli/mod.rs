@@ -177,6 +177,47 @@ mod tests {
         all
     }
 
+    /// Each subcommand's help says what that subcommand does with a shared flag: populate and
+    /// clean only ever use a server given to them, calibrate starts one server at most.
+    #[test]
+    fn shared_flags_are_worded_for_their_subcommand() {
+        for command in every_command() {
+            let name = command.get_name().to_string();
+            for arg in command.get_arguments().filter(|a| !a.is_hide_set()) {
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                let id = arg.get_id().as_str();
+                if name != "probe" {
+                    assert!(
+                        !help.contains("the main job then runs"),
+                        "{name} --{id}: {help}"
+                    );
+                    assert!(
+                        !help.contains("every --server-bin"),
+                        "{name} --{id}: {help}"
+                    );
+                }
+                if ["populate", "clean"].contains(&name.as_str()) {
+                    assert!(!help.contains("Measure"), "{name} --{id}: {help}");
+                    assert!(
+                        !["server_bin", "server_arg"].contains(&id),
+                        "{name} shows --{id}, which it never uses"
+                    );
+                }
+                // No "seed" in anything a user reads, but the --seed flag (a PRNG's seed).
+                if id != "seed" {
+                    let long = arg
+                        .get_long_help()
+                        .map(|h| h.to_string())
+                        .unwrap_or_default();
+                    assert!(
+                        !(help + &long).to_lowercase().contains("seed"),
+                        "{name} --{id}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn every_size_flag_states_the_one_rule() {
         let mut seen = 0;

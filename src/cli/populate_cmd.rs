@@ -17,6 +17,16 @@ use crate::units::mib;
 /// Fill holprobe:load:0..N-1 with random values for `probe load` (keys already there are kept
 /// unless --overwrite). Needs --url: the keys outlive the command.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("url", |a| a.help("The server to fill: redis://[user:password@]host:port[/db] (or --host/--port). The password may instead come from REDISCLI_AUTH or --password. Required: the keys outlive the command")),
+    // populate never starts a server, and its clients speak plain TCP.
+    mut_arg("server_bin", |a| a.hide(true)),
+    mut_arg("server_arg", |a| a.hide(true)),
+    mut_arg("tls_ca", |a| a.hide(true)),
+    mut_arg("tls_cert", |a| a.hide(true)),
+    mut_arg("tls_key", |a| a.hide(true)),
+    mut_arg("insecure", |a| a.hide(true))
+)]
 pub struct PopulateArgs {
     #[command(flatten)]
     target: TargetArgs,
