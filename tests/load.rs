@@ -132,7 +132,7 @@ fn populate_then_load_block_and_timeline_agree() {
         "Concurrent clients: ",
         "Runtime: ",
         "Total requests: ",
-        "Avg rps: ",
+        "Requests per second: ",
         "Bytes transferred: ",
         "Bytes per second: ",
         "Roundtrip latencies: 50th: ",
@@ -146,7 +146,7 @@ fn populate_then_load_block_and_timeline_agree() {
     assert_eq!(field(&stdout, "Timeouts: "), "0");
     let total: u64 = field(&stdout, "Total requests: ").parse().unwrap();
     assert!(total > 1000, "{total}");
-    let rps = number(field(&stdout, "Avg rps: "));
+    let rps = number(field(&stdout, "Requests per second: "));
     assert!((rps - total as f64 / 2.0).abs() < 0.01, "{rps} vs {total}");
     let mb = number(field(&stdout, "Bytes transferred: "));
     // GETs of 1024..4096-byte values: the bytes are value bytes, in MiB.
@@ -375,7 +375,12 @@ fn clean_leaves_nothing_behind() {
         .assert()
         .success();
     let stdout = stdout_of(&assert);
-    assert!(stdout.contains("removed 2501 keys"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "removed 2501 keys under holprobe:load: (a population of 2500 and its description, holprobe:load:meta)"
+        ),
+        "{stdout}"
+    );
     assert!(stdout.contains("none left"), "{stdout}");
     assert!(server.keys("holprobe:*").is_empty());
     assert_eq!(server.keys("*"), ["user:1"]);
@@ -397,7 +402,8 @@ fn a_population_that_does_not_fit_is_refused_with_numbers() {
     let stderr = stderr_of(&assert);
     assert!(stderr.contains("--keys"), "{stderr}");
     assert!(stderr.contains("maxmemory"), "{stderr}");
-    assert!(stderr.contains("GiB"), "{stderr}");
+    // Memory in the unit that fits: 8 MiB of maxmemory, not "0.01 GiB".
+    assert!(stderr.contains("maxmemory 8.0 MiB"), "{stderr}");
     assert!(stderr.contains("use --keys"), "{stderr}");
     assert_eq!(dbsize(&server), 0, "nothing was written");
     // The default count fits: a quarter of the room left under maxmemory.

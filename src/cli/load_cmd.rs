@@ -28,7 +28,7 @@ pub const MAX_CLIENTS: u64 = 5_000;
 pub const EMBEDDED_DEFAULT_KEYS_CAP: u64 = 100_000;
 
 /// Concurrent clients GETting (and SETting) random populated keys, closed or open loop; prints
-/// requests, rps, bytes, MB/s and round-trip percentiles per server and in total. With --writer-sizes the prober's writer stores
+/// requests, requests per second, MiB/s and round-trip percentiles per server and in total. With --writer-sizes the prober's writer stores
 /// large values meanwhile, and each write is reported with what the load clients saw.
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {

@@ -69,7 +69,7 @@ enum Command {
     Calibrate(calibrate_cmd::CalibrateArgs),
     /// Fill holprobe:load:0..N-1 with random values for `probe load`.
     Populate(PopulateArgs),
-    /// Concurrent clients against populated servers (requests, rps, MB/s and round-trip
+    /// Concurrent clients against populated servers (requests, requests per second, MiB/s and round-trip
     /// percentiles per server), optionally with large writes under load.
     Load(Box<LoadArgs>),
     /// Remove every key under holprobe:load: (SCAN + UNLINK in batches).

@@ -9,7 +9,7 @@ use super::load_cmd::{open_external, parse_count};
 use super::{Output, TargetArgs};
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
 use crate::load::keyspace::{
-    KeyNaming, LOAD_PREFIX, MemoryRoom, ValueSize, check_fit, default_keys, gib, read_meta,
+    KeyNaming, LOAD_PREFIX, MemoryRoom, ValueSize, check_fit, default_keys, read_meta,
 };
 use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
 use crate::units::mib;
@@ -93,7 +93,7 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         } else {
             ""
         },
-        gib((keys - existing) * estimate)
+        crate::analyze::pressure::human_bytes((keys - existing) * estimate)
     ));
     let plan = PopulatePlan {
         keys,
