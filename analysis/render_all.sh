@@ -5,7 +5,8 @@
 #
 #   sweeps        runs without custom commands: a timeline each (whole run, zoom on the largest
 #                 set and the largest delete), sizes of SET and DEL over all of them, and a
-#                 compare of the first (sorted by path) against each of the others;
+#                 compare of the first (sorted by path) against each of the others (with
+#                 probe compare's verdicts: a built probe binary is needed, see compare.py);
 #   command runs  runs with custom commands (examples/custom_command.rs --out): a timeline
 #                 zoomed on the largest command, and sizes of the commands over all of them;
 #   load runs     directories holding load_timeline.csv: a load picture each.

@@ -47,6 +47,9 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 /// Exit status for bad input: a flag, a value, a file or directory the tool was given.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status of `probe compare` (and `probe --baseline`) when no row regressed but the data
+/// cannot decide some: too few repeats, or a difference hidden in their spread.
+pub const EXIT_INCONCLUSIVE: i32 = 3;
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -78,15 +81,15 @@ pub fn hint_for(message: &str) -> Option<&'static str> {
     const HINTS: &[(&str, &str)] = &[
         (
             "NOAUTH",
-            "the server requires a password: put it in the URL, redis://:PASSWORD@host:port, or in REDISCLI_AUTH",
+            "the server requires a password: give it in REDISCLI_AUTH, --password, or the URL, redis://:PASSWORD@host:port",
         ),
         (
             "WRONGPASS",
-            "the user name or password was refused: check the URL or REDISCLI_AUTH",
+            "the user name or password was refused: check --user/--password, the URL or REDISCLI_AUTH",
         ),
         (
             "AuthenticationFailed",
-            "the user name or password was refused: check the URL or REDISCLI_AUTH",
+            "the user name or password was refused: check --user/--password, the URL or REDISCLI_AUTH",
         ),
         (
             "NOPERM",
@@ -102,7 +105,7 @@ pub fn hint_for(message: &str) -> Option<&'static str> {
         ),
         (
             "Connection refused",
-            "nothing listens there: check the host and port, or omit --url to let the tool start its own server",
+            "nothing listens there: check the host and port, or omit --url (--host/--port) to let the tool start its own server",
         ),
     ];
     HINTS

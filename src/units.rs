@@ -9,16 +9,45 @@ use crate::error::UsageError;
 
 const KIB: u64 = 1024;
 
-/// Parses one size: a plain number is bytes; `K`, `M`, `G` (optionally followed by `B` or `iB`,
-/// any case) are binary units, so `64M` is 64 MiB as in the seed benchmark. Fractions such as
-/// `1.5M` are accepted and rounded down to whole bytes. Zero is refused: a zero-byte write
-/// measures nothing.
+/// The one rule every size flag follows, stated in each one's `--help` (see [`size_help!`]).
+///
+/// Why uppercase `M` stays binary although redis.conf reads `64M` as 64,000,000 (its `memtoll`
+/// ignores case): every size this tool has printed and every run in `data/` says `64M` for
+/// 64 MiB, and the Redis documentation's own examples write units in lowercase (`maxmemory
+/// 2gb`, `64mb`). So the spellings that mean the same in both places (`kb`/`mb`/`gb` in any
+/// case, binary) are accepted as Redis reads them, `KiB`/`MiB`/`GiB` and `K`/`M`/`G` are binary,
+/// and the one spelling a redis.conf user types for a decimal size, a bare lowercase `k`, `m` or
+/// `g`, is refused with both meanings rather than silently read as the other one.
+pub const SIZE_RULE: &str = crate::size_rule!();
+
+/// The text of [`SIZE_RULE`], as a macro so that `concat!` can put it into clap's `help =`.
+#[macro_export]
+macro_rules! size_rule {
+    () => {
+        "Units: K, M, G, KiB, MiB, GiB and KB, MB, GB (any case) are binary, as redis.conf reads kb, mb, gb: 64M = 64MB = 64MiB = 67108864 bytes; a plain number is bytes. A lowercase k, m or g alone is refused: redis.conf reads 64m as 64000000 bytes."
+    };
+}
+
+/// A size flag's `--help`: its own text, then [`SIZE_RULE`].
+#[macro_export]
+macro_rules! size_help {
+    ($text:literal) => {
+        concat!($text, " ", $crate::size_rule!())
+    };
+}
+
+/// Parses one size by [`SIZE_RULE`]: a plain number (or `B`) is bytes; `K`, `M`, `G`, `Ki`,
+/// `Mi`, `Gi`, `KiB`, `MiB`, `GiB`, `KB`, `MB`, `GB` (the two- and three-letter forms in any
+/// case) are binary. A bare lowercase `k`, `m` or `g` is refused with both of its meanings.
+/// Fractions such as `1.5M` are accepted and rounded down to whole bytes. Zero is refused: a
+/// zero-byte write measures nothing.
 pub fn parse_size(flag: &'static str, text: &str) -> Result<u64, UsageError> {
     let bad = |reason: &str| UsageError::InvalidValue {
         flag,
         value: text.to_string(),
         reason: reason.to_string(),
     };
+    const EXPECTED: &str = "expected a number with an optional unit K, M, G, KiB, MiB, GiB or KB, MB, GB (binary), such as 64M";
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return Err(bad("expected a size such as 64M"));
@@ -28,22 +57,23 @@ pub fn parse_size(flag: &'static str, text: &str) -> Result<u64, UsageError> {
         .unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(split);
     if number.is_empty() {
-        return Err(bad("expected a number with an optional unit K, M or G"));
+        return Err(bad(EXPECTED));
     }
     if number.matches('.').count() > 1 || number.starts_with('.') || number.ends_with('.') {
-        return Err(bad("expected a number with an optional unit K, M or G"));
+        return Err(bad(EXPECTED));
+    }
+    if let Some(power) = ["k", "m", "g"].iter().position(|u| *u == unit) {
+        return Err(bad(&lowercase_unit_reason(number, unit, power as u32 + 1)));
     }
     let multiplier = match unit.to_ascii_uppercase().as_str() {
         "" | "B" => 1,
-        "K" | "KB" | "KIB" => KIB,
-        "M" | "MB" | "MIB" => KIB * KIB,
-        "G" | "GB" | "GIB" => KIB * KIB * KIB,
-        _ => return Err(bad("expected a number with an optional unit K, M or G")),
+        "K" | "KB" | "KI" | "KIB" => KIB,
+        "M" | "MB" | "MI" | "MIB" => KIB * KIB,
+        "G" | "GB" | "GI" | "GIB" => KIB * KIB * KIB,
+        _ => return Err(bad(EXPECTED)),
     };
     let bytes = if number.contains('.') {
-        let value: f64 = number
-            .parse()
-            .map_err(|_| bad("expected a number with an optional unit K, M or G"))?;
+        let value: f64 = number.parse().map_err(|_| bad(EXPECTED))?;
         let bytes = value * multiplier as f64;
         if !bytes.is_finite() || bytes >= u64::MAX as f64 {
             return Err(bad("too large"));
@@ -59,6 +89,49 @@ pub fn parse_size(flag: &'static str, text: &str) -> Result<u64, UsageError> {
         return Err(bad("a size must be at least 1 byte"));
     }
     Ok(bytes)
+}
+
+/// `in redis.conf 64m means 64,000,000 bytes; write 64M or 64MiB for 64 MiB, or 64000000`.
+fn lowercase_unit_reason(number: &str, unit: &str, power: u32) -> String {
+    let upper = unit.to_ascii_uppercase();
+    let binary_name = format!("{upper}iB");
+    // The decimal reading, exactly where the number is whole (fractions: to the byte, down).
+    let decimal: Option<u64> = if number.contains('.') {
+        number
+            .parse::<f64>()
+            .ok()
+            .map(|v| v * 1000f64.powi(power as i32))
+            .filter(|b| b.is_finite() && *b < u64::MAX as f64)
+            .map(|b| b as u64)
+    } else {
+        number
+            .parse::<u64>()
+            .ok()
+            .and_then(|v| v.checked_mul(1000u64.pow(power)))
+    };
+    match decimal {
+        Some(bytes) => format!(
+            "in redis.conf {number}{unit} means {} bytes; write {number}{upper} or {number}{binary_name} for {number} {binary_name}, or {bytes}",
+            group_thousands(bytes)
+        ),
+        None => format!(
+            "in redis.conf a lowercase {unit} is decimal (x{}); write {upper} or {binary_name} for binary units",
+            group_thousands(1000u64.pow(power))
+        ),
+    }
+}
+
+/// `64000000` -> `64,000,000`.
+pub fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Parses a comma-separated list of sizes (`1M,64M,512M`), refusing an empty list.
@@ -84,7 +157,7 @@ pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, UsageE
     })
 }
 
-/// Formats a byte count the way the seed printed it: `64M`, `1G`, `512K`, or bytes when the count
+/// Formats a byte count the way the tool has always printed sizes: `64M`, `1G`, `512K`, or bytes when the count
 /// is not a whole number of the unit.
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(KIB * KIB * KIB, "G"), (KIB * KIB, "M"), (KIB, "K")];
@@ -166,14 +239,79 @@ fn duration_of_ms(ms: f64) -> Result<Duration, String> {
 mod tests {
     use super::*;
 
+    /// The whole table of [`SIZE_RULE`]: every spelling and what it means.
     #[test]
-    fn sizes_use_binary_units() {
-        assert_eq!(parse_size("--s", "64M").unwrap(), 64 << 20);
-        assert_eq!(parse_size("--s", "1g").unwrap(), 1 << 30);
-        assert_eq!(parse_size("--s", "4KiB").unwrap(), 4096);
-        assert_eq!(parse_size("--s", "100").unwrap(), 100);
-        assert_eq!(parse_size("--s", "1.5M").unwrap(), 3 << 19);
-        assert_eq!(parse_size("--s", " 2M ").unwrap(), 2 << 20);
+    fn size_units_table() {
+        const K: u64 = 1 << 10;
+        const M: u64 = 1 << 20;
+        const G: u64 = 1 << 30;
+        for (text, bytes) in [
+            ("100", 100),
+            ("100B", 100),
+            ("100b", 100),
+            ("4K", 4 * K),
+            ("4KB", 4 * K),
+            ("4kb", 4 * K),
+            ("4Kb", 4 * K),
+            ("4kB", 4 * K),
+            ("4KiB", 4 * K),
+            ("4kib", 4 * K),
+            ("4Ki", 4 * K),
+            ("64M", 64 * M),
+            ("64MB", 64 * M),
+            ("64mb", 64 * M),
+            ("64Mb", 64 * M),
+            ("64MiB", 64 * M),
+            ("64mib", 64 * M),
+            ("64Mi", 64 * M),
+            ("2G", 2 * G),
+            ("2GB", 2 * G),
+            ("2gb", 2 * G),
+            ("2GiB", 2 * G),
+            ("2Gi", 2 * G),
+            ("1.5M", 3 << 19),
+            (" 2M ", 2 * M),
+        ] {
+            assert_eq!(parse_size("--s", text), Ok(bytes), "{text}");
+        }
+        // A bare lowercase k, m, g: decimal in redis.conf, so refused with both meanings.
+        for (text, decimal, binary) in [
+            (
+                "64m",
+                "64,000,000 bytes",
+                "write 64M or 64MiB for 64 MiB, or 64000000",
+            ),
+            ("4k", "4,000 bytes", "write 4K or 4KiB for 4 KiB, or 4000"),
+            (
+                "1g",
+                "1,000,000,000 bytes",
+                "write 1G or 1GiB for 1 GiB, or 1000000000",
+            ),
+            (
+                "1.5m",
+                "1,500,000 bytes",
+                "write 1.5M or 1.5MiB for 1.5 MiB, or 1500000",
+            ),
+        ] {
+            let err = parse_size("--writer-sizes", text).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "invalid value '{text}' for --writer-sizes: in redis.conf {text} means {decimal}; {binary}"
+                )
+            );
+        }
+        let err = parse_size("--s", "99999999999999999999m")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("decimal"), "{err}");
+        for bad in ["64X", "64MM", "64iB", "64 M", "64Kbit", "64T"] {
+            assert!(parse_size("--s", bad).is_err(), "{bad}");
+        }
+        assert_eq!(group_thousands(0), "0");
+        assert_eq!(group_thousands(999), "999");
+        assert_eq!(group_thousands(1000), "1,000");
+        assert_eq!(group_thousands(67_108_864), "67,108,864");
     }
 
     #[test]
@@ -272,8 +410,13 @@ mod properties {
 
         /// Number-and-unit sizes mean what they say.
         #[test]
-        fn units_multiply(n in 1u64..100_000, unit in prop::sample::select(vec!["", "K", "M", "G"])) {
-            let factor = match unit { "K" => 1u64 << 10, "M" => 1 << 20, "G" => 1 << 30, _ => 1 };
+        fn units_multiply(n in 1u64..100_000, unit in prop::sample::select(vec!["", "K", "M", "G", "kb", "MiB", "GB"])) {
+            let factor = match unit.chars().next() {
+                Some('K' | 'k') => 1u64 << 10,
+                Some('M' | 'm') => 1 << 20,
+                Some('G' | 'g') => 1 << 30,
+                _ => 1,
+            };
             prop_assert_eq!(parse_size("--s", &format!("{n}{unit}")).unwrap(), n * factor);
         }
 

@@ -14,6 +14,11 @@ const CASES: &[(&[&str], &str)] = &[
     (&["--writer-sizes", "1.5.2M"], "'1.5.2M' for --writer-sizes"),
     (&["--writer-sizes", ""], "for --writer-sizes"),
     (
+        &["--writer-sizes", "64m"],
+        "'64m' for --writer-sizes: in redis.conf 64m means 64,000,000 bytes; write 64M or 64MiB for 64 MiB, or 64000000",
+    ),
+    (&["load", "--value-size", "1k..4k"], "'1k' for --value-size"),
+    (
         &["--writer-sizes", "1M", "--probe-rate", "0"],
         "'0' for --probe-rate",
     ),
@@ -83,6 +88,23 @@ const CASES: &[(&[&str], &str)] = &[
     (&["clean", "--batch", "0"], "'0' for --batch"),
     (&["clean", "--url", "redis://h:99999"], "for --url"),
     (&["load", "--bogus"], "unexpected argument '--bogus'"),
+    (
+        &["--duration", "1s", "--url", "redis://h:1", "--host", "h"],
+        "--url and --host both name the server",
+    ),
+    (
+        &["load", "--url", "redis://h:1", "--port", "2"],
+        "--url and --port both name the server",
+    ),
+    (
+        &["clean", "--url", "redis://h:1", "--password", "x"],
+        "--url and --password both name the server",
+    ),
+    (&["populate", "--port", "0"], "'0' for --port"),
+    (
+        &["calibrate", "--password", "x"],
+        "--password needs --host or --port",
+    ),
 ];
 
 #[test]
@@ -111,5 +133,85 @@ fn every_bad_input_is_one_line_exit_2_and_no_panic() {
             "{args:?}: printed {:?}",
             output.stdout
         );
+    }
+}
+
+/// `--dry-run` of the main job and of `load`: the plan, exit 0, no password, and nothing sent
+/// (nothing listens on port 1, so a connection would fail the command); against `--url` no
+/// word of a server the tool would start.
+#[test]
+fn dry_runs_print_the_plan_and_connect_to_nothing() {
+    let url = "redis://:s3cret@127.0.0.1:1";
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--dry-run", "--url", url, "--writer-sizes", "1M"],
+            "SET holprobe:<run-id>:",
+        ),
+        (&["--dry-run", "--url", url, "--duration", "1s"], "observe"),
+        (
+            &[
+                "load",
+                "--dry-run",
+                "--url",
+                url,
+                "--ratio",
+                "1:4",
+                "--writer-sizes",
+                "1M",
+            ],
+            "requests SET:GET 1:4",
+        ),
+    ];
+    for (args, needle) in cases {
+        let output = probe_cmd().args(args).output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(
+            stdout.starts_with("dry run: nothing is started, connected to or sent\ntarget: redis://127.0.0.1:1 (password: given, not shown)"),
+            "{args:?}: {stdout}"
+        );
+        assert!(stdout.contains(needle), "{args:?}: {stdout}");
+        for word in ["s3cret", "embedded", "started server"] {
+            assert!(
+                !stdout.contains(word) && !stderr.contains(word),
+                "{args:?}: {word}: {stdout}{stderr}"
+            );
+        }
+    }
+}
+
+/// Every subcommand's `--help`: no "seed" (the old name of what the tool grew from) outside
+/// the `--seed` flag's own lines (a PRNG seed), and populate/clean do not speak of measuring.
+#[test]
+fn help_of_every_subcommand_says_no_seed() {
+    for sub in [
+        &[][..],
+        &["calibrate"],
+        &["populate"],
+        &["load"],
+        &["clean"],
+        &["compare"],
+    ] {
+        let output = probe_cmd().args(sub).arg("--help").output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{sub:?}");
+        let help = String::from_utf8_lossy(&output.stdout);
+        let mut in_seed_flag = false;
+        for line in help.lines() {
+            let option = line.trim_start().starts_with('-');
+            if option {
+                in_seed_flag = line.contains("--seed <N>");
+            }
+            if !in_seed_flag {
+                assert!(!line.to_lowercase().contains("seed"), "{sub:?}: {line}");
+            }
+        }
+        if matches!(sub.first(), Some(&"populate" | &"clean")) {
+            assert!(
+                !help.contains("Measure an existing server"),
+                "{sub:?}: {help}"
+            );
+            assert!(!help.contains("--server-bin"), "{sub:?}: {help}");
+        }
     }
 }

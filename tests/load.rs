@@ -132,7 +132,7 @@ fn populate_then_load_block_and_timeline_agree() {
         "Concurrent clients: ",
         "Runtime: ",
         "Total requests: ",
-        "Avg rps: ",
+        "Requests per second: ",
         "Bytes transferred: ",
         "Bytes per second: ",
         "Roundtrip latencies: 50th: ",
@@ -146,7 +146,7 @@ fn populate_then_load_block_and_timeline_agree() {
     assert_eq!(field(&stdout, "Timeouts: "), "0");
     let total: u64 = field(&stdout, "Total requests: ").parse().unwrap();
     assert!(total > 1000, "{total}");
-    let rps = number(field(&stdout, "Avg rps: "));
+    let rps = number(field(&stdout, "Requests per second: "));
     assert!((rps - total as f64 / 2.0).abs() < 0.01, "{rps} vs {total}");
     let mb = number(field(&stdout, "Bytes transferred: "));
     // GETs of 1024..4096-byte values: the bytes are value bytes, in MiB.
@@ -206,7 +206,7 @@ fn two_servers_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let assert = probe_cmd()
         .args(["load", "--url", &a.url(), "--url", &b.url()])
-        .args(["--clients", "4", "--duration", "2s", "--ratio", "9:1"])
+        .args(["--clients", "4", "--duration", "2s", "--ratio", "1:9"])
         .arg("--out")
         .arg(dir.path())
         .assert()
@@ -258,6 +258,48 @@ fn two_servers_at_once() {
     let run = read_json(&dir.path().join("run.json"));
     assert_eq!(run["blocks"].as_array().unwrap().len(), 3);
     assert_eq!(run["servers"].as_array().unwrap().len(), 2);
+}
+
+/// `calls` of one command in `INFO commandstats` (`cmdstat_get:calls=123,usec=...`).
+fn command_calls(server: &TestServer, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// `--ratio SET:GET` as memtier_benchmark reads it: 1:4 sends about four GETs per SET, as the
+/// server itself counts them.
+#[test]
+fn ratio_is_set_to_get_as_the_server_counts_it() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "1000", "--value-size", "64"]);
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query::<()>(&mut server.conn())
+        .unwrap();
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url()])
+        .args(["--clients", "4", "--duration", "2s", "--ratio", "1:4"])
+        .assert()
+        .success();
+    assert!(
+        stderr_of(&assert).contains("SET:GET 1:4"),
+        "{}",
+        stderr_of(&assert)
+    );
+    let (gets, sets) = (command_calls(&server, "get"), command_calls(&server, "set"));
+    assert!(
+        sets >= 100,
+        "too few requests to judge: {gets} GET, {sets} SET"
+    );
+    let per_set = gets as f64 / sets as f64;
+    // Thousands of independent draws of 4:1: well within 3..5 (the reverse order gives 0.25).
+    assert!((3.0..5.0).contains(&per_set), "{gets} GET, {sets} SET");
 }
 
 #[test]
@@ -333,7 +375,12 @@ fn clean_leaves_nothing_behind() {
         .assert()
         .success();
     let stdout = stdout_of(&assert);
-    assert!(stdout.contains("removed 2501 keys"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "removed 2501 keys under holprobe:load: (a population of 2500 and its description, holprobe:load:meta)"
+        ),
+        "{stdout}"
+    );
     assert!(stdout.contains("none left"), "{stdout}");
     assert!(server.keys("holprobe:*").is_empty());
     assert_eq!(server.keys("*"), ["user:1"]);
@@ -355,7 +402,8 @@ fn a_population_that_does_not_fit_is_refused_with_numbers() {
     let stderr = stderr_of(&assert);
     assert!(stderr.contains("--keys"), "{stderr}");
     assert!(stderr.contains("maxmemory"), "{stderr}");
-    assert!(stderr.contains("GiB"), "{stderr}");
+    // Memory in the unit that fits: 8 MiB of maxmemory, not "0.01 GiB".
+    assert!(stderr.contains("maxmemory 8.0 MiB"), "{stderr}");
     assert!(stderr.contains("use --keys"), "{stderr}");
     assert_eq!(dbsize(&server), 0, "nothing was written");
     // The default count fits: a quarter of the room left under maxmemory.

@@ -26,6 +26,11 @@ const MAX_STALL: Duration = Duration::from_secs(10);
 
 /// Flags of `probe calibrate`.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("url", |a| a.help("Calibrate against an existing server: redis://[user:password@]host:port[/db] (or --host/--port). The password may instead come from REDISCLI_AUTH or --password. Without it the tool starts its own redis-server on a free loopback port and stops it afterwards")),
+    mut_arg("server_bin", |a| a.help("The server binary to start when no --url is given [default: redis-server from PATH]; one only")),
+    mut_arg("server_arg", |a| a.help("An extra setting for the started server, \"NAME VALUE\" (repeatable), e.g. --server-arg \"maxmemory 2gb\""))
+)]
 pub struct CalibrateArgs {
     #[command(flatten)]
     target: TargetArgs,

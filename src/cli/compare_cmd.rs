@@ -1,5 +1,5 @@
 //! `probe compare BASELINE CANDIDATE...`: judges runs read back from their `--out`
-//! directories. Exit 0 = no regression, 1 = a regression, 2 = bad input.
+//! directories. Exit 0 = no regression, 1 = a regression, 2 = bad input, 3 = inconclusive.
 
 use std::path::PathBuf;
 
@@ -11,7 +11,7 @@ use crate::compare::render::{Format, render};
 use crate::compare::{
     DEFAULT_ALPHA, DEFAULT_MIN_DIFF_MS, DEFAULT_THRESHOLD, Rules, compare_all, load_run,
 };
-use crate::error::{EXIT_FAILURE, EXIT_OK, UsageError};
+use crate::error::{EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_OK, UsageError};
 
 /// When a difference counts: shared by `probe compare` and `probe --baseline`.
 #[derive(Debug, Clone, Args)]
@@ -65,7 +65,12 @@ impl RulesArgs {
 }
 
 /// Compare runs: per size and operation, baseline vs candidate head-of-line delay and SET time
-/// over the repeats, with a verdict. Exit 0 = no regression, 1 = regression, 2 = bad input.
+/// over the repeats, with a verdict per row: regression, improvement, no change, or
+/// inconclusive (too few repeats for the test ever to reach --alpha, or a difference past
+/// --threshold hidden in the spread of the repeats; it says how many repeats would decide).
+///
+/// Exit status: 0 no regression (improvements and unchanged rows only); 1 at least one row
+/// regressed; 2 bad input; 3 no regression found but some row inconclusive.
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
     /// The reference run: a `probe --out` directory.
@@ -96,9 +101,16 @@ pub fn run(args: &CompareArgs, out: &mut Output) -> Result<i32> {
     for line in render(&report, args.format).lines() {
         out.line(line);
     }
-    Ok(if report.regression {
+    Ok(exit_status(&report))
+}
+
+/// 1 on a regression, else 3 when some row is inconclusive, else 0.
+pub fn exit_status(report: &crate::compare::CompareReport) -> i32 {
+    if report.regression {
         EXIT_FAILURE
+    } else if report.inconclusive {
+        EXIT_INCONCLUSIVE
     } else {
         EXIT_OK
-    })
+    }
 }

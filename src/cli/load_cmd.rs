@@ -11,8 +11,8 @@ use clap::Args;
 use super::{Output, TargetArgs};
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::load::keyspace::{
-    KeyNaming, LOAD_PREFIX, MemoryRoom, PopulationMeta, ValueSize, check_fit, default_keys,
-    read_meta,
+    KeyNaming, LOAD_PREFIX, META_KEY, MemoryRoom, PopulationMeta, ValueSize, check_fit,
+    default_keys, read_meta,
 };
 use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
 use crate::load::report::{block_lines, generator_lines, write_line};
@@ -28,7 +28,7 @@ pub const MAX_CLIENTS: u64 = 5_000;
 pub const EMBEDDED_DEFAULT_KEYS_CAP: u64 = 100_000;
 
 /// Concurrent clients GETting (and SETting) random populated keys, closed or open loop; prints
-/// requests, rps, bytes, MB/s and round-trip percentiles per server and in total. With --writer-sizes the prober's writer stores
+/// requests, requests per second, MiB/s and round-trip percentiles per server and in total. With --writer-sizes the prober's writer stores
 /// large values meanwhile, and each write is reported with what the load clients saw.
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
@@ -36,6 +36,24 @@ pub struct LoadArgs {
     /// the servers). Without --url the tool starts its own redis-server and populates it.
     #[arg(long, value_name = "URL")]
     url: Vec<String>,
+
+    /// The server's host, as redis-cli's -h (instead of --url; one server) [default with
+    /// --port: 127.0.0.1].
+    #[arg(long, value_name = "HOST")]
+    host: Option<String>,
+
+    /// The server's port, as redis-cli's -p (instead of --url) [default with --host: 6379].
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true)]
+    port: Option<String>,
+
+    /// The password, as redis-cli's -a, with --host/--port (REDISCLI_AUTH keeps it out of the
+    /// process list). Never printed or stored.
+    #[arg(long, value_name = "PASSWORD")]
+    password: Option<String>,
+
+    /// The ACL user name, as redis-cli's --user, with --host/--port.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
 
     /// The server binary to start when no --url is given [default: redis-server from PATH].
     #[arg(long, value_name = "PATH")]
@@ -95,8 +113,10 @@ pub struct LoadArgs {
     )]
     pipeline: String,
 
-    /// GET:SET mix, e.g. 9:1 (SETs overwrite random load keys with values of --value-size).
-    #[arg(long, value_name = "GET:SET", default_value = "1:0")]
+    /// SET:GET weights, in memtier_benchmark's order: 1:10 is one SET per ten GETs (SETs
+    /// overwrite random load keys with values of --value-size). Earlier builds read GET:SET;
+    /// that order is no longer accepted.
+    #[arg(long, value_name = "SET:GET", default_value = "0:1")]
     ratio: String,
 
     /// Keys to read: 0..N-1 of the population [default: all of it]. Without --url: the keys
@@ -104,13 +124,25 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     keys: Option<String>,
 
-    /// Sizes of SET values [default: the population's]. Without --url: the sizes the started
-    /// server is populated with [default: 1024..4096].
-    #[arg(long, value_name = "SIZE|MIN..MAX")]
+    // --help: SET value sizes, and the one rule of every size flag.
+    #[arg(
+        long,
+        value_name = "SIZE|MIN..MAX",
+        help = crate::size_help!(
+            "Sizes of SET values, MIN..MAX or one size [default: the population's]. Without --url: the sizes the started server is populated with [default: 1024..4096]."
+        )
+    )]
     value_size: Option<String>,
 
-    /// Run the prober's writer meanwhile: value sizes, comma-separated, binary units (64M).
-    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    // --help: the writer's sizes, and the one rule of every size flag.
+    #[arg(
+        long,
+        value_name = "LIST",
+        allow_hyphen_values = true,
+        help = crate::size_help!(
+            "Run the writer meanwhile: value sizes to write, comma-separated, e.g. 16M,64M."
+        )
+    )]
     writer_sizes: Option<String>,
 
     /// Writes per size.
@@ -160,6 +192,11 @@ pub struct LoadArgs {
     /// Replace a run already in --out.
     #[arg(long)]
     force: bool,
+
+    /// Print the plan (servers, clients, mix, the commands each server would get, the writer's
+    /// steps); start, connect to and send nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Where the load goes: the servers to open, and for the embedded one what to populate it with.
@@ -186,7 +223,7 @@ impl LoadArgs {
             .map(|t| parse_count("--threads", t, 1, 64).map(|t| t as u16))
             .transpose()?;
         let pipeline = parse_count("--pipeline", &self.pipeline, 1, 1000)? as u32;
-        let (get_weight, set_weight) = parse_ratio(&self.ratio)?;
+        let (set_weight, get_weight) = parse_ratio(&self.ratio)?;
         let rate = self.rate.as_deref().map(parse_total_rate).transpose()?;
         let duration = match &self.duration {
             Some(text) => {
@@ -273,7 +310,10 @@ impl LoadArgs {
             specs.push(spec);
         }
         if specs.is_empty() {
-            specs.push(self.target_args().to_spec(None)?);
+            // --host/--port, or else the server the tool starts.
+            let spec = self.target_args().to_spec(env_password.clone())?;
+            refuse_tls(&spec, "--host", self.host.as_deref().unwrap_or_default())?;
+            specs.push(spec);
         }
         if clients < specs.len() as u32 {
             return Err(UsageError::invalid(
@@ -312,6 +352,10 @@ impl LoadArgs {
     fn target_args(&self) -> TargetArgs {
         TargetArgs {
             url: None,
+            host: self.host.clone(),
+            port: self.port.clone(),
+            password: self.password.clone(),
+            user: self.user.clone(),
             server_bin: self.server_bin.iter().cloned().collect(),
             server_arg: self.server_arg.clone(),
             connect_timeout: self.connect_timeout.clone(),
@@ -369,22 +413,22 @@ pub fn parse_count(flag: &'static str, text: &str, min: u64, max: u64) -> Result
     Ok(value)
 }
 
-/// Parses `--ratio get:set`.
+/// Parses `--ratio SET:GET` (memtier_benchmark's order) into `(set, get)` weights.
 pub fn parse_ratio(text: &str) -> Result<(u32, u32), UsageError> {
     let bad = || {
         UsageError::invalid(
             "--ratio",
             text,
-            "expected GET:SET weights such as 1:0 or 9:1 (whole numbers up to 1000, not both 0)",
+            "expected SET:GET weights as memtier_benchmark takes them, such as 0:1 (GETs only) or 1:10 (one SET per ten GETs): whole numbers up to 1000, not both 0",
         )
     };
-    let (get, set) = text.split_once(':').ok_or_else(bad)?;
-    let get: u32 = get.trim().parse().map_err(|_| bad())?;
+    let (set, get) = text.split_once(':').ok_or_else(bad)?;
     let set: u32 = set.trim().parse().map_err(|_| bad())?;
+    let get: u32 = get.trim().parse().map_err(|_| bad())?;
     if get > 1000 || set > 1000 || get + set == 0 {
         return Err(bad());
     }
-    Ok((get, set))
+    Ok((set, get))
 }
 
 fn parse_total_rate(text: &str) -> Result<f64, UsageError> {
@@ -410,20 +454,34 @@ fn parse_total_rate(text: &str) -> Result<f64, UsageError> {
 pub fn open_external(args: &TargetArgs, command: &str, allow_tls: bool) -> Result<Target> {
     let spec = args.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
     if !allow_tls {
-        refuse_tls(&spec, "--url", args.url.as_deref().unwrap_or_default())?;
+        refuse_tls(&spec, "--url", &spec_url(args))?;
     }
     if let TargetSpec::Embedded { .. } = spec {
         return Err(UsageError::Conflict(format!(
-            "probe {command} needs --url: its keys are meant to outlive the command, and a server the tool starts is stopped when it ends (probe load without --url populates its own server)"
+            "probe {command} needs --url (or --host/--port): its keys are meant to outlive the command, and a server the tool starts is stopped when it ends (probe load without --url populates its own server)"
         ))
         .into());
     }
     super::target_args::open_target(&spec)
 }
 
+/// The URL a TLS refusal names: `--url`'s (redacted there), or the one --host/--port make.
+fn spec_url(args: &TargetArgs) -> String {
+    args.url
+        .clone()
+        .or_else(|| args.host_port_url().ok().flatten())
+        .unwrap_or_default()
+}
+
 /// Runs `probe load`; returns the exit status.
 pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let (options, targets) = args.to_options(std::env::var("REDISCLI_AUTH").ok())?;
+    if args.dry_run {
+        for line in dry_run_plan(&options, &targets)? {
+            out.line(&line);
+        }
+        return Ok(EXIT_OK);
+    }
     if let Some(dir) = &options.out {
         prepare_out_dir(dir, args.force)?;
     }
@@ -647,6 +705,103 @@ fn preflight_writer(options: &LoadOptions, opened: &[Target], out: &Output) -> R
     Ok(())
 }
 
+/// The plan of a load run, as the main job's `--dry-run` gives its own: nothing is started,
+/// connected to or sent.
+fn dry_run_plan(options: &LoadOptions, targets: &LoadTargets) -> Result<Vec<String>> {
+    let mut lines = vec!["dry run: nothing is started, connected to or sent".to_string()];
+    for spec in &targets.specs {
+        lines.push(super::probe_cmd::dry_run_target(spec)?);
+    }
+    let embedded = targets
+        .specs
+        .iter()
+        .any(|s| matches!(s, TargetSpec::Embedded { .. }));
+    lines.push(format!(
+        "before the load, on each server: INFO server, INFO replication, CONFIG GET maxmemory / proto-max-bulk-len / save / appendonly, HGETALL {META_KEY}{}",
+        if embedded {
+            format!(
+                "; the started server is first populated with {} keys {LOAD_PREFIX}0.. of {} bytes (INFO memory to check they fit, then SETs in pipelines)",
+                targets.keys.map_or_else(
+                    || format!("as populate's default (at most {EMBEDDED_DEFAULT_KEYS_CAP})"),
+                    |k| k.to_string()
+                ),
+                targets.value_size.unwrap_or(ValueSize::SEED)
+            )
+        } else {
+            String::new()
+        }
+    ));
+    let mode = match options.rate {
+        Some(rate) => format!("open loop at {rate} requests/s in total"),
+        None => "closed loop".to_string(),
+    };
+    let threads = options.threads.map_or_else(
+        || "generator threads by the cores".to_string(),
+        |t| format!("{t} generator thread(s)"),
+    );
+    let length = match options.duration {
+        Some(d) => format!("for {d:?}"),
+        None => "until the writer is done".to_string(),
+    };
+    let keys = targets.keys.map_or_else(
+        || "the whole population".to_string(),
+        |k| format!("keys 0..{}", k - 1),
+    );
+    let set_size = targets.value_size.map_or_else(
+        || "the population's sizes".to_string(),
+        |v| format!("{v} bytes"),
+    );
+    lines.push(format!(
+        "load: {} clients over {} server(s), {threads}, {mode}, pipeline {}, {length}; requests SET:GET {}:{}: GET {LOAD_PREFIX}<i>{} over {keys}, uniformly",
+        options.clients,
+        targets.specs.len(),
+        options.pipeline,
+        options.set_weight,
+        options.get_weight,
+        if options.set_weight > 0 {
+            format!(", SET {LOAD_PREFIX}<i> <random value of {set_size}>")
+        } else {
+            String::new()
+        }
+    ));
+    if let Some(plan) = &options.writer {
+        let mut plan = plan.clone();
+        plan.key_prefix = format!("{}:<run-id>:", crate::run::KEY_NAMESPACE);
+        let steps = plan.steps();
+        lines.push(format!(
+            "writer on the first server: {} events, each with {:?} of load before and after:",
+            steps.len(),
+            plan.gap
+        ));
+        for (index, step) in steps.iter().enumerate() {
+            let command = match step.op {
+                crate::record::WriteOp::Delete => format!("DEL {}", step.key),
+                _ => format!(
+                    "SET {} <{} random bytes>",
+                    step.key,
+                    format_size(step.size_bytes)
+                ),
+            };
+            lines.push(format!(
+                "  {:>3}  {:<9}  {command}",
+                index + 1,
+                step.op.name()
+            ));
+        }
+        lines.push(format!(
+            "after the load: DEL of any key left under {}",
+            plan.key_prefix
+        ));
+    }
+    if let Some(dir) = &options.out {
+        lines.push(format!(
+            "exports: load_timeline.csv, load_latency.hgrm, load_writes.csv and run.json in {}",
+            dir.display()
+        ));
+    }
+    Ok(lines)
+}
+
 fn describe_plan(
     options: &LoadOptions,
     servers: &[(&Target, u64, ValueSize, PopulationMeta)],
@@ -665,12 +820,12 @@ fn describe_plan(
         .map(|(t, keys, _, _)| format!("{} keys on {}", keys, t.conn))
         .collect();
     out.note(&format!(
-        "load: {} clients over {} server(s), {mode}, pipeline {}, GET:SET {}:{}, {length}; {}",
+        "load: {} clients over {} server(s), {mode}, pipeline {}, SET:GET {}:{}, {length}; {}",
         options.clients,
         servers.len(),
         options.pipeline,
-        options.get_weight,
         options.set_weight,
+        options.get_weight,
         keys.join(", ")
     ));
     if let Some(w) = &options.writer {
@@ -801,7 +956,10 @@ mod tests {
         assert!(parse_count("--keys", "1.5M", 1, u64::MAX).is_err());
         assert!(parse_count("--keys", "", 1, u64::MAX).is_err());
         assert!(parse_count("--keys", "99999999999999999999", 1, u64::MAX).is_err());
-        assert_eq!(parse_ratio("9:1").unwrap(), (9, 1));
+        // SET:GET, as memtier_benchmark: 1:10 is one SET per ten GETs.
+        assert_eq!(parse_ratio("1:10").unwrap(), (1, 10));
         assert_eq!(parse_ratio("0:1").unwrap(), (0, 1));
+        let (o, _) = options(&["--ratio", "1:4"]).unwrap();
+        assert_eq!((o.set_weight, o.get_weight), (1, 4));
     }
 }

@@ -71,13 +71,14 @@ enum Command {
     Calibrate(calibrate_cmd::CalibrateArgs),
     /// Fill holprobe:load:0..N-1 with random values for `probe load`.
     Populate(PopulateArgs),
-    /// Concurrent clients against populated servers (requests, rps, MB/s and round-trip
+    /// Concurrent clients against populated servers (requests, requests per second, MiB/s and round-trip
     /// percentiles per server), optionally with large writes under load.
     Load(Box<LoadArgs>),
     /// Remove every key under holprobe:load: (SCAN + UNLINK in batches).
     Clean(CleanArgs),
     /// Compare runs (probe --out directories): per size, baseline vs candidate head-of-line
-    /// delay and SET time over the repeats, with a verdict. Exit 1 on a regression.
+    /// delay and SET time over the repeats, with a verdict. Exit 1 on a regression, 3 when
+    /// inconclusive (too few repeats, or a difference hidden in their spread).
     Compare(CompareArgs),
 }
 
@@ -169,6 +170,76 @@ fn install_signal_handler(interrupt: Arc<AtomicBool>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every subcommand's clap command, the main job's first.
+    fn every_command() -> Vec<clap::Command> {
+        let root = <Cli as clap::CommandFactory>::command();
+        let mut all = vec![root.clone()];
+        all.extend(root.get_subcommands().cloned());
+        all
+    }
+
+    /// Each subcommand's help says what that subcommand does with a shared flag: populate and
+    /// clean only ever use a server given to them, calibrate starts one server at most.
+    #[test]
+    fn shared_flags_are_worded_for_their_subcommand() {
+        for command in every_command() {
+            let name = command.get_name().to_string();
+            for arg in command.get_arguments().filter(|a| !a.is_hide_set()) {
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                let id = arg.get_id().as_str();
+                if name != "probe" {
+                    assert!(
+                        !help.contains("the main job then runs"),
+                        "{name} --{id}: {help}"
+                    );
+                    assert!(
+                        !help.contains("every --server-bin"),
+                        "{name} --{id}: {help}"
+                    );
+                }
+                if ["populate", "clean"].contains(&name.as_str()) {
+                    assert!(!help.contains("Measure"), "{name} --{id}: {help}");
+                    assert!(
+                        !["server_bin", "server_arg"].contains(&id),
+                        "{name} shows --{id}, which it never uses"
+                    );
+                }
+                // No "seed" in anything a user reads, but the --seed flag (a PRNG's seed).
+                if id != "seed" {
+                    let long = arg
+                        .get_long_help()
+                        .map(|h| h.to_string())
+                        .unwrap_or_default();
+                    assert!(
+                        !(help + &long).to_lowercase().contains("seed"),
+                        "{name} --{id}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_size_flag_states_the_one_rule() {
+        let mut seen = 0;
+        for command in every_command() {
+            for arg in command.get_arguments() {
+                let name = arg.get_id().as_str();
+                if ["writer_sizes", "predict", "value_size"].contains(&name) {
+                    seen += 1;
+                    let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                    assert!(
+                        help.ends_with(crate::units::SIZE_RULE),
+                        "{} --{name}: {help}",
+                        command.get_name()
+                    );
+                }
+            }
+        }
+        // probe: --writer-sizes, --predict; populate: --value-size; load: both.
+        assert_eq!(seen, 5);
+    }
 
     #[test]
     fn usage_errors_keep_clap_s_tip_in_one_line() {

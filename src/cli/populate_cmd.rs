@@ -9,7 +9,7 @@ use super::load_cmd::{open_external, parse_count};
 use super::{Output, TargetArgs};
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
 use crate::load::keyspace::{
-    KeyNaming, LOAD_PREFIX, MemoryRoom, ValueSize, check_fit, default_keys, gib, read_meta,
+    KeyNaming, LOAD_PREFIX, MemoryRoom, ValueSize, check_fit, default_keys, read_meta,
 };
 use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
 use crate::units::mib;
@@ -17,6 +17,16 @@ use crate::units::mib;
 /// Fill holprobe:load:0..N-1 with random values for `probe load` (keys already there are kept
 /// unless --overwrite). Needs --url: the keys outlive the command.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("url", |a| a.help("The server to fill: redis://[user:password@]host:port[/db] (or --host/--port). The password may instead come from REDISCLI_AUTH or --password. Required: the keys outlive the command")),
+    // populate never starts a server, and its clients speak plain TCP.
+    mut_arg("server_bin", |a| a.hide(true)),
+    mut_arg("server_arg", |a| a.hide(true)),
+    mut_arg("tls_ca", |a| a.hide(true)),
+    mut_arg("tls_cert", |a| a.hide(true)),
+    mut_arg("tls_key", |a| a.hide(true)),
+    mut_arg("insecure", |a| a.hide(true))
+)]
 pub struct PopulateArgs {
     #[command(flatten)]
     target: TargetArgs,
@@ -26,8 +36,15 @@ pub struct PopulateArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     keys: Option<String>,
 
-    /// Value sizes: MIN..MAX for uniformly random sizes, or one size; units K, M (binary).
-    #[arg(long, value_name = "SIZE|MIN..MAX", default_value = "1024..4096")]
+    // --help: value sizes, and the one rule of every size flag.
+    #[arg(
+        long,
+        value_name = "SIZE|MIN..MAX",
+        default_value = "1024..4096",
+        help = crate::size_help!(
+            "Value sizes: MIN..MAX for uniformly random sizes, or one size."
+        )
+    )]
     value_size: String,
 
     /// Replace keys that already exist instead of keeping them.
@@ -76,7 +93,7 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         } else {
             ""
         },
-        gib((keys - existing) * estimate)
+        crate::analyze::pressure::human_bytes((keys - existing) * estimate)
     ));
     let plan = PopulatePlan {
         keys,

@@ -42,9 +42,15 @@ pub struct ProbeArgs {
     #[arg(long, value_enum, default_value_t = ProbeCmd::Ping)]
     pub probe_cmd: ProbeCmd,
 
-    /// Value sizes to write, comma-separated, binary units K, M, G (64M = 64 MiB; a plain
-    /// number is bytes). Without it the tool observes: for --duration, or until Ctrl-C.
-    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    // --help: value sizes to write, and the one rule of every size flag.
+    #[arg(
+        long,
+        value_name = "LIST",
+        allow_hyphen_values = true,
+        help = crate::size_help!(
+            "Value sizes to write, comma-separated, e.g. 1M,64M,512M. Without it the tool observes: for --duration, or until Ctrl-C."
+        )
+    )]
     pub writer_sizes: Option<String>,
 
     /// Writes per size.
@@ -119,9 +125,15 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub force_memory: bool,
 
-    /// After the sweep, predict the blocking of these sizes (comma-separated, e.g. 1G,2G) from
-    /// the size model; sizes outside the measured range are flagged as extrapolations.
-    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    // --help: the sizes to predict, and the one rule of every size flag.
+    #[arg(
+        long,
+        value_name = "LIST",
+        allow_hyphen_values = true,
+        help = crate::size_help!(
+            "After the sweep, predict the blocking of these sizes (comma-separated, e.g. 1G,2G) from the size model; sizes outside the measured range are flagged as extrapolations."
+        )
+    )]
     pub predict: Option<String>,
 
     /// Which probes get a row in probes.csv: all, delayed (past --stall-threshold, or failed) or

@@ -278,8 +278,13 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
             "--writer-sizes",
             format_size(too_big),
             format!(
-                "larger than the server's proto-max-bulk-len ({}): raise it with CONFIG SET proto-max-bulk-len, or --server-arg \"proto-max-bulk-len 1gb\" for the embedded server",
-                format_size(limit)
+                "larger than the server's proto-max-bulk-len ({}): raise it with {}",
+                format_size(limit),
+                if target.server.embedded {
+                    "--server-arg \"proto-max-bulk-len 1gb\""
+                } else {
+                    "CONFIG SET proto-max-bulk-len on that server"
+                }
             ),
         )
         .into());
@@ -337,28 +342,34 @@ fn describe_plan(options: &RunOptions, out: &Output) {
     }
 }
 
-/// The plan of a run, without starting, connecting to or sending anything.
-fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> {
-    let mut lines = vec!["dry run: nothing is started, connected to or sent".to_string()];
-    match spec {
-        TargetSpec::External(conn) => lines.push(format!(
+/// `target: ...` of a dry run: the server named (never its password), or the binary that would
+/// be started (resolved, but not run beyond `--version`).
+pub(super) fn dry_run_target(spec: &TargetSpec) -> Result<String> {
+    Ok(match spec {
+        TargetSpec::External(conn) => format!(
             "target: {conn} (password: {})",
             if conn.password.is_some() {
                 "given, not shown"
             } else {
                 "none"
             }
-        )),
+        ),
         TargetSpec::Embedded { binary, .. } => {
             let binary = ServerBinary::resolve(binary.as_deref())?;
-            lines.push(format!(
+            format!(
                 "target: start {} ({:?} {}) on a free loopback port, persistence off, in a temporary directory; stopped at the end",
                 binary.path.display(),
                 binary.flavor,
                 binary.version
-            ));
+            )
         }
-    }
+    })
+}
+
+/// The plan of a run, without starting, connecting to or sending anything.
+fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> {
+    let mut lines = vec!["dry run: nothing is started, connected to or sent".to_string()];
+    lines.push(dry_run_target(spec)?);
     let every_us = 1e6 / (options.probe_rate * f64::from(options.probe_threads));
     lines.push(format!(
         "probes: {} thread(s) x {}/s {} on their own connections (together every {every_us:.0} us), for the whole run",
@@ -375,13 +386,22 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
             String::new()
         }
     ));
+    let embedded = matches!(spec, TargetSpec::Embedded { .. });
     match &options.writer {
         Some(plan) => {
             let mut plan = plan.clone();
             plan.key_prefix = run_prefix.clone();
             let steps = plan.steps();
+            // What the session resets before each write (src/session.rs, ViewSetup).
+            let resets = if embedded {
+                ", CONFIG RESETSTAT and LATENCY RESET"
+            } else if options.tune_server {
+                ", LATENCY RESET if the run switched the latency monitor on"
+            } else {
+                ""
+            };
             lines.push(format!(
-                "writes: {} events, each followed by {:?} of quiet probing (at least {:.1} s); around each, the server-view reads (before: INFO memory, INFO debug, LATENCY LATEST, on the embedded server CONFIG RESETSTAT and LATENCY RESET; after: SLOWLOG GET 256, COMMANDLOG GET 16 large-request, LATENCY LATEST, INFO debug, INFO memory):",
+                "writes: {} events, each followed by {:?} of quiet probing (at least {:.1} s); around each, the server-view reads (before: INFO memory, INFO debug, LATENCY LATEST{resets}; after: SLOWLOG GET 256, COMMANDLOG GET 16 large-request, LATENCY LATEST, INFO debug, INFO memory):",
                 steps.len(),
                 plan.gap,
                 plan.minimum_duration().as_secs_f64()
@@ -409,10 +429,14 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
                 plan.overwrite,
                 plan.keep,
             );
-            lines.push(format!(
-                "server settings: on the embedded server{} CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1, each restored at the end",
-                if options.tune_server { " and with --tune-server" } else { "" }
-            ));
+            let settings = "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1";
+            lines.push(if embedded || options.tune_server {
+                format!("server settings: {settings}, each restored at the end")
+            } else {
+                format!(
+                    "server settings: none changed (--tune-server would {settings}, restoring them at the end)"
+                )
+            });
             lines.push(format!(
                 "memory: client about {} (one buffer of the largest value, sliced for every write); server up to {} (a SET holds its value twice while it executes; the allocator may round each up by 25%){}",
                 format_size(largest),

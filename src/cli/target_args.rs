@@ -19,6 +19,24 @@ pub struct TargetArgs {
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
 
+    /// The server's host, as redis-cli's -h (instead of --url) [default with --port:
+    /// 127.0.0.1].
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+
+    /// The server's port, as redis-cli's -p (instead of --url) [default with --host: 6379].
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true)]
+    pub port: Option<String>,
+
+    /// The password, as redis-cli's -a, with --host/--port (REDISCLI_AUTH keeps it out of the
+    /// process list). Never printed or stored.
+    #[arg(long, value_name = "PASSWORD")]
+    pub password: Option<String>,
+
+    /// The ACL user name, as redis-cli's --user, with --host/--port.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+
     /// The server binary to start when no --url is given [default: redis-server from PATH].
     /// Repeatable: the main job then runs the same plan against each binary in turn (a fresh
     /// server each, one at a time) and compares each with the first.
@@ -78,8 +96,93 @@ impl TargetArgs {
         .find_map(|(flag, given)| given.then_some(flag))
     }
 
+    /// The server named by `--host` / `--port` (redis-cli's way), as a URL with no password
+    /// (`--password` is passed beside it, so it never enters a string that might be printed);
+    /// `None` when neither is given. `--url` with any of them is an error: one server, named
+    /// one way.
+    pub fn host_port_url(&self) -> Result<Option<String>, UsageError> {
+        let named: Vec<&str> = [
+            ("--host", self.host.is_some()),
+            ("--port", self.port.is_some()),
+            ("--user", self.user.is_some()),
+            ("--password", self.password.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+        if named.is_empty() {
+            return Ok(None);
+        }
+        if self.url.is_some() {
+            return Err(UsageError::Conflict(format!(
+                "--url and {} both name the server: give either --url redis://[user:password@]host:port or --host/--port (with --user/--password)",
+                named.join("/")
+            )));
+        }
+        if self.host.is_none() && self.port.is_none() {
+            return Err(UsageError::Conflict(format!(
+                "{} needs --host or --port: a server the tool starts has no password",
+                named.join(" and ")
+            )));
+        }
+        let host = self.host.as_deref().unwrap_or("127.0.0.1").trim();
+        if host.is_empty() || host.contains(['/', '@', '?', '#', ' ']) {
+            return Err(UsageError::invalid(
+                "--host",
+                host,
+                "expected a host name or an IP address",
+            ));
+        }
+        let port = match &self.port {
+            Some(text) => text
+                .trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| {
+                    UsageError::invalid("--port", text, "expected a port from 1 to 65535")
+                })?,
+            None => 6379,
+        };
+        // An IPv6 address goes in brackets in a URL.
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        Ok(Some(format!("redis://{host}:{port}")))
+    }
+
     /// Validates the flags into a [`TargetSpec`]. `env_password` is `REDISCLI_AUTH`.
     pub fn to_spec(&self, env_password: Option<String>) -> Result<TargetSpec, UsageError> {
+        if let Some(url) = self.host_port_url()? {
+            let password = self.password.clone().or(env_password);
+            let one = TargetArgs {
+                url: Some(url),
+                host: None,
+                port: None,
+                password: None,
+                user: None,
+                ..self.clone()
+            };
+            let mut spec = one.to_spec(password).map_err(|err| match err {
+                // The URL was made from --host: name the flag the user typed.
+                UsageError::InvalidValue {
+                    flag: "--url",
+                    reason,
+                    ..
+                } => UsageError::invalid(
+                    "--host",
+                    self.host.as_deref().unwrap_or("127.0.0.1"),
+                    reason,
+                ),
+                other => other,
+            })?;
+            if let TargetSpec::External(conn) = &mut spec {
+                conn.username = self.user.clone();
+            }
+            return Ok(spec);
+        }
         let connect_timeout = parse_duration("--connect-timeout", &self.connect_timeout)?;
         let command_timeout = parse_duration("--timeout", &self.timeout)?;
         for (flag, value, duration) in [

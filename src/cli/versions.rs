@@ -14,7 +14,7 @@ use super::compare_cmd::RulesArgs;
 use super::{Output, ProbeArgs, TargetArgs, probe_cmd};
 use crate::compare::render::{Format, render};
 use crate::compare::{compare_all, load_run};
-use crate::error::{EXIT_FAILURE, EXIT_OK, UsageError};
+use crate::error::{EXIT_OK, UsageError};
 use crate::measure::target::{ServerBinary, ServerFlavor};
 use crate::output::export::prepare_out_dir;
 use crate::units::format_size;
@@ -23,7 +23,7 @@ use crate::units::format_size;
 #[derive(Debug, Clone, Args)]
 pub struct BaselineArgs {
     /// After the run, compare it with the run stored in DIR (a `probe --out` directory) and
-    /// exit 1 on a regression, as `probe compare` does. The new run goes to --out (or a
+    /// exit as `probe compare` does: 1 on a regression, 3 when inconclusive. The new run goes to --out (or a
     /// temporary directory).
     #[arg(long, value_name = "DIR")]
     pub baseline: Option<PathBuf>,
@@ -156,11 +156,7 @@ pub fn run(
     for line in render(&report, Format::Table).lines() {
         out.line(line);
     }
-    Ok(if report.regression {
-        EXIT_FAILURE
-    } else {
-        EXIT_OK
-    })
+    Ok(super::compare_cmd::exit_status(&report))
 }
 
 /// The target flags with one server binary (or the default).

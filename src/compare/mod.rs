@@ -1,7 +1,7 @@
 //! Compares runs read back from their `--out` directories: per size and operation, the
 //! baseline's and candidate's head-of-line delay and SET time (median and range over the
-//! repeats), their ratio, and a verdict: regression, improvement or no change. Also the
-//! side-by-side view of several runs (one column per server).
+//! repeats), their ratio, and a verdict: regression, improvement, no change or inconclusive.
+//! Also the side-by-side view of several runs (one column per server).
 //!
 //! Everything here but [`load`] is pure: runs in, findings out, so the rules are unit-tested on
 //! synthetic runs. Rendering (table, markdown, JSON) is in [`render`].
@@ -15,7 +15,21 @@
 //! 3. **beyond the noise of the repeats:** a one-sided exact Mann-Whitney test of candidate >
 //!    baseline over the repeats gives p ≤ `alpha`.
 //!
-//! Improvement is the mirror image. With 5 vs 5 repeats the smallest one-sided p is 1/252 ≈
+//! Improvement is the mirror image.
+//!
+//! # Inconclusive
+//! "No change" is a claim too, so a metric is **inconclusive** (not "no change") when the data
+//! cannot decide: (a) the repeats are too few for the test ever to reach `alpha` (1 vs 1, 2 vs
+//! 2, ... up to 4 vs 4 at the default 0.01), whatever the figures; or (b) the medians moved past
+//! both the threshold and the resolution but the repeats overlap, so p > `alpha`: the spread
+//! swamps a difference large enough to matter. Each says how many repeats per run would let the
+//! test decide: for (a) the fewest that can reach `alpha`, for (b) an estimate from the share of
+//! (baseline, candidate) pairs ordered the way the medians moved
+//! ([`stats::repeats_for_separation`]). A row is a regression when either metric regressed,
+//! else inconclusive when either is, else an improvement when either improved; `probe compare`
+//! exits 1 on a regression, else 3 when any row is inconclusive.
+//!
+//! With 5 vs 5 repeats the smallest one-sided p is 1/252 ≈
 //! 0.004; at the default `alpha` = 0.01 the test flags only when at least 24 of the 25
 //! (baseline, candidate) pairs are ordered the same way (p = 2/252 ≈ 0.008). Why a strict
 //! alpha and no multiple-test correction: a sweep compares ~28 cells (7 sizes × set/delete ×
@@ -41,7 +55,10 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 pub use load::{PROBE_ENGINE_BEFORE_KEY, RunData, RunMeta, WriteSample, load_run};
-pub use stats::{MannWhitney, Spread, mann_whitney, smallest_one_sided_p};
+pub use stats::{
+    MannWhitney, Spread, mann_whitney, repeats_for_separation, repeats_to_reach,
+    smallest_one_sided_p,
+};
 
 use crate::error::UsageError;
 use crate::units::format_size;
@@ -84,19 +101,25 @@ pub enum Verdict {
     Regression,
     /// The candidate is faster, beyond threshold, resolution and noise.
     Improvement,
-    /// Neither.
+    /// Neither: the medians differ by less than the threshold or the resolution.
     NoChange,
-    /// Not judged: the runs measured this metric differently (different probe engines).
+    /// The data cannot decide: too few repeats for the test ever to reach its p-value, or a
+    /// difference past threshold and resolution hidden in the spread of the repeats.
+    Inconclusive,
+    /// Not judged: the runs measured this metric differently (different probe engines), or one
+    /// of them has no value, or too few, for it (a write no probe overlapped has no
+    /// `hol_delay_ms`).
     NotComparable,
 }
 
 impl Verdict {
-    /// `regression`, `improvement`, `no change`.
+    /// `regression`, `improvement`, `no change`, `inconclusive`, `not comparable`.
     pub fn label(self) -> &'static str {
         match self {
             Verdict::Regression => "regression",
             Verdict::Improvement => "improvement",
             Verdict::NoChange => "no change",
+            Verdict::Inconclusive => "inconclusive",
             Verdict::NotComparable => "not comparable",
         }
     }
@@ -125,6 +148,9 @@ pub struct MetricComparison {
     pub verdict: Verdict,
     /// Why, in a few words (which condition held or failed).
     pub reason: String,
+    /// Inconclusive only: repeats per run (the same in both) that would let the test decide;
+    /// empty when no number up to 1000 would (or for any other verdict).
+    pub repeats_needed: Option<usize>,
 }
 
 impl MetricComparison {
@@ -148,9 +174,11 @@ pub struct RowComparison {
     pub hol_delay: MetricComparison,
     /// The writer's own time.
     pub set: MetricComparison,
-    /// Regression when either metric regressed; improvement when one improved and none
-    /// regressed; a metric not comparable does not count.
+    /// Regression when either metric regressed; else inconclusive when either is; else
+    /// improvement when one improved; a metric not comparable does not count.
     pub verdict: Verdict,
+    /// The larger of the metrics' `repeats_needed`.
+    pub repeats_needed: Option<usize>,
 }
 
 /// A candidate run against a baseline run.
@@ -173,7 +201,13 @@ pub struct Comparison {
     pub regressions: usize,
     /// Rows that improved.
     pub improvements: usize,
-    /// Regression when any row regressed.
+    /// Rows the data cannot decide.
+    pub inconclusive: usize,
+    /// Repeats per run that would let every inconclusive row be decided (the largest any row
+    /// needs); empty when none is inconclusive or more repeats would not settle one.
+    pub repeats_needed: Option<usize>,
+    /// Regression when any row regressed; else inconclusive when any row is; else improvement
+    /// when any row improved; else no change.
     pub verdict: Verdict,
 }
 
@@ -265,13 +299,16 @@ pub fn compare(
             rules,
             rules.min_diff_ms,
         );
+        let hol_delay = too_few_overlapped(hol_delay, &set, rules);
         let verdict = combine(&[hol_delay.verdict, set.verdict]);
+        let repeats_needed = hol_delay.repeats_needed.max(set.repeats_needed);
         rows.push(RowComparison {
             size_bytes: key.0,
             op: key.1.clone(),
             hol_delay,
             set,
             verdict,
+            repeats_needed,
         });
     }
     rows.sort_by(|a, b| (a.size_bytes, op_order(&a.op)).cmp(&(b.size_bytes, op_order(&b.op))));
@@ -285,8 +322,12 @@ pub fn compare(
         .find(|&(p, _, _)| p > rules.alpha)
     {
         warnings.push(format!(
-            "with {} vs {} repeats the test cannot reach p <= {} (its smallest p is {:.3}): such rows can never be flagged; record with --repeat 5 or more",
-            best.1, best.2, rules.alpha, best.0
+            "with {} vs {} repeats the test cannot reach p <= {} (its smallest p is {:.3}): such rows are inconclusive; record with --repeat {} or more",
+            best.1,
+            best.2,
+            rules.alpha,
+            best.0,
+            repeats_to_reach(rules.alpha)
         ));
     }
     let regressions = rows
@@ -297,6 +338,15 @@ pub fn compare(
         .iter()
         .filter(|r| r.verdict == Verdict::Improvement)
         .count();
+    let inconclusive = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Inconclusive)
+        .count();
+    let repeats_needed = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Inconclusive)
+        .filter_map(|r| r.repeats_needed)
+        .max();
     Ok(Comparison {
         baseline: baseline.meta.clone(),
         candidate: candidate.meta.clone(),
@@ -310,8 +360,12 @@ pub fn compare(
         },
         regressions,
         improvements,
+        inconclusive,
+        repeats_needed,
         verdict: if regressions > 0 {
             Verdict::Regression
+        } else if inconclusive > 0 {
+            Verdict::Inconclusive
         } else if improvements > 0 {
             Verdict::Improvement
         } else {
@@ -334,6 +388,9 @@ pub fn op_order(op: &str) -> (u8, &str) {
 fn combine(verdicts: &[Verdict]) -> Verdict {
     if verdicts.contains(&Verdict::Regression) {
         Verdict::Regression
+    } else if verdicts.contains(&Verdict::Inconclusive) {
+        // An improvement beside a metric that cannot tell is not a finding to act on.
+        Verdict::Inconclusive
     } else if verdicts.contains(&Verdict::Improvement) {
         Verdict::Improvement
     } else if verdicts.iter().all(|&v| v == Verdict::NotComparable) {
@@ -370,6 +427,38 @@ fn describe_keys(keys: &[&(u64, String)]) -> String {
         .join("; ")
 }
 
+/// A `hol_delay_ms` with too few values for the test while the writes themselves are enough: the
+/// missing ones are writes no probe overlapped (shorter than a probe interval), which more
+/// repeats would not give, so it is not judged rather than inconclusive.
+fn too_few_overlapped(
+    hol_delay: MetricComparison,
+    set: &MetricComparison,
+    rules: Rules,
+) -> MetricComparison {
+    let (Some(hol_b), Some(hol_c), Some(set_b), Some(set_c)) = (
+        hol_delay.baseline_ms,
+        hol_delay.candidate_ms,
+        set.baseline_ms,
+        set.candidate_ms,
+    ) else {
+        return hol_delay;
+    };
+    let writes_enough = smallest_one_sided_p(set_b.n, set_c.n) <= rules.alpha;
+    let values_too_few = smallest_one_sided_p(hol_b.n, hol_c.n) > rules.alpha;
+    if hol_delay.verdict != Verdict::Inconclusive || !writes_enough || !values_too_few {
+        return hol_delay;
+    }
+    MetricComparison {
+        verdict: Verdict::NotComparable,
+        repeats_needed: None,
+        reason: format!(
+            "only {} and {} of {} and {} writes overlapped a probe",
+            hol_b.n, hol_c.n, set_b.n, set_c.n
+        ),
+        ..hol_delay
+    }
+}
+
 /// One metric the runs measured differently: each run's values, but no ratio, test or verdict,
 /// so nothing downstream can read a judgement into it. `why` says what differed.
 pub fn not_comparable(
@@ -390,6 +479,7 @@ pub fn not_comparable(
         min_diff_ms,
         verdict: Verdict::NotComparable,
         reason: why,
+        repeats_needed: None,
     }
 }
 
@@ -414,8 +504,12 @@ pub fn compare_metric(
         min_diff_ms,
         verdict: Verdict::NoChange,
         reason: String::new(),
+        repeats_needed: None,
     };
+    // Nothing measured on a side (a write no probe overlapped has no hol_delay_ms): not judged,
+    // neither "no change" nor a reason to call the row inconclusive.
     let (Some(base), Some(cand)) = (baseline_ms, candidate_ms) else {
+        result.verdict = Verdict::NotComparable;
         result.reason = format!(
             "no {metric} values in the {}",
             if baseline_ms.is_none() {
@@ -451,6 +545,59 @@ pub fn compare_metric(
     };
     let diff_ok = diff.abs() >= min_diff_ms;
     let p_ok = p <= rules.alpha;
+    // (a) Too few repeats: the test can never reach alpha, so neither a change nor its absence
+    // can be shown.
+    if smallest_one_sided_p(base.n, cand.n) > rules.alpha {
+        let needed = repeats_to_reach(rules.alpha);
+        result.verdict = Verdict::Inconclusive;
+        result.repeats_needed = Some(needed);
+        result.reason = format!(
+            "{} vs {} repeats cannot reach p <= {}; {needed} per run can",
+            base.n, cand.n, rules.alpha
+        );
+        return result;
+    }
+    let moved = match result.ratio {
+        Some(r) => format!("x{r:.2}"),
+        None => "from 0".to_string(),
+    };
+    if ratio_ok && diff_ok && p_ok {
+        result.verdict = if slower_direction {
+            Verdict::Regression
+        } else {
+            Verdict::Improvement
+        };
+        result.reason = format!(
+            "{} {:.2} ms ({moved}), p {p:.3}",
+            if slower_direction {
+                "slower by"
+            } else {
+                "faster by"
+            },
+            diff.abs(),
+        );
+        return result;
+    }
+    // (b) A difference large enough to matter, hidden in the spread of the repeats.
+    if ratio_ok && diff_ok {
+        let pairs = (base.n * cand.n) as f64;
+        let separation = if slower_direction {
+            mw.u_candidate_larger / pairs
+        } else {
+            1.0 - mw.u_candidate_larger / pairs
+        };
+        result.verdict = Verdict::Inconclusive;
+        result.repeats_needed = repeats_for_separation(separation, rules.alpha);
+        result.reason = format!(
+            "{moved} but the repeats overlap, p {p:.3} > {}; {}",
+            rules.alpha,
+            match result.repeats_needed {
+                Some(n) => format!("about {n} per run could tell"),
+                None => "more repeats would hardly tell".to_string(),
+            }
+        );
+        return result;
+    }
     let mut failed = Vec::new();
     if !ratio_ok {
         failed.push(match result.ratio {
@@ -464,38 +611,7 @@ pub fn compare_metric(
             diff.abs()
         ));
     }
-    if !p_ok {
-        let best = smallest_one_sided_p(base.n, cand.n);
-        failed.push(if best > rules.alpha {
-            format!(
-                "{} vs {} repeats cannot reach p <= {}",
-                base.n, cand.n, rules.alpha
-            )
-        } else {
-            format!("p {p:.3} > {}", rules.alpha)
-        });
-    }
-    if failed.is_empty() {
-        result.verdict = if slower_direction {
-            Verdict::Regression
-        } else {
-            Verdict::Improvement
-        };
-        result.reason = format!(
-            "{} {:.2} ms ({}), p {p:.3}",
-            if slower_direction {
-                "slower by"
-            } else {
-                "faster by"
-            },
-            diff.abs(),
-            result
-                .ratio
-                .map_or("from 0".to_string(), |r| format!("x{r:.2}"))
-        );
-    } else {
-        result.reason = failed.join("; ");
-    }
+    result.reason = failed.join("; ");
     result
 }
 
@@ -662,6 +778,9 @@ pub struct CompareReport {
     pub comparisons: Vec<Comparison>,
     /// True when any comparison found a regression (exit status 1).
     pub regression: bool,
+    /// True when no comparison found a regression and at least one is inconclusive (exit
+    /// status 3).
+    pub inconclusive: bool,
 }
 
 /// Compares every candidate with the baseline (`runs[0]`).
@@ -673,9 +792,14 @@ pub fn compare_all(runs: &[RunData], rules: Rules) -> Result<CompareReport, Usag
         .iter()
         .map(|candidate| compare(baseline, candidate, rules))
         .collect::<Result<Vec<_>, _>>()?;
+    let regression = comparisons.iter().any(|c| c.verdict == Verdict::Regression);
     Ok(CompareReport {
         side_by_side: (runs.len() > 2).then(|| side_by_side(runs)),
-        regression: comparisons.iter().any(|c| c.verdict == Verdict::Regression),
+        regression,
+        inconclusive: !regression
+            && comparisons
+                .iter()
+                .any(|c| c.verdict == Verdict::Inconclusive),
         comparisons,
     })
 }
@@ -845,7 +969,8 @@ mod tests {
         );
         assert_eq!(small.verdict, Verdict::NoChange);
         assert!(small.reason.contains("ratio"), "{}", small.reason);
-        // 1.5x in median but overlapping (one huge baseline outlier, one low candidate).
+        // 1.5x in median but overlapping (one low candidate): past threshold and resolution,
+        // hidden in the spread, so inconclusive, with an estimate of the repeats needed.
         let noisy = compare_metric(
             "x",
             &base,
@@ -853,8 +978,10 @@ mod tests {
             Rules::default(),
             1.0,
         );
-        assert_eq!(noisy.verdict, Verdict::NoChange, "{noisy:?}");
+        assert_eq!(noisy.verdict, Verdict::Inconclusive, "{noisy:?}");
         assert!(noisy.reason.contains("p 0.0"), "{}", noisy.reason);
+        // 20 of 25 pairs ordered: 11 repeats per run at the normal approximation.
+        assert_eq!(noisy.repeats_needed, Some(11), "{}", noisy.reason);
         // 2x, separated, but a tiny absolute difference (0.3 ms vs 0.6 ms).
         let tiny = compare_metric(
             "x",
@@ -865,10 +992,69 @@ mod tests {
         );
         assert_eq!(tiny.verdict, Verdict::NoChange);
         assert!(tiny.reason.contains("difference"), "{}", tiny.reason);
-        // Too few repeats to reach alpha at all.
+        // Too few repeats to reach alpha at all: inconclusive however large the change, and
+        // however small (1 vs 1 with a 0.12x move, or the same figure twice).
         let few = compare_metric("x", &[40.0, 41.0], &[80.0, 81.0], Rules::default(), 1.0);
-        assert_eq!(few.verdict, Verdict::NoChange);
+        assert_eq!(few.verdict, Verdict::Inconclusive);
         assert!(few.reason.contains("cannot reach"), "{}", few.reason);
+        assert_eq!(few.repeats_needed, Some(5));
+        for (b, c) in [(40.0, 4.8), (40.0, 40.0)] {
+            let one = compare_metric("x", &[b], &[c], Rules::default(), 1.0);
+            assert_eq!(one.verdict, Verdict::Inconclusive, "{one:?}");
+        }
+        let loose = Rules {
+            alpha: 0.05,
+            ..Rules::default()
+        };
+        let one = compare_metric("x", &[1.0], &[9.0], loose, 1.0);
+        assert_eq!(one.repeats_needed, Some(3));
+        // A separated change within the threshold is a real "no change".
+        assert_eq!(small.repeats_needed, None);
+        // No value on a side: not judged, neither "no change" nor inconclusive.
+        let none = compare_metric("x", &[], &[1.0, 2.0], Rules::default(), 1.0);
+        assert_eq!(none.verdict, Verdict::NotComparable);
+        assert!(
+            none.reason.contains("no x values in the baseline"),
+            "{}",
+            none.reason
+        );
+    }
+
+    #[test]
+    fn hol_delay_of_writes_no_probe_overlapped_is_not_judged() {
+        // Five deletes each, two of which a probe overlapped: set_ms is judged; hol_delay_ms
+        // (2 vs 2 values) is not judged rather than inconclusive, so the row is no change.
+        let mut base = run(
+            "a",
+            &[(1 << 20, "delete", &[0.1; 5], &[0.1, 0.12, 0.11, 0.1, 0.09])],
+        );
+        let mut cand = run(
+            "b",
+            &[(1 << 20, "delete", &[0.1; 5], &[0.1, 0.11, 0.12, 0.1, 0.1])],
+        );
+        for w in base.writes.iter_mut().chain(cand.writes.iter_mut()) {
+            if w.seq > 2 {
+                w.hol_delay_ms = None;
+            }
+        }
+        let c = compare(&base, &cand, Rules::default()).unwrap();
+        let row = &c.rows[0];
+        assert_eq!(row.set.verdict, Verdict::NoChange, "{:?}", row.set);
+        assert_eq!(row.hol_delay.verdict, Verdict::NotComparable);
+        assert_eq!(
+            row.hol_delay.reason,
+            "only 2 and 2 of 5 and 5 writes overlapped a probe"
+        );
+        assert_eq!(
+            (row.verdict, c.verdict),
+            (Verdict::NoChange, Verdict::NoChange)
+        );
+        // With too few writes as well, the row is inconclusive.
+        base.writes.truncate(2);
+        cand.writes.truncate(2);
+        let c = compare(&base, &cand, Rules::default()).unwrap();
+        assert_eq!(c.rows[0].hol_delay.verdict, Verdict::Inconclusive);
+        assert_eq!(c.verdict, Verdict::Inconclusive);
     }
 
     #[test]

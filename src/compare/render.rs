@@ -83,6 +83,7 @@ fn rule_line(c: &Comparison) -> String {
 fn summary_line(c: &Comparison) -> String {
     let verdict = match c.verdict {
         Verdict::Regression => "REGRESSION",
+        Verdict::Inconclusive => "INCONCLUSIVE",
         Verdict::Improvement => "improvement, no regression",
         Verdict::NoChange | Verdict::NotComparable => "no regression",
     };
@@ -94,11 +95,25 @@ fn summary_line(c: &Comparison) -> String {
             c.not_comparable_metrics.join(", ")
         )
     };
+    let inconclusive = if c.inconclusive > 0 {
+        format!("{} inconclusive, ", c.inconclusive)
+    } else {
+        String::new()
+    };
+    let advice = match (c.verdict, c.repeats_needed) {
+        (Verdict::Inconclusive, Some(n)) => format!(
+            "; the data cannot tell: record both runs with --repeat {n} (or more) to decide"
+        ),
+        (Verdict::Inconclusive, None) => {
+            "; the data cannot tell, and more repeats would hardly settle it".to_string()
+        }
+        _ => String::new(),
+    };
     format!(
-        "verdict: {verdict} ({} regressed, {} improved, {} unchanged of {} size/op rows{not_judged})",
+        "verdict: {verdict} ({} regressed, {} improved, {inconclusive}{} unchanged of {} size/op rows{not_judged}){advice}",
         c.regressions,
         c.improvements,
-        c.rows.len() - c.regressions - c.improvements,
+        c.rows.len() - c.regressions - c.improvements - c.inconclusive,
         c.rows.len()
     )
 }

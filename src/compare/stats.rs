@@ -172,6 +172,37 @@ pub fn smallest_one_sided_p(n_baseline: usize, n_candidate: usize) -> f64 {
     1.0 / splits
 }
 
+/// Most repeats per run the compare ever suggests; past it, more repeats are not the answer.
+pub const MAX_REPEATS_SUGGESTED: usize = 1000;
+
+/// The fewest repeats per run (the same number in both runs) with which the exact test can
+/// reach `alpha` at all: 5 for 0.01 (1/252), 3 for 0.05 (1/20), 2 for 0.2 (1/6).
+pub fn repeats_to_reach(alpha: f64) -> usize {
+    (1..=MAX_REPEATS_SUGGESTED)
+        .find(|&n| smallest_one_sided_p(n, n) <= alpha)
+        .unwrap_or(MAX_REPEATS_SUGGESTED)
+}
+
+/// Repeats per run with which a separation like the one observed would reach `alpha`, or
+/// `None` when no number up to [`MAX_REPEATS_SUGGESTED`] would (including a separation of one
+/// half or less: no direction at all).
+///
+/// `separation` is the share of (baseline, candidate) pairs ordered the way the medians moved,
+/// ties counted one half (U / (n1 n2), the "common-language effect size"). With n repeats in
+/// each run U has mean n²/2 and standard deviation √(n²(2n+1)/12) under no difference, so the
+/// observed share gives z = (separation − ½) n² / √(n²(2n+1)/12). An estimate: it assumes
+/// more repeats would keep the separation seen in these few.
+pub fn repeats_for_separation(separation: f64, alpha: f64) -> Option<usize> {
+    if !(separation > 0.5 && separation <= 1.0) {
+        return None;
+    }
+    (repeats_to_reach(alpha)..=MAX_REPEATS_SUGGESTED).find(|&n| {
+        let n = n as f64;
+        let z = (separation - 0.5) * n * n / (n * n * (2.0 * n + 1.0) / 12.0).sqrt();
+        normal_upper_tail(z) <= alpha
+    })
+}
+
 /// P(Z > z) for a standard normal Z.
 fn normal_upper_tail(z: f64) -> f64 {
     0.5 * erfc(z / std::f64::consts::SQRT_2)
@@ -197,6 +228,24 @@ fn erfc(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeats_needed() {
+        assert_eq!(repeats_to_reach(0.01), 5);
+        assert_eq!(repeats_to_reach(0.02), 4);
+        assert_eq!(repeats_to_reach(0.05), 3);
+        assert_eq!(repeats_to_reach(0.2), 2);
+        assert_eq!(repeats_to_reach(0.5), 1);
+        // Complete separation needs no more than the test's own floor.
+        assert_eq!(repeats_for_separation(1.0, 0.01), Some(5));
+        // 20 of 25 pairs ordered: about 11 repeats per run at 0.01.
+        assert_eq!(repeats_for_separation(0.8, 0.01), Some(11));
+        assert_eq!(repeats_for_separation(0.5, 0.01), None);
+        assert_eq!(repeats_for_separation(0.3, 0.01), None);
+        assert_eq!(repeats_for_separation(f64::NAN, 0.01), None);
+        // A hair past one half: thousands would be needed, past what is worth suggesting.
+        assert_eq!(repeats_for_separation(0.51, 0.01), None);
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol

@@ -453,9 +453,10 @@ pub fn check_fit(
     Ok(())
 }
 
-/// Bytes as GiB with two decimals, for messages.
+/// Bytes for messages in the unit that fits, as every other memory figure the tool prints
+/// (`8.0 MiB`, `1.5 GiB`; `0.01 GiB` said nothing about 12 MiB).
 pub fn gib(bytes: u64) -> String {
-    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    crate::analyze::pressure::human_bytes(bytes)
 }
 
 #[cfg(test)]
@@ -581,7 +582,7 @@ mod tests {
         let err = check_fit(10_000_000, 0, 2900, ValueSize::SEED, &unlimited)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("host has 8.00 GiB available"), "{err}");
+        assert!(err.contains("host has 8.0 GiB available"), "{err}");
         assert!(check_fit(0, 5, 2900, ValueSize::SEED, &room).is_ok());
     }
 }

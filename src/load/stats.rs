@@ -272,9 +272,9 @@ impl LoadBlock {
             format!("Concurrent clients: {}", self.clients),
             format!("Runtime: {runtime} s"),
             format!("Total requests: {}", self.total_requests),
-            format!("Avg rps: {:.2}", self.avg_rps),
-            format!("Bytes transferred: {:.2} MB", self.mb_transferred),
-            format!("Bytes per second: {:.2} MB", self.mb_per_s),
+            format!("Requests per second: {:.2}", self.avg_rps),
+            format!("Bytes transferred: {:.2} MiB", self.mb_transferred),
+            format!("Bytes per second: {:.2} MiB/s", self.mb_per_s),
             format!(
                 "Roundtrip latencies: 50th: {}us 75th: {}us 90th: {}us 95th: {}us 99th: {}us 99.9: {}us",
                 self.p50_us, self.p75_us, self.p90_us, self.p95_us, self.p99_us, self.p999_us
@@ -307,9 +307,9 @@ mod tests {
         assert_eq!(lines[0], "Concurrent clients: 50");
         assert_eq!(lines[1], "Runtime: 30 s");
         assert_eq!(lines[2], "Total requests: 1000");
-        assert_eq!(lines[3], "Avg rps: 33.33");
-        assert_eq!(lines[4], "Bytes transferred: 2.44 MB");
-        assert_eq!(lines[5], "Bytes per second: 0.08 MB");
+        assert_eq!(lines[3], "Requests per second: 33.33");
+        assert_eq!(lines[4], "Bytes transferred: 2.44 MiB");
+        assert_eq!(lines[5], "Bytes per second: 0.08 MiB/s");
         assert_eq!(
             lines[6],
             "Roundtrip latencies: 50th: 500us 75th: 750us 90th: 900us 95th: 950us 99th: 990us 99.9: 999us"
