@@ -69,11 +69,22 @@ def output_path(path: str) -> Path:
 
 class Table:
     """Columns of one CSV export, by name. Only the columns asked for are read; extra columns
-    (added by later versions of the tool) are ignored."""
+    (added by later versions of the tool) are ignored. With `between=(column, lo, hi)` only the
+    rows whose number in that column lies in [lo, hi] are kept, decided as each row is read, so
+    a window of a probes.csv of millions of rows costs the memory of the window only (rows with
+    that cell empty are left out)."""
 
-    def __init__(self, path: Path, required: list[str], optional: list[str] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        required: list[str],
+        optional: list[str] | None = None,
+        between: tuple[str, float, float] | None = None,
+    ):
         self.path = path
         optional = optional or []
+        if between is not None and between[0] not in required:
+            required = required + [between[0]]
         try:
             with open(path, newline="", encoding="utf-8") as handle:
                 reader = csv.reader(handle)
@@ -86,11 +97,27 @@ class Table:
                 wanted = required + [c for c in optional if c in header]
                 index = {c: header.index(c) for c in wanted}
                 cols: dict[str, list[str]] = {c: [] for c in wanted}
-                for row in reader:
-                    if len(row) < len(header):
-                        continue  # a row cut short by a crash: the exports keep whole rows only
-                    for name, i in index.items():
-                        cols[name].append(row[i])
+                items = list(index.items())
+                width = len(header)
+                if between is None:
+                    for row in reader:
+                        if len(row) < width:
+                            continue  # a row cut short by a crash: the exports keep whole rows only
+                        for name, i in items:
+                            cols[name].append(row[i])
+                else:
+                    column, lo, hi = between
+                    at = index[column]
+                    for row in reader:
+                        if len(row) < width or row[at] == "":
+                            continue
+                        try:
+                            value = float(row[at])
+                        except ValueError as err:
+                            raise InputError(f"{path}: column {column}: '{row[at]}' is not a number") from err
+                        if lo <= value <= hi:
+                            for name, i in items:
+                                cols[name].append(row[i])
         except OSError as err:
             raise InputError(f"{path}: cannot read ({err.strerror})") from err
         except csv.Error as err:
@@ -121,6 +148,31 @@ class Table:
     def flag(self, name: str) -> np.ndarray:
         """A `true`/`false` column as bool."""
         return np.array([v.strip().lower() == "true" for v in self.columns[name]], dtype=bool)
+
+
+def find_write(writes: Table, which: str, flag: str = "--write") -> int:
+    """The row index in writes.csv (read with `seq`, `op`, `size_bytes`) of the write `which`
+    names: a seq, `largest` (the first set of the largest size) or `largest:OP`."""
+    seqs = writes.num("seq")
+    if len(seqs) == 0:
+        raise InputError(f"{flag}: the run has no writes")
+    if which == "largest" or which.startswith("largest:"):
+        op = which.partition(":")[2] or "set"
+        sizes = writes.num("size_bytes")
+        ops = writes.text("op")
+        candidates = np.flatnonzero(ops == op)
+        if len(candidates) == 0:
+            raise InputError(f"{flag} '{which}': the run has no write with op {op}")
+        largest = np.nanmax(sizes[candidates])
+        return int(candidates[np.flatnonzero(sizes[candidates] == largest)[0]])
+    try:
+        seq = int(which)
+    except ValueError:
+        raise InputError(f"{flag} '{which}': expected a write seq, 'largest' or 'largest:OP'") from None
+    matches = np.flatnonzero(seqs == seq)
+    if len(matches) == 0:
+        raise InputError(f"{flag} '{which}': no write with that seq (the run has 1 to {int(np.nanmax(seqs))})")
+    return int(matches[0])
 
 
 def read_run_json(directory: Path) -> dict:

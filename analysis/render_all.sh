@@ -9,7 +9,10 @@
 #                 probe compare's verdicts: a built probe binary is needed, see compare.py);
 #   command runs  runs with custom commands (examples/custom_command.rs --out): a timeline
 #                 zoomed on the largest command, and sizes of the commands over all of them;
-#   load runs     directories holding load_timeline.csv: a load picture each.
+#   load runs     directories holding load_timeline.csv: a load picture each;
+#   node runs     runs over several nodes (run.json lists `nodes`): nodes.py on the largest set,
+#                 delete and command each has. None is in data/ yet: until one is, this renders
+#                 nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 img=${1:-analysis/img}
@@ -63,3 +66,15 @@ while IFS= read -r timeline; do
   run=$(dirname "$timeline")
   $py analysis/load.py "$run" -o "$img/load-$(name_of "$run").png"
 done < <(find data -name load_timeline.csv | sort)
+
+# Runs over several nodes: run.json's `nodes` (the other nodes' findings) is a non-empty list.
+has_nodes() { $py -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get("nodes") else 1)' "$1/run.json" 2>/dev/null; }
+for run in ${sweeps[@]+"${sweeps[@]}"} ${commands[@]+"${commands[@]}"}; do
+  has_nodes "$run" || continue
+  name=$(name_of "$run")
+  for op in set delete command; do
+    if grep -q "^[0-9]*,$op," "$run/writes.csv"; then
+      $py analysis/nodes.py "$run" --write "largest:$op" -o "$img/nodes-$name-largest-$op.png"
+    fi
+  done
+done

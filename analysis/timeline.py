@@ -53,27 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def window_around_write(writes: hd.Table, which: str) -> tuple[float, float, int]:
-    seqs = writes.num("seq")
-    if len(seqs) == 0:
-        raise hd.InputError("--write: the run has no writes")
-    if which == "largest" or which.startswith("largest:"):
-        op = which.partition(":")[2] or "set"
-        sizes = writes.num("size_bytes")
-        ops = writes.text("op")
-        candidates = np.flatnonzero(ops == op)
-        if len(candidates) == 0:
-            raise hd.InputError(f"--write '{which}': the run has no write with op {op}")
-        largest = np.nanmax(sizes[candidates])
-        index = int(candidates[np.flatnonzero(sizes[candidates] == largest)[0]])
-    else:
-        try:
-            seq = int(which)
-        except ValueError:
-            raise hd.InputError(f"--write '{which}': expected a write seq, 'largest' or 'largest:OP'") from None
-        matches = np.flatnonzero(seqs == seq)
-        if len(matches) == 0:
-            raise hd.InputError(f"--write '{which}': no write with that seq (the run has 1 to {int(np.nanmax(seqs))})")
-        index = int(matches[0])
+    index = hd.find_write(writes, which)
     start = writes.num("start_us")[index] / 1e6
     reply = writes.num("reply_us")[index] / 1e6
     margin = max(0.25 * (reply - start), 0.02)

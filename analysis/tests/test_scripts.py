@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ANALYSIS = ROOT / "analysis"
 FIXTURES = ANALYSIS / "tests" / "fixtures"
 LOAD_FIXTURE = FIXTURES / "load-synthetic"
+CLUSTER_FIXTURE = FIXTURES / "cluster-cut"
 
 
 def data_runs() -> list[Path]:
@@ -329,6 +330,93 @@ class Load(PictureChecks):
             result = script("load.py", run, "-o", Path(tmp) / "x.png", check=False)
             self.assertEqual(result.returncode, 2)
             self.assertIn("p99_us", result.stderr)
+
+
+class Nodes(PictureChecks):
+    """nodes.py on a fixture cut from a real 3-shard cluster run (3 of its nodes, rows reordered so
+    the script must sort the panels itself), and on the single-server runs of data/."""
+
+    @staticmethod
+    def svg_texts(svg: str, pattern: str) -> list[str]:
+        # matplotlib's SVG keeps each text as a comment beside its glyph paths.
+        return re.findall(r"<!-- (" + pattern + r") -->", svg)
+
+    def test_fixture_png_and_svg_one_panel_per_node_in_order(self):
+        with open(CLUSTER_FIXTURE / "summary.csv", newline="") as handle:
+            rows = [r for r in csv.DictReader(handle) if r["seq"] == "3"]
+        hol = {r["node"]: float(r["hol_delay_ms"]) for r in rows}
+        with open(CLUSTER_FIXTURE / "writes.csv", newline="") as handle:
+            write = next(r for r in csv.DictReader(handle) if r["seq"] == "3")
+        start, reply = int(write["start_us"]), int(write["reply_us"])
+        margin = max(0.25 * (reply - start), 20_000)
+        with open(CLUSTER_FIXTURE / "probes.csv", newline="") as handle:
+            in_window = [r["node"] for r in csv.DictReader(handle) if start - margin <= int(r["intended_us"]) <= reply + margin]
+        with tempfile.TemporaryDirectory() as tmp:
+            png = Path(tmp) / "n.png"
+            script("nodes.py", CLUSTER_FIXTURE, "--write", "1", "-o", png)
+            self.assert_picture(png, min_height=600)
+            svg = Path(tmp) / "n.svg"
+            script("nodes.py", CLUSTER_FIXTURE, "--write", "3", "-o", svg)
+            text = svg.read_text()
+            self.assertIn("<svg", text[:2000])
+            # The written shard's master, its replica, then the other shard, whatever the CSV order.
+            names = self.svg_texts(text, r"127\.0\.0\.1:\d+ [^<]*?")
+            self.assertEqual(
+                names,
+                ["127.0.0.1:7201 master shard 0 (written)", "127.0.0.1:7205 replica shard 0 (same shard)", "127.0.0.1:7202 master shard 1"],
+            )
+            # Each panel's hol_delay_ms is that node's summary.csv row for the write.
+            blocked = self.svg_texts(text, r"others blocked [\d.]+ ms")
+            self.assertEqual(blocked, [f"others blocked {hol[n]:.1f} ms" for n in ("127.0.0.1:7201", "127.0.0.1:7205", "127.0.0.1:7202")])
+            # Each panel has that node's probes of the window, no more: one rasterized image each.
+            counts = [int(c) for c in re.findall(r"<!-- (\d+) probes;", text)]
+            self.assertEqual(counts, [in_window.count(n) for n in ("127.0.0.1:7201", "127.0.0.1:7205", "127.0.0.1:7202")])
+            self.assertTrue(all(counts), counts)
+            self.assertEqual(text.count("<image"), 3)
+
+    def test_a_run_without_node_columns_is_one_panel_with_a_note(self):
+        run = data_runs()[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "one.png"
+            result = script("nodes.py", run, "--write", "largest:delete", "-o", out)
+            self.assertIn("one node", result.stderr)
+            self.assert_picture(out)
+            svg = Path(tmp) / "one.svg"
+            script("nodes.py", run, "-o", svg)
+            self.assertEqual(len(self.svg_texts(svg.read_text(), r"others blocked [\d.]+ ms")), 1)
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            no_summary = Path(tmp) / "no-summary"
+            no_column = Path(tmp) / "no-column"
+            not_a_number = Path(tmp) / "not-a-number"
+            for copy in (no_summary, no_column, not_a_number):
+                copy.mkdir()
+                for name in ("probes.csv", "writes.csv", "stalls.csv", "summary.csv", "run.json"):
+                    (copy / name).write_bytes((CLUSTER_FIXTURE / name).read_bytes())
+            (no_summary / "summary.csv").unlink()
+            probes = (CLUSTER_FIXTURE / "probes.csv").read_text().splitlines()
+            (no_column / "probes.csv").write_text("\n".join([probes[0].replace("latency_us", "latency")] + probes[1:]) + "\n")
+            fields = probes[5].split(",")
+            fields[3] = "soon"  # intended_us
+            (not_a_number / "probes.csv").write_text("\n".join(probes[:5] + [",".join(fields)] + probes[6:]) + "\n")
+            x = Path(tmp) / "x.png"
+            cases = [
+                ((Path(tmp) / "missing", "-o", x), "missing"),
+                ((CLUSTER_FIXTURE, "-o", Path(tmp) / "x.jpg"), "x.jpg"),
+                ((CLUSTER_FIXTURE, "--write", "9999", "-o", x), "--write"),
+                ((CLUSTER_FIXTURE, "--write", "biggest", "-o", x), "--write"),
+                ((CLUSTER_FIXTURE, "--write", "largest:command", "-o", x), "command"),
+                ((no_summary, "-o", x), "summary.csv"),
+                ((no_column, "-o", x), "latency_us"),
+                ((not_a_number, "-o", x), "soon"),
+            ]
+            for args, needle in cases:
+                result = script("nodes.py", *args, check=False)
+                self.assertEqual(result.returncode, 2, f"{args}: {result.stderr}")
+                self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+                self.assertIn(needle, result.stderr)
+                self.assertFalse(x.exists())
 
 
 class RenderAll(PictureChecks):
