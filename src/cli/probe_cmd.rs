@@ -50,7 +50,12 @@ pub fn run(
     }
     // A throwaway cluster (or master with replicas): its nodes live until this returns.
     let cluster = match (&spec, local.is_single_server()) {
-        (TargetSpec::Embedded { binary, extra_args, .. }, false) => {
+        (
+            TargetSpec::Embedded {
+                binary, extra_args, ..
+            },
+            false,
+        ) => {
             let cluster = local.start(binary.as_deref(), extra_args)?;
             out.note(&describe_local(&cluster));
             Some(cluster)
@@ -101,9 +106,8 @@ pub fn run(
                 let written = if *master == target.conn.address() {
                     None
                 } else {
-                    let mut written = Target::open(&TargetSpec::External(
-                        target.conn.for_node(master)?,
-                    ))?;
+                    let mut written =
+                        Target::open(&TargetSpec::External(target.conn.for_node(master)?))?;
                     written.server.embedded = target.server.embedded;
                     written.server.binary = target.server.binary.clone();
                     Some(written)

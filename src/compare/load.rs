@@ -69,6 +69,9 @@ pub struct RunMeta {
     /// [`PROBE_ENGINE_BEFORE_KEY`] when run.json has no `probe_engine`). Engines differ in what
     /// `hol_delay_ms` counts, so it is not comparable across them.
     pub probe_engine_version: u32,
+    /// The server the writes went to (`host:port`), when run.json says (runs over several
+    /// nodes have a summary.csv row per write per node: only this node's are compared).
+    pub written_node: Option<String>,
 }
 
 /// The engine of runs recorded before run.json had `probe_engine`: one probe at a time per
@@ -164,6 +167,15 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
     let mut warnings = Vec::new();
     let summary: Vec<WriteSummary> =
         read_csv(&dir.join(SUMMARY_CSV), SUMMARY_REQUIRED).map_err(&bad)?;
+    // A run over several nodes: the written server's rows only (the others' figures are of
+    // other servers, not more repeats).
+    let nodes: Vec<SummaryNode> = read_csv(&dir.join(SUMMARY_CSV), &[]).map_err(&bad)?;
+    let summary: Vec<WriteSummary> = summary
+        .into_iter()
+        .zip(nodes)
+        .filter(|(_, node)| node.is_written(meta.written_node.as_deref()))
+        .map(|(row, _)| row)
+        .collect();
     let writes: Vec<WriteRecord> =
         read_csv(&dir.join(WRITES_CSV), WRITES_REQUIRED).map_err(&bad)?;
     let outcome: BTreeMap<u32, &WriteRecord> = writes.iter().map(|w| (w.seq, w)).collect();
@@ -283,6 +295,31 @@ fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
     Ok(RunMeta::of(dir, &run, writer))
 }
 
+/// The node columns of a summary.csv row (absent in runs recorded before them).
+#[derive(Deserialize)]
+struct SummaryNode {
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    same_shard: Option<bool>,
+}
+
+impl SummaryNode {
+    /// Whether the row is of the server the writes went to: the node run.json names, or else
+    /// the written shard's master; every row of a run without node columns.
+    fn is_written(&self, written: Option<&str>) -> bool {
+        match (written, self.node.as_deref()) {
+            (_, None | Some("")) => true,
+            (Some(written), Some(node)) => node == written,
+            (None, Some(_)) => {
+                self.role.as_deref() != Some("replica") && self.same_shard != Some(false)
+            }
+        }
+    }
+}
+
 /// The part of run.json read before the rest.
 #[derive(Deserialize)]
 struct Stamp {
@@ -343,6 +380,7 @@ impl RunMeta {
             keep: Some(writer.keep),
             planned_sizes_bytes: writer.sizes.clone(),
             started_unix_us: Some(run.started_unix_us),
+            written_node: run.node.as_ref().map(|n| n.node.clone()),
             probe_engine_version: run
                 .probe_engine
                 .as_ref()
@@ -408,6 +446,27 @@ mod tests {
     use super::*;
     use crate::output::export::csv_bytes;
     use crate::output::export::sample::{self, ADDED_LATER, remove};
+
+    /// A run over several nodes is compared on the written server's rows alone.
+    #[test]
+    fn only_the_written_nodes_rows_are_compared() {
+        let row = |node: Option<&str>, role: Option<&str>, same: Option<bool>| SummaryNode {
+            node: node.map(String::from),
+            role: role.map(String::from),
+            same_shard: same,
+        };
+        let written = Some("m:1");
+        assert!(row(Some("m:1"), Some("master"), Some(true)).is_written(written));
+        assert!(!row(Some("r:1"), Some("replica"), Some(true)).is_written(written));
+        assert!(!row(Some("m:2"), Some("master"), Some(false)).is_written(written));
+        // Older runs: no node columns, every row is the one server's.
+        assert!(row(None, None, None).is_written(written));
+        assert!(row(None, None, None).is_written(None));
+        // run.json without `node`: the written shard's master.
+        assert!(row(Some("m:1"), Some("master"), Some(true)).is_written(None));
+        assert!(!row(Some("r:1"), Some("replica"), Some(true)).is_written(None));
+        assert!(!row(Some("m:2"), Some("master"), Some(false)).is_written(None));
+    }
 
     /// Writes `run` as the run itself would: run.json, summary.csv and writes.csv.
     fn write_run(dir: &Path, run: &RunJson) {
@@ -478,6 +537,7 @@ mod tests {
                 planned_sizes_bytes: plan.sizes.clone(),
                 started_unix_us: Some(1_796_053_782_168_721),
                 probe_engine_version: 2,
+                written_node: Some("127.0.0.1:6379".into()),
             }
         );
         assert_eq!(run.meta.server_label(), "valkey 9.1.0 appendonly");

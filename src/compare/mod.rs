@@ -833,6 +833,7 @@ mod tests {
             planned_sizes_bytes: vec![64 << 20],
             started_unix_us: Some(0),
             probe_engine_version: 2,
+            written_node: None,
         }
     }
 
