@@ -1,0 +1,258 @@
+//! The main job over every node of a deployment, end to end through the `probe` binary: a
+//! throwaway Redis 7.0 / Valkey 9.1 cluster of 3 masters with a replica each (`--cluster 3
+//! --replicas 1`), a Redis 6.2 master with a replica (`--replicas 1`), and a failover in the
+//! middle of a run against a cluster the test started itself. Every test checks that no server
+//! is left running and no key left behind.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use common::{probe_cmd, read_csv, read_json};
+use holprobe::measure::local_cluster::LocalCluster;
+
+type Row = std::collections::HashMap<String, String>;
+
+/// Every node's address in run.json's topology.
+fn topology_nodes(run: &serde_json::Value) -> Vec<String> {
+    run["topology"]["shards"]
+        .as_array()
+        .expect("run.json has the topology")
+        .iter()
+        .flat_map(|shard| {
+            std::iter::once(shard["master"]["announced"].as_str().unwrap().to_string()).chain(
+                shard["replicas"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["announced"].as_str().unwrap().to_string()),
+            )
+        })
+        .collect()
+}
+
+/// Nothing listens on any of them any more: the tool stopped every server it started.
+fn assert_all_stopped(nodes: &[String]) {
+    for node in nodes {
+        assert!(
+            TcpStream::connect(node.as_str()).is_err(),
+            "{node} still accepts connections after the run"
+        );
+    }
+}
+
+/// The longest stall of `node` tied to write `seq`, ms (0 when none).
+fn longest_stall(stalls: &[Row], node: &str, seq: &str) -> f64 {
+    stalls
+        .iter()
+        .filter(|s| s["node"] == node && s["write_seq"] == seq)
+        .map(|s| s["duration_ms"].parse::<f64>().unwrap())
+        .fold(0.0, f64::max)
+}
+
+/// A throwaway cluster of 3 masters with a replica each: every node probed, one summary.csv row
+/// per write per node, the writes on shard 0's master, and the cluster gone after the run.
+fn cluster_run(server_bin: Option<&Path>) -> (PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = probe_cmd();
+    if let Some(bin) = server_bin {
+        cmd.arg("--server-bin").arg(bin);
+    }
+    let assert = cmd
+        .args(["--cluster", "3", "--replicas", "1", "--writer-sizes", "64M"])
+        .arg("--out")
+        .arg(&out)
+        .timeout(Duration::from_secs(240))
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("other shards (4 nodes): worst others blocked"),
+        "{stdout}"
+    );
+    let run = read_json(&out.join("run.json"));
+    let nodes = topology_nodes(&run);
+    assert_eq!(nodes.len(), 6, "{}", run["topology"]);
+    assert_eq!(run["topology"]["kind"], "cluster");
+    assert_eq!(run["topology"]["shards"].as_array().unwrap().len(), 3);
+    assert_eq!(run["nodes"].as_array().unwrap().len(), 5);
+    let written = run["node"]["node"].as_str().unwrap().to_string();
+    assert_eq!(written, nodes[0], "the writes go to shard 0's master");
+
+    let summary = read_csv(&out.join("summary.csv"));
+    let writes = read_csv(&out.join("writes.csv"));
+    assert_eq!(writes.len(), 2, "set and delete");
+    assert_eq!(summary.len(), 2 * 6, "one row per write per node");
+    let mut by_write: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for row in &summary {
+        by_write
+            .entry(row["seq"].as_str())
+            .or_default()
+            .insert(row["node"].as_str());
+        let same = row["shard"] == "0";
+        assert_eq!(row["same_shard"], same.to_string(), "{row:?}");
+    }
+    for nodes_of_write in by_write.values() {
+        assert_eq!(nodes_of_write.len(), 6, "{by_write:?}");
+    }
+    for write in &writes {
+        assert_eq!(write["node"], written, "{write:?}");
+        assert_eq!(write["ok"], "true", "{write:?}");
+    }
+    // Every probe row names its node; every node was probed.
+    let probes = read_csv(&out.join("probes.csv"));
+    let probed: BTreeSet<&str> = probes.iter().map(|p| p["node"].as_str()).collect();
+    assert_eq!(probed.len(), 6, "{probed:?}");
+    assert_all_stopped(&nodes);
+    (out, dir)
+}
+
+/// Redis 7.0 frees a deleted 64 MiB string in one go, on the master and, when the DEL reaches
+/// it, on its replica (~4 ms at 60-80 µs per MiB): a stall of that shard's nodes, tied to the
+/// delete; the other shards' masters free nothing.
+#[test]
+fn redis_7_cluster_every_node_probed_and_the_delete_stalls_its_shard_only() {
+    let (out, _dir) = cluster_run(None);
+    let run = read_json(&out.join("run.json"));
+    let nodes = topology_nodes(&run);
+    let stalls = read_csv(&out.join("stalls.csv"));
+    let master = &nodes[0];
+    let replica = &run["topology"]["shards"][0]["replicas"][0]["announced"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let delete = "2";
+    let on_master = longest_stall(&stalls, master, delete);
+    let on_replica = longest_stall(&stalls, replica, delete);
+    assert!(on_master >= 2.0, "written master: {on_master} ms");
+    assert!(on_replica >= 2.0, "its replica: {on_replica} ms");
+    for shard in 1..3 {
+        let other = run["topology"]["shards"][shard]["master"]["announced"]
+            .as_str()
+            .unwrap();
+        let there = longest_stall(&stalls, other, delete);
+        assert!(
+            there < on_master / 2.0,
+            "master {other} of shard {shard}: {there} ms during the delete, against {on_master} ms on the written master"
+        );
+    }
+}
+
+#[test]
+fn valkey_9_cluster_every_node_probed() {
+    let Some(bin) = common::server("valkey-9.1") else {
+        return;
+    };
+    let (out, _dir) = cluster_run(Some(&bin));
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["server"]["flavor"], "valkey");
+}
+
+/// Redis 6.2 as a master with one replica (`--replicas 1`, INFO replication): two nodes, no
+/// shards, both probed, one summary row per write per node.
+#[test]
+fn redis_6_master_with_a_replica() {
+    let Some(bin) = common::server("redis-6.2") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    probe_cmd()
+        .arg("--server-bin")
+        .arg(&bin)
+        .args(["--replicas", "1", "--writer-sizes", "16M", "--out"])
+        .arg(&out)
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success();
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["topology"]["kind"], "standalone");
+    let nodes = topology_nodes(&run);
+    assert_eq!(nodes.len(), 2, "{}", run["topology"]);
+    let summary = read_csv(&out.join("summary.csv"));
+    assert_eq!(summary.len(), 2 * 2);
+    let roles: BTreeSet<&str> = summary.iter().map(|r| r["role"].as_str()).collect();
+    assert_eq!(roles, BTreeSet::from(["master", "replica"]));
+    assert!(summary.iter().all(|r| r["shard"].is_empty()));
+    assert_all_stopped(&nodes);
+}
+
+/// A manual failover of the written shard in the middle of a run: the run goes on and completes,
+/// the failover is in run.json's node events with its time, the writer follows the MOVED to
+/// the new master, and no key of the run is left on any node.
+#[test]
+fn a_failover_mid_run_leaves_a_complete_run() {
+    let cluster = LocalCluster::start(None, 3, 1, &[]).expect("a cluster of 3 masters");
+    let url = cluster.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probe"))
+        .args(["--url", &url, "--writer-sizes", "4M", "--repeat", "12"])
+        .args(["--gap", "300ms", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_secs(3));
+    // Shard 0's replica takes over (the run writes to shard 0, the first master's).
+    let replica = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.shard() == 0 && n.role() == holprobe::record::NodeRole::Replica)
+        .expect("shard 0 has a replica");
+    let mut conn = replica.conn_info().redis_connection().unwrap();
+    redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query::<()>(&mut conn)
+        .expect("CLUSTER FAILOVER");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "complete", "{stderr}");
+    let events = run["node_events"].as_array().expect("node events");
+    let promoted = replica.address();
+    assert!(
+        events.iter().any(|e| e["event"] == "topology"
+            && e["node"] == promoted.as_str()
+            && e["detail"] == "replica -> master"),
+        "{events:?}"
+    );
+    assert!(
+        stderr.contains(&format!("{promoted} topology: replica -> master")),
+        "{stderr}"
+    );
+    let writes = read_csv(&out.join("writes.csv"));
+    assert_eq!(writes.len(), 24, "every write of the plan was made");
+    let moved: Vec<&Row> = writes.iter().filter(|w| w["moved"] != "0").collect();
+    assert!(!moved.is_empty(), "no write followed a MOVED: {writes:?}");
+    assert!(
+        moved.iter().all(|w| w["node"] == promoted.as_str()),
+        "{moved:?}"
+    );
+    let last = writes.last().unwrap();
+    assert_eq!(last["ok"], "true", "{last:?}");
+    for node in cluster.nodes() {
+        let mut conn = node.conn_info().redis_connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("holprobe:*")
+            .query(&mut conn)
+            .unwrap();
+        assert!(keys.is_empty(), "{}: {keys:?}", node.address());
+    }
+    let pids = cluster.pids();
+    drop(cluster);
+    thread::sleep(Duration::from_millis(200));
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "server {pid} still runs"
+        );
+    }
+}
