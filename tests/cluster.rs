@@ -192,7 +192,7 @@ fn a_failover_mid_run_leaves_a_complete_run() {
     let url = cluster.url();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_probe"))
+    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
         .args(["--url", &url, "--writer-sizes", "4M", "--repeat", "12"])
         .args(["--gap", "300ms", "--out"])
         .arg(&out)
