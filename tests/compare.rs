@@ -265,7 +265,9 @@ fn a_candidate_that_is_really_slower_is_flagged() {
         .find(|r| r["op"] == "set")
         .unwrap()
         .clone();
-    assert_eq!(set_row["verdict"], "improvement", "{set_row}");
+    // The figure appendonly moves is the others' wait; the writer's own time of a busy run can
+    // overlap enough to be inconclusive (which would make the row's verdict so).
+    assert_eq!(set_row["hol_delay"]["verdict"], "improvement", "{set_row}");
 }
 
 #[test]
