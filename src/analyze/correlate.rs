@@ -1456,7 +1456,17 @@ mod tests {
             prop_assert_eq!(&batch.stalls, &oracle.stalls);
             prop_assert_eq!(&batch.client_hiccups, &oracle.client_hiccups);
             prop_assert_eq!(&batch.writes, &oracle.writes);
-            prop_assert_eq!(&batch.baseline, &oracle.baseline);
+            // The oracle keeps every latency exactly; the correlator's histograms count those
+            // over 65.5 ms to 3 significant digits (memory that does not grow with the run):
+            // a percentile up there may differ by that precision, nothing else may.
+            let (b, o) = (&batch.baseline, &oracle.baseline);
+            prop_assert_eq!(
+                (b.probes, b.max_us, b.probe_errors, b.send_lag_p50_us, b.send_lag_p99_us, b.send_lag_max_us),
+                (o.probes, o.max_us, o.probe_errors, o.send_lag_p50_us, o.send_lag_p99_us, o.send_lag_max_us)
+            );
+            for (got, want) in [(b.p50_us, o.p50_us), (b.p99_us, o.p99_us)] {
+                prop_assert!(got.abs_diff(want) <= want / 1000, "{got} vs {want}");
+            }
         }
 
         /// Intervals come out in order, one per interval, the same streamed or not, and their

@@ -95,7 +95,13 @@ pub fn run(
             for note in &notes {
                 out.warn(note);
             }
-            if topology.nodes().len() <= 1 {
+            // A replica named by --url (cluster mode off) is where the writes would go: it
+            // refuses them below, as before; the other nodes are still probed in observe mode.
+            let url_is_replica = topology.kind == TopologyKind::Standalone
+                && topology
+                    .node(&target.conn.address())
+                    .is_some_and(|n| n.role == crate::record::NodeRole::Replica);
+            if topology.nodes().len() <= 1 || (url_is_replica && options.writer.is_some()) {
                 (Probed::single(&target), None)
             } else {
                 let shard = choose_shard(probe_args.topology.shard.as_deref(), &topology)?;

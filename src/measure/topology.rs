@@ -540,12 +540,21 @@ pub fn assemble(
             (_, Some(id)) => format!("node {id}"),
             _ => "a node".to_string(),
         };
+        let is_url_node = node.announced == url_node.announced;
         if let Some(health) = node.health.as_deref().filter(|h| *h != "online") {
+            // The node the user named is measured whatever its state (a replica still
+            // syncing): discovery is talking to it.
+            if !is_url_node {
+                warnings.push(format!(
+                    "{} {name} is {health}, not online: left out",
+                    node.role
+                ));
+                return None;
+            }
             warnings.push(format!(
-                "{} {name} is {health}, not online: left out",
+                "{} {name} (the --url node) is {health}, not online: measured anyway",
                 node.role
             ));
-            return None;
         }
         if node.announced.is_empty() {
             warnings.push(format!(
@@ -554,7 +563,6 @@ pub fn assemble(
             ));
             return None;
         }
-        let is_url_node = node.announced == url_node.announced;
         let address = match map.get(&node.announced) {
             Some(to) => to.to_string(),
             None if is_url_node => url_node.address.clone(),
