@@ -7,8 +7,8 @@ inconclusive with the repeats that would decide, not comparable). The verdicts a
 `probe compare --format json`'s, never a rule of this script's own: from --verdicts FILE.json,
 or, without it, from running `probe compare BASELINE CANDIDATE --format json` (the binary from
 --probe, $PROBE, PATH, or the release or debug build under $CARGO_TARGET_DIR or this
-repository's target/). Prints the table
-on stdout."""
+repository's target/). Of a run over several nodes, the rows of the node the writes went to,
+as probe compare reads. Prints the table on stdout."""
 
 from __future__ import annotations
 
@@ -68,11 +68,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def read_side(path: str, op: str):
     directory = hd.run_dir(path, hd.SUMMARY_CSV)
-    table = hd.Table(directory / hd.SUMMARY_CSV, ["op", "size_bytes", "set_ms", "hol_delay_ms", "ok"])
+    meta = hd.read_run_json(directory)
+    # The written node's rows only, the rows probe compare compares (a run over several nodes
+    # has one per write per node).
+    table = hd.node_table(directory, hd.SUMMARY_CSV, ["op", "size_bytes", "set_ms", "hol_delay_ms", "ok"], meta=meta)
     keep = (table.text("op") == op) & table.flag("ok")
     sizes = table.num("size_bytes")[keep]
     values = {m: table.num(m)[keep] for m in METRICS}
-    meta = hd.read_run_json(directory)
     return directory, meta, sizes, values
 
 

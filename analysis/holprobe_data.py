@@ -24,6 +24,9 @@ STALLS_CSV = "stalls.csv"
 SUMMARY_CSV = "summary.csv"
 RUN_JSON = "run.json"
 LOAD_TIMELINE_CSV = "load_timeline.csv"
+# The column that names a row's node (host:port) in probes.csv, writes.csv, stalls.csv and
+# summary.csv of a run over several nodes; absent in runs recorded before them.
+NODE_COLUMN = "node"
 
 FORMATS = (".png", ".svg")
 
@@ -70,9 +73,11 @@ def output_path(path: str) -> Path:
 class Table:
     """Columns of one CSV export, by name. Only the columns asked for are read; extra columns
     (added by later versions of the tool) are ignored. With `between=(column, lo, hi)` only the
-    rows whose number in that column lies in [lo, hi] are kept, decided as each row is read, so
-    a window of a probes.csv of millions of rows costs the memory of the window only (rows with
-    that cell empty are left out)."""
+    rows whose number in that column lies in [lo, hi] are kept, and with `node="host:port"` only
+    that node's rows (a file without a `node` column, recorded before runs over several nodes,
+    is one server's: every row is kept). Both are decided as each row is read, so a window or a
+    node of a probes.csv of millions of rows costs the memory of what is kept only (rows with
+    the `between` cell empty are left out)."""
 
     def __init__(
         self,
@@ -80,6 +85,7 @@ class Table:
         required: list[str],
         optional: list[str] | None = None,
         between: tuple[str, float, float] | None = None,
+        node: str | None = None,
     ):
         self.path = path
         optional = optional or []
@@ -99,10 +105,13 @@ class Table:
                 cols: dict[str, list[str]] = {c: [] for c in wanted}
                 items = list(index.items())
                 width = len(header)
+                node_at = header.index(NODE_COLUMN) if node is not None and NODE_COLUMN in header else None
                 if between is None:
                     for row in reader:
                         if len(row) < width:
                             continue  # a row cut short by a crash: the exports keep whole rows only
+                        if node_at is not None and row[node_at] != node:
+                            continue
                         for name, i in items:
                             cols[name].append(row[i])
                 else:
@@ -110,6 +119,8 @@ class Table:
                     at = index[column]
                     for row in reader:
                         if len(row) < width or row[at] == "":
+                            continue
+                        if node_at is not None and row[node_at] != node:
                             continue
                         try:
                             value = float(row[at])
@@ -173,6 +184,125 @@ def find_write(writes: Table, which: str, flag: str = "--write") -> int:
     if len(matches) == 0:
         raise InputError(f"{flag} '{which}': no write with that seq (the run has 1 to {int(np.nanmax(seqs))})")
     return int(matches[0])
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header row of a CSV export ([] when the file is missing or empty)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            return next(csv.reader(handle), [])
+    except OSError:
+        return []
+    except csv.Error as err:
+        raise InputError(f"{path}: not a valid CSV file ({err})") from err
+
+
+def has_node_columns(directory: Path) -> bool:
+    """Whether the run's exports name a node per row (runs over several nodes, and every run
+    recorded since), by the header of the first of probes.csv, summary.csv, stalls.csv there."""
+    for name in (PROBES_CSV, SUMMARY_CSV, STALLS_CSV):
+        header = csv_header(directory / name)
+        if header:
+            return NODE_COLUMN in header
+    return False
+
+
+def written_node(directory: Path, meta: dict | None = None) -> str | None:
+    """The node (host:port) the run's writes went to: run.json's `node.node`, else the node of
+    summary.csv's rows of role master in the written shard (`same_shard` true), else writes.csv's
+    `node`. None for a run without node columns: one server, every row is its (as before).
+    The first two are how `probe compare` picks summary.csv's rows (src/compare/load.rs)."""
+    meta = read_run_json(directory) if meta is None else meta
+    own = meta.get("node")
+    if isinstance(own, dict) and own.get("node"):
+        return str(own["node"])
+    if not has_node_columns(directory):
+        return None
+    summary_path = directory / SUMMARY_CSV
+    if NODE_COLUMN in csv_header(summary_path):
+        summary = Table(summary_path, [NODE_COLUMN], ["role", "same_shard"])
+        if summary.has("role") and summary.has("same_shard"):
+            masters = (summary.text("role") == "master") & summary.flag("same_shard")
+            found = [n for n in dict.fromkeys(summary.text(NODE_COLUMN)[masters]) if n]
+            if found:
+                return found[0]
+    writes_path = directory / WRITES_CSV
+    if NODE_COLUMN in csv_header(writes_path):
+        found = [n for n in dict.fromkeys(Table(writes_path, [NODE_COLUMN]).text(NODE_COLUMN)) if n]
+        if found:
+            return found[0]
+    raise InputError(
+        f"run directory '{directory}': its rows name several nodes, but neither run.json's node, summary.csv's "
+        "written-shard master nor writes.csv says which one was written"
+    )
+
+
+def run_nodes(directory: Path, meta: dict | None = None) -> list[str]:
+    """Every node the run probed, the written one first: run.json's `node` and `nodes`, then any
+    other named in summary.csv or stalls.csv (small files; probes.csv is read, for its node
+    column only, when none of those name a node). [] for a run without node columns."""
+    meta = read_run_json(directory) if meta is None else meta
+    if not has_node_columns(directory):
+        return []
+    found: list[str] = []
+    try:
+        written = written_node(directory, meta)
+    except InputError:
+        written = None  # listed all the same, from the files
+    if written:
+        found.append(written)
+    for other in meta.get("nodes") or []:
+        if isinstance(other, dict) and other.get("node"):
+            found.append(str(other["node"]))
+    for name in (SUMMARY_CSV, STALLS_CSV):
+        if NODE_COLUMN in csv_header(directory / name):
+            found.extend(Table(directory / name, [NODE_COLUMN]).text(NODE_COLUMN))
+    if len(set(found)) <= 1 and NODE_COLUMN in csv_header(directory / PROBES_CSV):
+        found.extend(Table(directory / PROBES_CSV, [NODE_COLUMN]).text(NODE_COLUMN))
+    return [n for n in dict.fromkeys(found) if n]
+
+
+def pick_node(directory: Path, meta: dict, given: str | None, flag: str = "--node") -> str | None:
+    """The node to draw: `given` (checked to be one of the run's), or by default the written
+    one; None for a run without node columns, which is drawn whole."""
+    if given is None:
+        return written_node(directory, meta)
+    nodes = run_nodes(directory, meta)
+    if not nodes:
+        raise InputError(f"{flag} {given}: this run has no node columns (one server, every row is its): leave {flag} out")
+    if given not in nodes:
+        raise InputError(f"{flag} {given}: not a node of this run (its nodes: {', '.join(nodes)})")
+    return given
+
+
+def node_table(
+    directory: Path,
+    name: str,
+    required: list[str],
+    optional: list[str] | None = None,
+    node: str | None = None,
+    between: tuple[str, float, float] | None = None,
+    meta: dict | None = None,
+) -> Table:
+    """One node's rows of probes.csv, stalls.csv or summary.csv (filtered as they are read):
+    `node`, or by default the node the writes went to. A run without node columns is one
+    server's: every row. Each node's probes, stalls and summary rows are that server's alone;
+    mixed, a cluster's six nodes would read as six repeats of one."""
+    if node is None:
+        node = written_node(directory, meta)
+    return Table(directory / name, required, optional, between=between, node=node)
+
+
+def node_detail(meta: dict, node: str) -> str:
+    """`127.0.0.1:7201 master shard 0` from run.json's `node` and `nodes`, else the node alone."""
+    entries = [meta.get("node")] + list(meta.get("nodes") or [])
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("node") == node:
+            parts = [node, str(entry.get("role") or "")]
+            if entry.get("shard") is not None and entry.get("shard") != "":
+                parts.append(f"shard {entry['shard']}")
+            return " ".join(p for p in parts if p)
+    return node
 
 
 def read_run_json(directory: Path) -> dict:

@@ -202,8 +202,7 @@ def render(args: argparse.Namespace, prog: str) -> None:
     fallback_address = server.get("address") or directory.name
     by_node = probes.has("node")
     probe_node = probes.text("node") if by_node else np.full(len(probes), fallback_address, dtype=object)
-    own = meta.get("node") if isinstance(meta.get("node"), dict) else {}
-    written = own.get("node") or (writes.columns["node"][index] if writes.has("node") else "") or fallback_address
+    written = hd.written_node(directory, meta) or fallback_address
     seen = list(dict.fromkeys(probe_node.tolist()))
     nodes = collect_nodes(meta, summary, seq, written, seen, fallback_address)
     single = len(nodes) == 1

@@ -4,7 +4,8 @@ size, from the summary.csv of one or more `probe --out` runs: per size, the medi
 repeats as a dot with the min-max range as error bars, the repeats themselves as faint points,
 and a least-squares line (ms = a + b x MiB, fitted over every repeat). Several runs go on one
 chart, one colour per server version (labelled from run.json's server.flavor and version).
-Prints each fit on stdout."""
+Of a run over several nodes only the rows of the node the writes went to are read (the other
+nodes' are other servers, not more repeats). Prints each fit on stdout."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ class Series:
     def __init__(self, directory: Path, op: str):
         self.directory = directory
         self.meta = hd.read_run_json(directory)
-        table = hd.Table(directory / hd.SUMMARY_CSV, ["op", "size_bytes", "set_ms", "hol_delay_ms", "ok"])
+        # The written node's rows only: a cluster's other nodes are other servers, not repeats.
+        table = hd.node_table(directory, hd.SUMMARY_CSV, ["op", "size_bytes", "set_ms", "hol_delay_ms", "ok"], meta=self.meta)
         keep = (table.text("op") == op) & table.flag("ok")
         self.size = table.num("size_bytes")[keep]
         self.values = {metric: table.num(metric)[keep] for metric in METRICS}

@@ -4,7 +4,9 @@ probe thread) at its intended send time, on a log latency axis; every write is s
 phase (start to last byte sent) apart from its after-send phase (last byte to reply), and
 labelled with its op and size; stall episodes are red bars along the bottom. Reads probes.csv,
 writes.csv and stalls.csv (run.json for the title and the stall threshold). Use --from/--to,
-or --write, to zoom in: a whole run hides the fine structure of one write."""
+or --write, to zoom in: a whole run hides the fine structure of one write. A run over several
+nodes (a master with replicas, a cluster) is drawn for one node: by default the one the writes
+went to, or the one --node names (only its rows of probes.csv are kept as the file is read)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="SEQ",
         help="zoom on one write: its seq in writes.csv, 'largest' for the first set of the largest size, or 'largest:OP' (e.g. largest:delete)",
     )
+    parser.add_argument(
+        "--node",
+        metavar="HOST:PORT",
+        help="in a run over several nodes, draw this node's probes and stalls (default: the node the writes went to)",
+    )
     parser.add_argument("--title", help="replace the generated title")
     return parser.parse_args(argv)
 
@@ -60,14 +67,35 @@ def window_around_write(writes: hd.Table, which: str) -> tuple[float, float, int
     return start - margin, reply + margin, index
 
 
+def node_baseline(meta: dict, node: str | None, written: str | None) -> dict:
+    """The drawn node's baseline from run.json: the run's own for the written node (or a run
+    without node columns), the node's entry under `nodes` for another."""
+    if node is None or node == written:
+        return meta.get("baseline") or {}
+    for other in meta.get("nodes") or []:
+        if isinstance(other, dict) and other.get("node") == node:
+            return other.get("baseline") or {}
+    return {}
+
+
 def render(args: argparse.Namespace) -> None:
     out = hd.output_path(args.output)
     directory = hd.run_dir(args.run_dir, hd.PROBES_CSV, hd.WRITES_CSV)
     meta = hd.read_run_json(directory)
-    probes = hd.Table(directory / hd.PROBES_CSV, ["thread", "intended_us", "latency_us", "ok"])
+    # One node's probes and stalls (a run without node columns: all of them, one server's).
+    node = hd.pick_node(directory, meta, args.node)
+    written = None
+    if node is not None:
+        try:
+            written = hd.written_node(directory, meta)
+        except hd.InputError:
+            pass  # --node named one: the picture does not need to know which was written
+    probes = hd.node_table(directory, hd.PROBES_CSV, ["thread", "intended_us", "latency_us", "ok"], node=node, meta=meta)
+    if node is not None and len(probes) == 0:
+        raise hd.InputError(f"--node {node}: no probes of that node in {directory / hd.PROBES_CSV}")
     writes = hd.Table(directory / hd.WRITES_CSV, ["seq", "op", "size_bytes", "start_us", "sent_us", "reply_us"])
     stalls_path = directory / hd.STALLS_CSV
-    stalls = hd.Table(stalls_path, ["start_us", "end_us", "duration_ms"]) if stalls_path.is_file() else None
+    stalls = hd.node_table(directory, hd.STALLS_CSV, ["start_us", "end_us", "duration_ms"], node=node, meta=meta) if stalls_path.is_file() else None
 
     if args.write is not None and (args.t_from is not None or args.t_to is not None):
         raise hd.InputError("--write: give either --write or --from/--to, not both")
@@ -173,7 +201,7 @@ def render(args: argparse.Namespace) -> None:
     if threshold_us:
         ax.axhline(threshold_us / 1e3, color="0.35", lw=0.8, ls="--", zorder=1)
         handles.append(Line2D([], [], color="0.35", lw=0.8, ls="--", label=f"stall threshold ({threshold_us / 1e3:g} ms)"))
-    baseline = meta.get("baseline") or {}
+    baseline = node_baseline(meta, node, written)
     if baseline.get("p50_us"):
         ax.axhline(baseline["p50_us"] / 1e3, color="0.2", lw=0.8, ls=":", zorder=1)
         handles.append(Line2D([], [], color="0.2", lw=0.8, ls=":", label=f"baseline p50 ({baseline['p50_us']} \u00b5s)"))
@@ -220,6 +248,8 @@ def render(args: argparse.Namespace) -> None:
         probing = hd.probing_label(meta)
         detail = ", ".join(x for x in (probing, f"{shown_writes} write event{'s' if shown_writes != 1 else ''}", directory.name) if x)
         title += f"\n{detail}"
+        if node is not None:
+            title += f"\nnode {hd.node_detail(meta, node)}" + (" (written)" if node == written else (f" (the writes went to {written})" if written else ""))
         if zoomed_write is not None:
             title += f" \u2014 zoom on write #{int(seqs[zoomed_write])}"
     ax.set_title(title, fontsize=11)

@@ -419,6 +419,117 @@ class Nodes(PictureChecks):
                 self.assertFalse(x.exists())
 
 
+class ByNode(PictureChecks):
+    """A run over several nodes (the cluster fixture: 3 of a real run's nodes, 6 writes to
+    127.0.0.1:7201) is drawn for one node, by default the written one: its probes, stalls and
+    summary rows only, never every node's as one server's."""
+
+    WRITTEN = "127.0.0.1:7201"
+    REPLICA = "127.0.0.1:7205"
+
+    @staticmethod
+    def rows(name: str) -> list[dict]:
+        with open(CLUSTER_FIXTURE / name, newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    def expected(self, node: str) -> tuple[dict[int, int], int]:
+        """(answered probes per thread, stall episodes) of `node` in the raw CSVs, as timeline.py
+        counts them over a whole run (the span of the node's probes)."""
+        probes = [r for r in self.rows("probes.csv") if r["node"] == node]
+        per_thread: dict[int, int] = {}
+        for r in probes:
+            if r["ok"] == "true" and r["latency_us"] != "":
+                per_thread[int(r["thread"])] = per_thread.get(int(r["thread"]), 0) + 1
+        lo = min(int(r["intended_us"]) for r in probes)
+        hi = max(int(r["intended_us"]) for r in probes)
+        stalls = [r for r in self.rows("stalls.csv") if r["node"] == node and int(r["end_us"]) >= lo and int(r["start_us"]) <= hi]
+        return per_thread, len(stalls)
+
+    @staticmethod
+    def drawn(svg: str) -> tuple[dict[int, int], int]:
+        """(probes per thread, stall episodes) from the legend of timeline.py's SVG."""
+        threads = {int(t): int(n) for t, n in re.findall(r"<!-- probe thread (\d+) \((\d+) probes\) -->", svg)}
+        stalls = re.findall(r"<!-- stall episode \((\d+) here", svg)
+        return threads, int(stalls[0])
+
+    def test_timeline_draws_the_written_node_by_default_and_another_with_node(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            default = Path(tmp) / "written.svg"
+            script("timeline.py", CLUSTER_FIXTURE, "-o", default)
+            text = default.read_text()
+            threads, stalls = self.drawn(text)
+            self.assertEqual((threads, stalls), self.expected(self.WRITTEN))
+            self.assertIn(f"<!-- node {self.WRITTEN} master shard 0 (written) -->", text)
+            # Not all three nodes' probes: a third of probes.csv.
+            self.assertEqual(3 * sum(threads.values()), sum(1 for r in self.rows("probes.csv") if r["ok"] == "true" and r["latency_us"] != ""))
+            replica = Path(tmp) / "replica.svg"
+            script("timeline.py", CLUSTER_FIXTURE, "--node", self.REPLICA, "--write", "1", "-o", Path(tmp) / "zoom.png")
+            self.assert_picture(Path(tmp) / "zoom.png")
+            script("timeline.py", CLUSTER_FIXTURE, "--node", self.REPLICA, "-o", replica)
+            text = replica.read_text()
+            self.assertEqual(self.drawn(text), self.expected(self.REPLICA))
+            self.assertNotEqual(set(self.drawn(text)[0]), set(threads))
+            self.assertIn(f"<!-- node {self.REPLICA} replica shard 0 (the writes went to {self.WRITTEN}) -->", text)
+
+    def test_timeline_node_not_in_the_run_is_one_line_and_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            x = Path(tmp) / "x.png"
+            result = script("timeline.py", CLUSTER_FIXTURE, "--node", "127.0.0.1:9999", "-o", x, check=False)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+            self.assertIn("--node 127.0.0.1:9999", result.stderr)
+            for node in (self.WRITTEN, self.REPLICA, "127.0.0.1:7202"):
+                self.assertIn(node, result.stderr)
+            # A run without node columns is one server: --node has nothing to pick.
+            old = script("timeline.py", data_runs()[0], "--node", self.WRITTEN, "-o", x, check=False)
+            self.assertEqual(old.returncode, 2, old.stderr)
+            self.assertEqual(len(old.stderr.strip().splitlines()), 1, old.stderr)
+            self.assertIn("no node columns", old.stderr)
+            self.assertFalse(x.exists())
+
+    def test_sizes_counts_one_row_per_write(self):
+        summary = [r for r in self.rows("summary.csv") if r["node"] == self.WRITTEN]
+        with tempfile.TemporaryDirectory() as tmp:
+            for op in ("set", "delete"):
+                result = script("sizes.py", CLUSTER_FIXTURE, "--op", op, "-o", Path(tmp) / f"{op}.png")
+                self.assert_picture(Path(tmp) / f"{op}.png")
+                fits = dict(re.findall(r"^.+: op \w+, (\w+) = \S+ ms \+ (\S+) ms/MiB x size \(least squares over 2 repeats\)$", result.stdout, re.M))
+                self.assertEqual(set(fits), {"set_ms", "hol_delay_ms"}, result.stdout)
+                mine = [r for r in summary if r["op"] == op]
+                self.assertEqual(len(mine), 2)
+                for metric, printed in fits.items():
+                    x = [float(r["size_bytes"]) / 2**20 for r in mine]
+                    slope = np.polyfit(x, [float(r[metric]) for r in mine], 1)[0]
+                    self.assertAlmostEqual(float(printed), slope, delta=1e-3 * max(1, abs(slope)))
+
+    def test_the_written_node_and_its_rows(self):
+        sys.path.insert(0, str(ANALYSIS))
+        try:
+            import compare
+            import holprobe_data as hd
+        finally:
+            sys.path.pop(0)
+        self.assertEqual(hd.written_node(CLUSTER_FIXTURE), self.WRITTEN)
+        self.assertIsNone(hd.written_node(data_runs()[0]))
+        self.assertEqual(hd.run_nodes(CLUSTER_FIXTURE), [self.WRITTEN, "127.0.0.1:7202", self.REPLICA])
+        summary = hd.node_table(CLUSTER_FIXTURE, hd.SUMMARY_CSV, ["seq", "node"])
+        self.assertEqual(summary.num("seq").tolist(), [1, 2, 3, 4, 5, 6])
+        self.assertEqual(set(summary.text("node")), {self.WRITTEN})
+        # compare.py reads the same rows as probe compare: one per write.
+        _, _, sizes, _ = compare.read_side(str(CLUSTER_FIXTURE), "set")
+        self.assertEqual(sorted(sizes.tolist()), [16 << 20, 64 << 20])
+        with tempfile.TemporaryDirectory() as tmp:
+            # Without run.json's `node`: the written shard's master in summary.csv.
+            copy = Path(tmp) / "run"
+            copy.mkdir()
+            for name in ("probes.csv", "writes.csv", "stalls.csv", "summary.csv"):
+                (copy / name).write_bytes((CLUSTER_FIXTURE / name).read_bytes())
+            meta = json.loads((CLUSTER_FIXTURE / "run.json").read_text())
+            del meta["node"]
+            (copy / "run.json").write_text(json.dumps(meta))
+            self.assertEqual(hd.written_node(copy), self.WRITTEN)
+
+
 class RenderAll(PictureChecks):
     def test_render_all_makes_every_picture_the_readme_shows(self):
         readme = (ANALYSIS / "README.md").read_text()
