@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # headless: the scripts only ever write files
 
 import numpy as np  # noqa: E402
 
-# The exports' file names (README "Exports").
+# The exports' file names (docs/exports.md).
 PROBES_CSV = "probes.csv"
 WRITES_CSV = "writes.csv"
 STALLS_CSV = "stalls.csv"

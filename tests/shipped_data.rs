@@ -1,7 +1,7 @@
 //! The runs shipped in data/ agree with the correlator as it is now: fed their own probes.csv
 //! and writes.csv, it finds the same stalls and the same per-write figures as their
 //! stalls.csv and summary.csv. A change to the correlator that moves a shipped figure fails
-//! here, and says the shipped runs (and the README's figures from them) need redoing.
+//! here, and says the shipped runs (and the figures docs/ and analysis/README.md quote from them) need redoing.
 
 mod common;
 

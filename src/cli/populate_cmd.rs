@@ -32,7 +32,7 @@ pub struct PopulateArgs {
     target: TargetArgs,
 
     /// Keys to fill, holprobe:load:0 .. N-1; K and M suffixes are decimal (10M = 10,000,000)
-    /// [default: a quarter of the server's free memory, at most 10M; see README].
+    /// [default: a quarter of the server's free memory, at most 10M; see docs/load.md].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     keys: Option<String>,
 

@@ -36,7 +36,7 @@
 //! 2 metrics) and a Bonferroni or Holm correction at 0.05 would ask each for p ≤ 0.0018, which
 //! 5 repeats can never give; instead each cell needs near-complete separation *and* a ratio and
 //! a difference past the noise floor, and the false-alarm rate is measured on real A/A runs
-//! (README).
+//! (docs/compare.md).
 //!
 //! # Runs made differently
 //! Differences between the runs' options are warnings above the verdict, and every metric is

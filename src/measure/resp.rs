@@ -302,7 +302,7 @@ impl RawConn {
         self.stream.write_all(&header)?;
         // In slices: every write(2) that returns is a point where the kernel can switch to a
         // probe thread that is due; one call for the whole value keeps a core in the kernel for
-        // as long as the socket accepts data (figures in the README, "Speed and memory").
+        // as long as the socket accepts data (figures in docs/results.md, "Speed and memory").
         for part in value.chunks(WRITE_SLICE_BYTES) {
             self.stream.write_all(part)?;
         }
