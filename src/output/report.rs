@@ -870,7 +870,7 @@ mod tests {
         let row = write_row(&record, &write, 1_796_119_200_000_000);
         assert_eq!(row.len(), header.len(), "\n{header}\n{row}");
         assert!(row.len() <= 100);
-        assert!(row.starts_with("10:00:01.500  set         512M"), "{row}");
+        assert!(row.starts_with("10:00:01.500  set        512M"), "{row}");
         let blocked = header.find("others blocked").unwrap() + "others blocked".len();
         assert_eq!(&row[blocked - 6..blocked], "98.7ms", "{row}");
         let node = node_write_row(&node("127.0.0.1:40002", NodeRole::Replica, 0), &write);
