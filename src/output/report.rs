@@ -665,7 +665,7 @@ pub fn closing_lines(
         lines.push(if shown < stalls_found as usize {
             format!("  the {shown} longest (UTC; --show-stalls N|all, every one in stalls.csv):")
         } else {
-            "  (UTC)".to_string()
+            format!("  all {shown} (UTC):")
         });
         for stall in longest.iter().take(footer.show_stalls) {
             lines.push(format!(
