@@ -934,9 +934,11 @@ mod tests {
     /// matter.
     #[test]
     fn the_footer_keeps_to_what_matters() {
-        let mut analysis = Analysis::default();
-        analysis.stalls = (1..=20).map(|i| stall(f64::from(i), None)).collect();
-        analysis.client_hiccups = vec![stall(2.0, None)];
+        let mut analysis = Analysis {
+            stalls: (1..=20).map(|i| stall(f64::from(i), None)).collect(),
+            client_hiccups: vec![stall(2.0, None)],
+            ..Analysis::default()
+        };
         let footer = FooterOptions {
             threshold_us: 1000,
             show_stalls: 5,
