@@ -94,6 +94,9 @@ pub struct RunReport {
     pub nodes: Vec<NodeFindings>,
     /// Nodes that went down or came back during the run.
     pub node_events: Vec<NodeEvent>,
+    /// The run's findings as run.json has them (the same value, written there with --out):
+    /// what `--format json` prints.
+    pub run_json: RunJson,
 }
 
 /// Something the caller may show while the run goes.
@@ -105,6 +108,9 @@ pub enum Notice<'a> {
         run_id: &'a str,
         /// Steps the writer will take (0 in observe mode).
         steps_total: usize,
+        /// Wall-clock time of the run's clock zero, µs since the Unix epoch (every `*_us` of
+        /// the run counts from it).
+        started_unix_us: u64,
     },
     /// A write's figures are final (all probes around it are in).
     Write {
@@ -613,6 +619,7 @@ pub fn measure_nodes(
     notify(Notice::Started {
         run_id: &run_id,
         steps_total,
+        started_unix_us: clock.unix_start_us(),
     });
 
     let nodes = probed
@@ -924,17 +931,20 @@ pub fn measure_nodes(
             first.analysis.stalls.len()
         ));
     }
+    let run_json = run_json(
+        &meta,
+        &state,
+        status,
+        status_reason.clone(),
+        &threads,
+        &warnings,
+    );
     if let Some(out) = out.as_mut() {
-        out.checkpoint(
-            &meta,
-            &state,
-            status,
-            status_reason.clone(),
-            &threads,
-            &warnings,
-        )?;
+        out.flush_rows(&state)?;
+        out.write_run_json(&run_json)?;
     }
     Ok(RunReport {
+        run_json,
         run_id,
         status,
         status_reason,
@@ -1881,39 +1891,61 @@ impl OutFiles {
         threads: &Threads,
         warnings: &[String],
     ) -> Result<()> {
+        self.flush_rows(state)?;
+        let run_json = run_json(meta, state, status, status_reason, threads, warnings);
+        self.write_run_json(&run_json)
+    }
+
+    /// Every appended row on disk, and summary.csv rewritten.
+    fn flush_rows(&mut self, state: &Collector) -> Result<()> {
         self.probes.flush()?;
         self.writes.flush()?;
         self.stalls.flush()?;
         self.timeline.flush()?;
-        write_atomic(&self.dir.join(SUMMARY_CSV), &state.summary_csv()?)?;
-        let shared = &threads.probes_shared;
-        let first = &state.nodes[0];
-        let analysis = &first.analysis;
-        let run_json = RunJson {
-            tool: ToolInfo::default(),
-            status,
-            status_reason,
-            run_id: meta.run_id.to_string(),
-            key_prefix: meta.key_prefix.to_string(),
-            started_unix_us: meta.clock.unix_start_us(),
-            elapsed_us: meta.clock.now_us(),
-            server: meta.target.server.clone(),
-            host: meta.host.clone(),
-            options: meta.options.clone(),
-            probe_engine: Some(shared.engine_info()),
-            probes_dropped: shared.dropped.load(Ordering::Relaxed),
-            probes_recorded: state.probes_recorded,
-            stalls_found: Some(first.stalls_found),
-            stall_ms_total: Some(first.stall_ms_total),
-            client_hiccups_found: Some(first.hiccups_found),
-            analysis: analysis.clone(),
-            node: Some(first.cols.clone()),
-            topology: meta.topology.cloned(),
-            node_events: state.node_events.clone(),
-            nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
-            warnings: warnings.to_vec(),
-        };
-        let json = serde_json::to_vec_pretty(&run_json).context("encoding run.json")?;
+        write_atomic(&self.dir.join(SUMMARY_CSV), &state.summary_csv()?)
+    }
+
+    fn write_run_json(&self, run_json: &RunJson) -> Result<()> {
+        let json = serde_json::to_vec_pretty(run_json).context("encoding run.json")?;
         write_atomic(&self.dir.join(RUN_JSON), &json)
+    }
+}
+
+/// run.json's findings as they stand: written by every checkpoint, and at the end also handed
+/// to the caller.
+fn run_json(
+    meta: &Meta<'_>,
+    state: &Collector,
+    status: RunStatus,
+    status_reason: Option<String>,
+    threads: &Threads,
+    warnings: &[String],
+) -> RunJson {
+    let shared = &threads.probes_shared;
+    let first = &state.nodes[0];
+    let analysis = &first.analysis;
+    RunJson {
+        tool: ToolInfo::default(),
+        status,
+        status_reason,
+        run_id: meta.run_id.to_string(),
+        key_prefix: meta.key_prefix.to_string(),
+        started_unix_us: meta.clock.unix_start_us(),
+        elapsed_us: meta.clock.now_us(),
+        server: meta.target.server.clone(),
+        host: meta.host.clone(),
+        options: meta.options.clone(),
+        probe_engine: Some(shared.engine_info()),
+        probes_dropped: shared.dropped.load(Ordering::Relaxed),
+        probes_recorded: state.probes_recorded,
+        stalls_found: Some(first.stalls_found),
+        stall_ms_total: Some(first.stall_ms_total),
+        client_hiccups_found: Some(first.hiccups_found),
+        analysis: analysis.clone(),
+        node: Some(first.cols.clone()),
+        topology: meta.topology.cloned(),
+        node_events: state.node_events.clone(),
+        nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
+        warnings: warnings.to_vec(),
     }
 }

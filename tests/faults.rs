@@ -212,7 +212,7 @@ fn closing_stdout_ends_the_run_quietly() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    assert!(first.starts_with("set"), "{first}");
+    assert!(first.starts_with("time (UTC)"), "the header: {first}");
     // The reader is gone (like `| head -1`): the next line hits a closed pipe.
     let status = wait_within(&mut child, Duration::from_secs(10));
     let mut stderr = String::new();

@@ -28,9 +28,19 @@ fn embedded_server_run_writes_every_export() {
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     assert!(stderr.contains("started redis"), "{stderr}");
-    assert!(stdout.contains("length:   1M"), "{stdout}");
-    assert!(stdout.contains("others blocked:"), "{stdout}");
-    assert!(stdout.contains("baseline:"), "{stdout}");
+    // The text report by default: a header, then a row per write led by its wall-clock time.
+    let header = stdout.lines().next().unwrap_or_default();
+    assert!(
+        header.starts_with("time (UTC)") && header.contains("others blocked"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("  set          1M  ") && l.as_bytes()[2] == b':'),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nbaseline: p50 "), "{stdout}");
 
     // Column contract.
     assert_eq!(
@@ -154,7 +164,7 @@ fn external_server_keeps_its_own_keys_and_loses_the_tools() {
     assert_eq!(
         stdout
             .lines()
-            .filter(|l| l.starts_with("overwrite"))
+            .filter(|l| l.get(14..24) == Some("overwrite "))
             .count(),
         2,
         "{stdout}"
@@ -248,6 +258,16 @@ fn observe_mode_measures_an_injected_debug_sleep() {
     assert!(
         stdout.contains("ms  DEBUG SLEEP 0.2 (127.0.0.1:"),
         "{stdout}"
+    );
+    // The longest stalls are listed (5 by default), not every one.
+    let listed = stdout
+        .lines()
+        .filter(|l| l.starts_with("  ") && l.get(4..5) == Some(":") && l.contains("ms  "))
+        .count();
+    assert!(
+        (1..=5).contains(&listed),
+        "{listed} stalls listed of {}:\n{stdout}",
+        stalls.len()
     );
     let run = read_json(&dir.path().join("run.json"));
     assert_eq!(run["status"], "complete");
@@ -366,4 +386,94 @@ fn probes_csv_can_keep_only_the_delayed_probes_or_none() {
             ["thread", "seq", "cmd"]
         );
     }
+}
+
+/// The "one screen": a sweep of four sizes fits in about 30 lines (stdout and
+/// stderr together), and no line of the report is wider than 100 columns.
+#[test]
+fn a_four_size_sweep_fits_on_one_screen() {
+    let assert = probe_cmd()
+        .args(["--writer-sizes", "1M,4M,16M,64M"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    let all = format!("{stdout}{stderr}");
+    let lines = all.lines().count();
+    assert!(lines <= 32, "{lines} lines:\n{all}");
+    for line in stdout.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.len()
+        );
+    }
+    // A header and 8 write rows (a set and a delete per size), in write order.
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.get(2..3) == Some(":") && l.get(8..9) == Some("."))
+        .collect();
+    assert_eq!(rows.len(), 8, "{stdout}");
+    assert!(rows[6].contains("  set         64M  "), "{stdout}");
+    assert!(stdout.contains("stalls over 1ms: "), "{stdout}");
+}
+
+/// `--format json`: stdout is one document, run.json's very findings, with every write.
+#[test]
+fn format_json_prints_run_json_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args([
+            "--writer-sizes",
+            "1M,2M",
+            "--gap",
+            "100ms",
+            "--format",
+            "json",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
+    let writes = read_csv(&dir.path().join("writes.csv"));
+    assert_eq!(writes.len(), 4);
+    let summary = doc["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), writes.len(), "{stdout}");
+    assert_eq!(doc["status"], "complete");
+    assert!(doc["baseline"]["probes"].as_u64().unwrap() > 0);
+    // The same document as run.json.
+    assert_eq!(doc, read_json(&dir.path().join("run.json")));
+    // Notes stay on stderr.
+    assert!(stderr.contains("started redis"), "{stderr}");
+}
+
+/// `--format markdown`: the per-write table and the footer as a table.
+#[test]
+fn format_markdown_prints_the_tables() {
+    let assert = probe_cmd()
+        .args([
+            "--writer-sizes",
+            "1M",
+            "--gap",
+            "100ms",
+            "--format",
+            "markdown",
+        ])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("| time (UTC) | write | op | size | others blocked (ms) | own time (ms) |"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("| ---"), "{stdout}");
+    assert!(stdout.contains("| 1 | set | 1M | "), "{stdout}");
+    assert!(stdout.contains("| baseline | p50 "), "{stdout}");
+    assert!(
+        !stdout.contains("time (UTC)    op"),
+        "no text rows: {stdout}"
+    );
 }

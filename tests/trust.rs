@@ -185,11 +185,12 @@ fn calibrate_detects_frozen_time_on_valkey_and_uses_the_iteration_loop() {
 fn server_view_columns_show_execution_time_per_write() {
     let dir = tempfile::tempdir().unwrap();
     let assert = probe_cmd()
-        .args(["--writer-sizes", "1M,16M", "--gap", "100ms"])
+        .args(["--writer-sizes", "1M,16M", "--gap", "100ms", "--verbose"])
         .arg("--out")
         .arg(dir.path())
         .assert()
         .success();
+    // The server's view is in --verbose's long line.
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(stdout.contains("server: exec "), "{stdout}");
     let summary = read_csv(&dir.path().join("summary.csv"));

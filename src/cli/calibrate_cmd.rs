@@ -16,6 +16,7 @@ use crate::calibrate::{
 };
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::output::export::{RunStatus, csv_bytes, prepare_out_dir, write_atomic};
+use crate::output::format::{self, Format};
 use crate::output::report;
 use crate::record::ProbeCmd;
 use crate::run::{self, Notice, RunOptions};
@@ -111,6 +112,12 @@ pub struct CalibrateArgs {
     /// Replace a run already in --out.
     #[arg(long)]
     force: bool,
+
+    /// What stdout gets: `text` (a line per injection, per length, the verdict), `json` (one
+    /// document: calibration.json's content with the run's findings as run.json has them under
+    /// `run`; notes stay on stderr) or `markdown` (the tables).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
 }
 
 /// The calibration file in `--out`.
@@ -134,6 +141,15 @@ struct CalibrationJson<'a> {
     within: usize,
     by_length: &'a [crate::calibrate::LengthSummary],
     rows: &'a [CalibrationRow],
+}
+
+/// `probe calibrate --format json`: calibration.json's content and the run's findings.
+#[derive(serde::Serialize)]
+struct CalibrateDocument<'a> {
+    #[serde(flatten)]
+    calibration: &'a CalibrationJson<'a>,
+    /// The run's findings (and its status), as its run.json has them.
+    run: &'a crate::output::export::RunJson,
 }
 
 /// Columns of calibration.csv.
@@ -371,44 +387,40 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
     let tolerance = tolerance_ms(interval_us, report.analysis.baseline.p99_us);
     let rows = evaluate(&injections, &report.analysis, tolerance);
 
-    out.line(&format!(
-        "claimed accuracy: +-{tolerance:.2} ms = one probe interval ({:.2} ms) + baseline p99 ({:.2} ms)",
-        interval_us / 1e3,
-        report.analysis.baseline.p99_us as f64 / 1e3
-    ));
-    out.line(&format!(
-        "{:>4}  {:>9}  {:>9} {:<9}  {:>9}  {:>8}  {:>11}  {:>8}  within",
-        "seq", "requested", "injected", "(source)", "stall", "error", "worst delay", "error"
-    ));
-    for row in &rows {
-        out.line(&row_line(row));
-    }
-    out.line("per length (median error over its injections):");
     let lengths = by_length(&rows);
-    for length in &lengths {
-        let ms = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:+.3}ms"));
-        out.line(&format!(
-            "  {:>7.1}ms  x{}  stall error {}  delay error {}  worst |error| {}  within {}/{}",
-            length.requested_ms,
-            length.injections,
-            ms(length.stall_error_median_ms),
-            ms(length.delay_error_median_ms),
-            length
-                .worst_abs_error_ms
-                .map_or_else(|| "n/a".to_string(), |v| format!("{v:.3}ms")),
-            length.within,
-            length.injections
-        ));
-    }
-    for line in report::closing_lines(
-        &report.analysis,
-        options.stall_threshold_us,
-        0,
-        report.stalls_found,
-        report.stall_ms_total,
-        report.hiccups_found,
-    ) {
-        out.line(&line);
+    let summary = CalibrationJson {
+        tool: crate::output::export::ToolInfo::default(),
+        run_id: &report.run_id,
+        method: &choice,
+        plan: &validated.plan,
+        probe_threads: options.probe_threads,
+        probe_rate: options.probe_rate,
+        aggregate_interval_us: interval_us,
+        baseline_p99_us: report.analysis.baseline.p99_us,
+        tolerance_ms: tolerance,
+        injections: rows.len(),
+        within: rows.iter().filter(|r| r.within).count(),
+        by_length: &lengths,
+        rows: &rows,
+    };
+    match args.format {
+        Format::Text => {
+            for line in text_lines(&report, &rows, &lengths, tolerance, interval_us, options) {
+                out.line(&line);
+            }
+        }
+        Format::Json => out.line(
+            format::json(&CalibrateDocument {
+                calibration: &summary,
+                run: &report.run_json,
+            })?
+            .trim_end(),
+        ),
+        Format::Markdown => {
+            for line in markdown(&rows, &lengths, tolerance).lines() {
+                out.line(line);
+            }
+        }
     }
     if !report.server_settings.is_empty() {
         out.note(&format!(
@@ -431,21 +443,6 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         let bytes = csv_bytes(&rows, CALIBRATION_COLUMNS)?;
         write_atomic(&dir.join(CALIBRATION_CSV), &bytes)
             .with_context(|| format!("writing {CALIBRATION_CSV}"))?;
-        let summary = CalibrationJson {
-            tool: crate::output::export::ToolInfo::default(),
-            run_id: &report.run_id,
-            method: &choice,
-            plan: &validated.plan,
-            probe_threads: options.probe_threads,
-            probe_rate: options.probe_rate,
-            aggregate_interval_us: interval_us,
-            baseline_p99_us: report.analysis.baseline.p99_us,
-            tolerance_ms: tolerance,
-            injections: rows.len(),
-            within: rows.iter().filter(|r| r.within).count(),
-            by_length: &lengths,
-            rows: &rows,
-        };
         let json = serde_json::to_vec_pretty(&summary).context("encoding calibration.json")?;
         write_atomic(&dir.join(CALIBRATION_JSON), &json)?;
         out.note(&format!("results in {}", dir.display()));
@@ -472,15 +469,139 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         out.error("no stall was injected");
         return Ok(EXIT_FAILURE);
     }
-    out.line(&format!(
+    let verdict = format!(
         "calibration: {within}/{} injections within +-{tolerance:.2} ms",
         rows.len()
-    ));
+    );
+    // JSON's stdout is one document: its verdict is `within` / `injections`.
+    match args.format {
+        Format::Json => out.note(&verdict),
+        _ => out.line(&verdict),
+    }
     Ok(if within == rows.len() {
         EXIT_OK
     } else {
         EXIT_FAILURE
     })
+}
+
+/// The text report: the claimed accuracy, a line per injection, per length, the footer.
+fn text_lines(
+    report: &crate::run::RunReport,
+    rows: &[CalibrationRow],
+    lengths: &[crate::calibrate::LengthSummary],
+    tolerance: f64,
+    interval_us: f64,
+    options: &RunOptions,
+) -> Vec<String> {
+    let mut lines = vec![
+        format!(
+            "claimed accuracy: +-{tolerance:.2} ms = one probe interval ({:.2} ms) + baseline p99 ({:.2} ms)",
+            interval_us / 1e3,
+            report.analysis.baseline.p99_us as f64 / 1e3
+        ),
+        format!(
+            "{:>4}  {:>9}  {:>9} {:<9}  {:>9}  {:>8}  {:>11}  {:>8}  within",
+            "seq", "requested", "injected", "(source)", "stall", "error", "worst delay", "error"
+        ),
+    ];
+    lines.extend(rows.iter().map(row_line));
+    lines.push("per length (median error over its injections):".to_string());
+    for length in lengths {
+        let ms = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:+.3}ms"));
+        lines.push(format!(
+            "  {:>7.1}ms  x{}  stall error {}  delay error {}  worst |error| {}  within {}/{}",
+            length.requested_ms,
+            length.injections,
+            ms(length.stall_error_median_ms),
+            ms(length.delay_error_median_ms),
+            length
+                .worst_abs_error_ms
+                .map_or_else(|| "n/a".to_string(), |v| format!("{v:.3}ms")),
+            length.within,
+            length.injections
+        ));
+    }
+    let footer = report::FooterOptions {
+        threshold_us: options.stall_threshold_us,
+        show_stalls: 0,
+        verbose: false,
+    };
+    lines.extend(report::closing_lines(
+        &report.analysis,
+        footer,
+        report.stalls_found,
+        report.stall_ms_total,
+        report.hiccups_found,
+    ));
+    lines
+}
+
+/// The Markdown report: a row per injection, a row per length.
+fn markdown(
+    rows: &[CalibrationRow],
+    lengths: &[crate::calibrate::LengthSummary],
+    tolerance: f64,
+) -> String {
+    let ms = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.3}"));
+    let signed = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:+.3}"));
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.seq.to_string(),
+                format!("{:.1}", row.requested_ms),
+                format!("{:.3} ({})", row.injected_ms, row.injected_source),
+                ms(row.stall_ms),
+                signed(row.stall_error_ms),
+                ms(row.worst_delay_ms),
+                signed(row.delay_error_ms),
+                if row.within { "yes" } else { "NO" }.to_string(),
+            ]
+        })
+        .collect();
+    let mut text = format!("**claimed accuracy**: +-{tolerance:.2} ms\n\n");
+    text.push_str(&format::md_table(
+        &[
+            "seq",
+            "requested (ms)",
+            "injected (ms)",
+            "stall (ms)",
+            "error (ms)",
+            "worst delay (ms)",
+            "error (ms)",
+            "within",
+        ],
+        &[true, true, true, true, true, true, true, false],
+        &cells,
+    ));
+    text.push('\n');
+    let cells: Vec<Vec<String>> = lengths
+        .iter()
+        .map(|l| {
+            vec![
+                format!("{:.1}", l.requested_ms),
+                l.injections.to_string(),
+                signed(l.stall_error_median_ms),
+                signed(l.delay_error_median_ms),
+                ms(l.worst_abs_error_ms),
+                format!("{}/{}", l.within, l.injections),
+            ]
+        })
+        .collect();
+    text.push_str(&format::md_table(
+        &[
+            "length (ms)",
+            "injections",
+            "median stall error (ms)",
+            "median delay error (ms)",
+            "worst abs error (ms)",
+            "within",
+        ],
+        &[true, true, true, true, true, true],
+        &cells,
+    ));
+    text
 }
 
 fn row_line(row: &CalibrationRow) -> String {

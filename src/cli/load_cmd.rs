@@ -197,6 +197,12 @@ pub struct LoadArgs {
     /// steps); start, connect to and send nothing.
     #[arg(long)]
     dry_run: bool,
+
+    /// What stdout gets: `text` (the report above), `json` (one document at the end with the
+    /// findings load's run.json has; notes and progress stay on stderr) or `markdown` (the
+    /// per-write table and a row per server).
+    #[arg(long, value_enum, default_value_t = crate::output::format::Format::Text)]
+    format: crate::output::format::Format,
 }
 
 /// Where the load goes: the servers to open, and for the embedded one what to populate it with.
@@ -491,7 +497,7 @@ pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         super::probe_cmd::describe_target(&target, "loading", out);
         opened.push(target);
     }
-    let result = run_opened(&options, &targets, &opened, interrupt, out);
+    let result = run_opened(&options, &targets, &opened, interrupt, out, args.format);
     for target in &mut opened {
         target.shutdown();
     }
@@ -504,6 +510,7 @@ fn run_opened(
     opened: &[Target],
     interrupt: &AtomicBool,
     out: &mut Output,
+    format: crate::output::format::Format,
 ) -> Result<i32> {
     let mut servers = Vec::new();
     for target in opened {
@@ -583,7 +590,9 @@ fn run_opened(
         }
         LoadNotice::Write { finding, .. } => {
             writes_seen += 1;
-            out.line(&write_line(finding, threshold_us));
+            if format.is_text() {
+                out.line(&write_line(finding, threshold_us));
+            }
         }
         LoadNotice::Problem(text) => out.warn(text),
     }
@@ -593,11 +602,13 @@ fn run_opened(
     if out.stdout_closed() {
         return Ok(EXIT_INTERRUPTED);
     }
-    for line in block_lines(&report.blocks) {
-        out.line(&line);
-    }
-    for line in generator_lines(&report) {
-        out.line(&line);
+    if !super::load_format::print(format, &report, options, opened, out)? {
+        for line in block_lines(&report.blocks) {
+            out.line(&line);
+        }
+        for line in generator_lines(&report) {
+            out.line(&line);
+        }
     }
     for warning in &report.warnings {
         out.warn(warning);

@@ -4,6 +4,7 @@ mod calibrate_cmd;
 mod clean_cmd;
 mod compare_cmd;
 mod load_cmd;
+mod load_format;
 mod output;
 mod populate_cmd;
 mod probe_args;

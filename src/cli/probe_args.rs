@@ -8,6 +8,7 @@ use clap::Args;
 
 use crate::error::UsageError;
 use crate::measure::writer::WriterPlan;
+use crate::output::format::Format;
 use crate::record::ProbeCmd;
 use crate::run::{ProbesExport, RunOptions};
 use crate::units::{parse_duration, parse_size_list};
@@ -168,9 +169,24 @@ pub struct ProbeArgs {
     pub metrics_addr: Option<String>,
 
     /// How many of the longest stalls the end of the run lists, each with its wall-clock
-    /// time and cause: a number, or `all` (stalls.csv has every one).
-    #[arg(long, value_name = "N|all", default_value = "10")]
+    /// time and its write or culprit: a number, or `all` (stalls.csv has every one).
+    #[arg(long, value_name = "N|all", default_value = "5")]
     pub show_stalls: String,
+
+    /// What stdout gets: `text`, a line per write (time, op, size, others blocked, own time,
+    /// stalled, delayed probes) and a short footer; `json`, one document at the end with the
+    /// findings run.json has (notes and progress stay on stderr); `markdown`, the per-write
+    /// table and the footer.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Text: the long per-write line (every figure: the stall split into during and after the
+    /// send, host memory and swap, the server's own view: SLOWLOG execution, latency event,
+    /// event-loop maximum), the probes' send lag, each stall's server events, and client
+    /// hiccups even when they do not matter (by default listed only when their longest is at
+    /// least half the longest stall, or one fell inside a write).
+    #[arg(short, long)]
+    pub verbose: bool,
 
     /// Print the plan, the memory the server and the client will need, and the commands the
     /// run would send; start, connect to and send nothing.

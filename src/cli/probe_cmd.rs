@@ -10,6 +10,7 @@ use crate::error::{EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::measure::target::{ServerBinary, Target, TargetSpec};
 use crate::measure::topology::{Topology, TopologyKind, TopologyMode, discover};
 use crate::output::export::prepare_out_dir;
+use crate::output::format::{self, Format};
 use crate::output::metrics::MetricsEndpoint;
 use crate::output::report;
 use crate::run::{self, Notice, RunOptions};
@@ -123,7 +124,11 @@ pub fn run(
         }
     };
     let written_target = written.as_ref().unwrap_or(&target);
-    let mut groups = report::WriteGroups::new(probed.nodes.len() - 1);
+    let format = probe_args.format;
+    let verbose = probe_args.verbose;
+    let mut groups = report::WriteGroups::new(probed.nodes.len() - 1).verbose(verbose);
+    let mut started_unix_us = 0;
+    let mut header_shown = false;
     preflight(&options, written_target, out)?;
     describe_plan(&options, out);
 
@@ -147,13 +152,31 @@ pub fn run(
         &probed,
         interrupt,
         &mut |notice| match notice {
-            Notice::Started { run_id, .. } => out.note(&format!(
-                "run {run_id}: keys under {}:{run_id}:",
-                run::KEY_NAMESPACE
-            )),
+            Notice::Started {
+                run_id,
+                started_unix_us: started,
+                ..
+            } => {
+                started_unix_us = started;
+                out.note(&format!(
+                    "run {run_id}: keys under {}:{run_id}:",
+                    run::KEY_NAMESPACE
+                ));
+            }
+            // JSON and Markdown are one block at the end.
+            Notice::Write { .. } | Notice::NodeWrite { .. } if !format.is_text() => {}
             Notice::Write { record, summary } => {
-                groups.first(summary.seq, report::write_line(record, summary));
+                let line = if verbose {
+                    report::write_line(record, summary)
+                } else {
+                    report::write_row(record, summary, started_unix_us)
+                };
+                groups.first(summary.seq, line);
                 for line in groups.ready() {
+                    if !header_shown && !verbose {
+                        out.line(&report::write_header());
+                    }
+                    header_shown = true;
                     out.line(&line);
                 }
             }
@@ -177,7 +200,13 @@ pub fn run(
                     .as_mut()
                     .and_then(|h| h.add(interval, started_unix_us))
                 {
-                    out.line(&line);
+                    // The --report-every lines are the text report's; JSON and Markdown hold
+                    // the run's findings only (timeline.csv has every interval).
+                    if format.is_text() {
+                        out.line(&line);
+                    } else {
+                        out.note(&line);
+                    }
                 }
             }
             Notice::Tick {
@@ -206,32 +235,47 @@ pub fn run(
     if out.stdout_closed() {
         return Ok(EXIT_INTERRUPTED);
     }
-    for line in report::trust_lines(&report.analysis, &options) {
-        out.line(&line);
-    }
     if !report.server_settings.is_empty() {
         out.note(&format!(
             "server settings changed for the run and restored: {}",
             report.server_settings.join(", ")
         ));
     }
-    for line in report::closing_lines(
-        &report.analysis,
-        options.stall_threshold_us,
-        show_stalls,
-        report.stalls_found,
-        report.stall_ms_total,
-        report.hiccups_found,
-    ) {
-        out.line(&line);
-    }
-    if !report.nodes.is_empty() {
-        out.line(&format!(
-            "the other nodes ({}; their stalls are in stalls.csv and run.json):",
-            report.nodes.len()
-        ));
-        for node in &report.nodes {
-            out.line(&report::node_summary_line(node));
+    match format {
+        Format::Json => out.line(format::json(&report.run_json)?.trim_end()),
+        Format::Markdown => {
+            let text = format::run_markdown(&report.run_json, &report.writes, show_stalls);
+            for line in text.lines() {
+                out.line(line);
+            }
+        }
+        Format::Text => {
+            for line in report::trust_lines(&report.analysis, &options) {
+                out.line(&line);
+            }
+            let footer = report::FooterOptions {
+                threshold_us: options.stall_threshold_us,
+                show_stalls,
+                verbose,
+            };
+            for line in report::closing_lines(
+                &report.analysis,
+                footer,
+                report.stalls_found,
+                report.stall_ms_total,
+                report.hiccups_found,
+            ) {
+                out.line(&line);
+            }
+            if !report.nodes.is_empty() {
+                out.line(&format!(
+                    "the other nodes ({}; their stalls are in stalls.csv and run.json):",
+                    report.nodes.len()
+                ));
+                for node in &report.nodes {
+                    out.line(&report::node_summary_line(node));
+                }
+            }
         }
     }
     for warning in &report.warnings {

@@ -46,6 +46,12 @@ pub fn run(
         return probe_cmd::run(target, probe, interrupt, out);
     }
     // Check everything before anything runs.
+    if !probe.format.is_text() {
+        return Err(UsageError::Conflict(
+            "--format json|markdown prints one run: with --baseline or several --server-bin, read each run's run.json in --out, or run `probe compare --format json|markdown` on them".into(),
+        )
+        .into());
+    }
     let rules = baseline_args.rules.to_rules()?;
     let options = probe.to_options()?;
     let Some(writer) = &options.writer else {

@@ -9,7 +9,8 @@ use crate::units::format_size;
 /// Output formats of `probe compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Aligned plain text.
+    /// Aligned plain text (`text` also names it, as in the measuring commands' `--format`).
+    #[value(alias = "text")]
     Table,
     /// GitHub-flavoured Markdown.
     Markdown,

@@ -3,6 +3,7 @@
 //! while the run goes.
 
 pub mod export;
+pub mod format;
 pub mod hlog;
 pub mod metrics;
 pub mod report;

@@ -1,5 +1,8 @@
-//! Text for the terminal: one line per write in the spirit of the seed benchmark, then the
-//! baseline and the stall list. Pure formatting: the caller decides where it goes.
+//! Text for the terminal: a header and one line per write in aligned columns (at most ~100
+//! wide, led by the figure to quote: how long other clients waited at worst), then a short
+//! footer: the baseline, the stall count and the longest stalls. `--verbose` gives the long
+//! per-write line with every figure and the server's own view. Pure formatting: the caller
+//! decides where it goes.
 
 use crate::analyze::correlate::{Analysis, Baseline, Stall, WriteSummary};
 use crate::analyze::pressure::human_bytes;
@@ -7,7 +10,76 @@ use crate::analyze::stats::{SizeModel, SizeSpread, Spread};
 use crate::record::{NodeCols, WriteOp, WriteRecord};
 use crate::units::format_size;
 
-/// One line per write, e.g.
+/// The header of the per-write columns ([`write_row`]).
+pub fn write_header() -> String {
+    format!(
+        "{:<12}  {:<9} {:>5}  {:>14}  {:>8}  {:>8}  {:>14}",
+        "time (UTC)", "op", "size", "others blocked", "own time", "stalled", "delayed probes"
+    )
+}
+
+/// `HH:MM:SS.mmm` (UTC) of a moment `at_us` after the run's clock zero.
+pub fn wall_ms(started_unix_us: u64, at_us: u64) -> String {
+    let wall = crate::measure::clock::wall_time(started_unix_us + at_us);
+    wall.get(11..23).unwrap_or(&wall).to_string()
+}
+
+/// A time in ms with one decimal, or `n/a`.
+fn ms_cell(ms: Option<f64>) -> String {
+    ms.map_or_else(|| "n/a".to_string(), |ms| format!("{ms:.1}ms"))
+}
+
+/// A latency for people: `850us`, `12.3ms`.
+pub fn fmt_us(us: u64) -> String {
+    if us >= 1000 {
+        format!("{:.1}ms", us as f64 / 1e3)
+    } else {
+        format!("{us}us")
+    }
+}
+
+/// One write in the columns of [`write_header`], e.g.
+/// `12:03:04.123  set         64M          98.7ms   133.5ms    96.1ms             194`:
+/// when it started, how long the other clients waited at worst (`hol_delay_ms`; `n/a` when no
+/// probe overlapped it), the writer's own time, the probes' stalled time and how many were
+/// delayed. A second line when memory pressure was flagged (`!! memory pressure: ...`) and
+/// when the write failed (`FAILED: <error>`).
+pub fn write_row(record: &WriteRecord, summary: &WriteSummary, started_unix_us: u64) -> String {
+    let mut line = format!(
+        "{:<12}  {:<9} {:>5}  {:>14}  {:>8}  {:>8}  {:>14}",
+        wall_ms(started_unix_us, record.start_us),
+        summary.op.name(),
+        format_size(summary.size_bytes),
+        ms_cell(summary.hol_delay_ms),
+        format!("{:.1}ms", summary.set_ms),
+        format!("{:.1}ms", summary.stall_ms),
+        summary.probes_delayed,
+    );
+    if summary.memory_pressure {
+        line.push_str(&format!(
+            "\n{:<12}  !! memory pressure: host memory {:.1}% (peak {:.1}%), swap {:.1}%{}",
+            "",
+            summary.host_mem_pct,
+            summary.host_mem_peak_pct,
+            summary.host_swap_pct,
+            if summary.host_swap_grew_bytes > 0 {
+                format!(" (+{})", human_bytes(summary.host_swap_grew_bytes))
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if !record.ok {
+        line.push_str(&format!(
+            "\n{:<12}  FAILED: {}",
+            "",
+            record.error.as_deref().unwrap_or("unknown error")
+        ));
+    }
+    line
+}
+
+/// One line per write (`--verbose`), e.g.
 /// `set        length:  64M  set: 133.5ms  others blocked: 98.7ms  stalled: 96.1ms (send 90.0 + after 6.1)  delayed probes: 194  memory 67.6%  swap 0.0%`.
 pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
     let label = match summary.op {
@@ -87,6 +159,8 @@ pub fn node_summary_line(node: &crate::output::export::NodeFindings) -> String {
 #[derive(Debug, Default)]
 pub struct WriteGroups {
     others: usize,
+    /// The long lines of `--verbose`, not the columns.
+    verbose: bool,
     next: Option<u32>,
     pending: std::collections::BTreeMap<u32, WriteGroup>,
 }
@@ -109,15 +183,12 @@ impl WriteGroup {
         let mut lines: Vec<String> = self.first.into_iter().collect();
         lines.extend(self.same_shard);
         if self.other_nodes > 0 {
+            let label = format!("  other shards ({} nodes)", self.other_nodes);
             lines.push(match self.other_worst {
-                Some((ms, node)) => format!(
-                    "    other shards ({} nodes): worst others blocked {ms:.1}ms ({node})",
-                    self.other_nodes
-                ),
-                None => format!(
-                    "    other shards ({} nodes): no probe overlapped",
-                    self.other_nodes
-                ),
+                Some((ms, node)) => {
+                    format!("{label:<29}  {:>14}  worst: {node}", format!("{ms:.1}ms"))
+                }
+                None => format!("{label:<29}  {:>14}  (no probe overlapped)", "n/a"),
             });
         }
         lines
@@ -133,6 +204,12 @@ impl WriteGroups {
         }
     }
 
+    /// The other nodes' lines as `--verbose` has them (labelled figures, not columns).
+    pub fn verbose(mut self, verbose: bool) -> WriteGroups {
+        self.verbose = verbose;
+        self
+    }
+
     /// The written master's line of write `seq`.
     pub fn first(&mut self, seq: u32, line: String) {
         self.next.get_or_insert(seq);
@@ -143,9 +220,12 @@ impl WriteGroups {
     pub fn node(&mut self, node: &NodeCols, same_shard: bool, summary: &WriteSummary) {
         let group = self.pending.entry(summary.seq).or_default();
         if same_shard {
-            group
-                .same_shard
-                .push(node_write_line(node, same_shard, summary));
+            let verbose = self.verbose;
+            group.same_shard.push(if verbose {
+                node_write_line(node, same_shard, summary)
+            } else {
+                node_write_row(node, summary)
+            });
         } else {
             group.other_nodes += 1;
             if let Some(ms) = summary.hol_delay_ms
@@ -182,7 +262,20 @@ impl WriteGroups {
     }
 }
 
-/// One more node's view of a write, under the write's line: `  127.0.0.1:7004 replica shard 0
+/// A node of the written shard (a replica) under the write's row, in the same columns: its
+/// address and role where the write's time, op and size are, no own time (it did not write).
+pub fn node_write_row(node: &NodeCols, summary: &WriteSummary) -> String {
+    format!(
+        "{:<29}  {:>14}  {:>8}  {:>8}  {:>14}",
+        format!("  {} {}", node.node, node.role.name()),
+        ms_cell(summary.hol_delay_ms),
+        "-",
+        format!("{:.1}ms", summary.stall_ms),
+        summary.probes_delayed
+    )
+}
+
+/// One more node's view of a write, under the write's line (`--verbose`): `  127.0.0.1:7004 replica shard 0
 /// (same shard)  others blocked: 3.1ms  stalled: 4.0ms  delayed probes: 7`.
 pub fn node_write_line(node: &NodeCols, same_shard: bool, summary: &WriteSummary) -> String {
     let blocked = match summary.hol_delay_ms {
@@ -428,46 +521,171 @@ pub fn trust_lines(analysis: &Analysis, options: &crate::options::RunOptions) ->
     lines
 }
 
-/// The closing block: baseline, stall count, the `show_stalls` longest stalls (each with its
-/// cause), client hiccups. `stalls_found`, `stall_ms_total` and `hiccups_found` count every one
+/// The baseline in one short line: `baseline: p50 45us  p99 310us  max 1.2ms  (2913 probes
+/// outside writes, 0 errors)`.
+pub fn baseline_short(baseline: &Baseline) -> String {
+    format!(
+        "baseline: p50 {}  p99 {}  max {}  ({} probes outside writes, {} errors)",
+        fmt_us(baseline.p50_us),
+        fmt_us(baseline.p99_us),
+        fmt_us(baseline.max_us),
+        baseline.probes,
+        baseline.probe_errors
+    )
+}
+
+/// The probes' own send lag counts once its p99 reaches this (or with `--verbose`): below it
+/// the tool's lateness is within a probe interval and changes no figure.
+pub const SEND_LAG_SHOWN_FROM_US: u64 = 1000;
+
+/// A stall in one short line: its wall-clock start, its length, and its write or its culprit:
+/// `12:03:04.123     96.1ms  write 2 (set 64M)`, `12:03:04.123     38.2ms  DEBUG SLEEP 0.05
+/// (10.0.0.5:51234 app-worker)`. The run's own command is named by its write; another
+/// client's command by itself (and the write it fell in, if any). At most 100 columns.
+pub fn stall_line_short(stall: &Stall, writes: &[WriteSummary]) -> String {
+    let mut cause = Vec::new();
+    let own_command = stall
+        .server_command
+        .as_deref()
+        .is_some_and(|c| c.contains(RUN_KEYS));
+    if let Some(command) = stall.server_command.as_deref().filter(|_| !own_command) {
+        cause.push(match &stall.server_client {
+            Some(client) => format!("{command} ({client})"),
+            None => command.to_string(),
+        });
+    }
+    if let Some(w) = stall
+        .write_seq
+        .and_then(|seq| writes.iter().find(|w| w.seq == seq))
+    {
+        cause.push(format!(
+            "write {} ({} {})",
+            w.seq,
+            w.op.name(),
+            format_size(w.size_bytes)
+        ));
+    }
+    let cause = if cause.is_empty() {
+        format!("{} probes delayed", stall.probes_delayed)
+    } else {
+        cause.join(", ")
+    };
+    let when = match &stall.wall_start {
+        Some(wall) if wall.len() >= 23 => wall[11..23].to_string(),
+        _ => format!("{:.3}s", stall.start_us as f64 / 1e6),
+    };
+    let line = format!(
+        "{when}  {:>9}  {cause}",
+        format!("{:.1}ms", stall.duration_ms)
+    );
+    clip(line, 98)
+}
+
+/// `text` cut to `width` characters, the cut marked with `...`.
+fn clip(text: String, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text;
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(3)).collect();
+    cut.push_str("...");
+    cut
+}
+
+/// The start of every key a run writes (the session's `KEY_NAMESPACE` and its `:`; not
+/// imported, so that output does not depend on the session; a test checks they agree): a
+/// logged command on such a key is the run's own write.
+const RUN_KEYS: &str = "holprobe:";
+
+/// What the footer shows.
+#[derive(Debug, Clone, Copy)]
+pub struct FooterOptions {
+    /// `--stall-threshold`, µs.
+    pub threshold_us: u64,
+    /// How many of the longest stalls to list (`--show-stalls`).
+    pub show_stalls: usize,
+    /// `--verbose`: every line, each in full.
+    pub verbose: bool,
+}
+
+/// Client hiccups are listed when they matter: their longest is at least half the longest
+/// stall (so they may hide or stretch stalls of that size), or one fell inside a write's window
+/// (so that write's figures may hold the client's lateness); always with `--verbose`.
+pub fn hiccups_matter(analysis: &Analysis, verbose: bool) -> bool {
+    let hiccups = &analysis.client_hiccups;
+    if hiccups.is_empty() {
+        return false;
+    }
+    let longest_hiccup = hiccups
+        .iter()
+        .map(|s| s.duration_ms)
+        .fold(0.0_f64, f64::max);
+    let longest_stall = analysis
+        .stalls
+        .iter()
+        .map(|s| s.duration_ms)
+        .fold(0.0_f64, f64::max);
+    verbose
+        || longest_hiccup >= longest_stall / 2.0
+        || hiccups.iter().any(|h| h.write_seq.is_some())
+}
+
+/// The closing block: the baseline, the probes' own send lag when it matters (p99 of 1 ms or
+/// more, or `--verbose`), the stall count and total, the `show_stalls` longest stalls (each
+/// with its wall-clock start and its write or culprit), and client hiccups when they matter
+/// ([`hiccups_matter`]). `stalls_found`, `stall_ms_total` and `hiccups_found` count every one
 /// of the run (the analysis may keep only the longest of a long run).
 pub fn closing_lines(
     analysis: &Analysis,
-    threshold_us: u64,
-    show_stalls: usize,
+    footer: FooterOptions,
     stalls_found: u64,
     stall_ms_total: f64,
     hiccups_found: u64,
 ) -> Vec<String> {
-    let mut lines = vec![baseline_line(&analysis.baseline)];
+    let baseline = &analysis.baseline;
+    let mut lines = vec![baseline_short(baseline)];
+    if footer.verbose || baseline.send_lag_p99_us >= SEND_LAG_SHOWN_FROM_US {
+        lines.push(format!(
+            "probe send lag (the tool's own lateness, not the server's): p50 {}  p99 {}  max {}",
+            fmt_us(baseline.send_lag_p50_us),
+            fmt_us(baseline.send_lag_p99_us),
+            fmt_us(baseline.send_lag_max_us)
+        ));
+    }
     let mut longest: Vec<&Stall> = analysis.stalls.iter().collect();
     longest.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
     let worst = longest.first().map_or(0.0, |s| s.duration_ms);
     // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0ms".
     lines.push(format!(
-        "stalls over {}: {stalls_found} (total {:.1}ms, longest {worst:.1}ms)",
-        format_threshold(threshold_us),
+        "stalls over {}: {stalls_found}, {:.1}ms in all, longest {worst:.1}ms",
+        format_threshold(footer.threshold_us),
         stall_ms_total + 0.0
     ));
-    if show_stalls > 0 && !longest.is_empty() {
-        let shown = longest.len().min(show_stalls);
+    if footer.show_stalls > 0 && !longest.is_empty() {
+        let shown = longest.len().min(footer.show_stalls);
         lines.push(if shown < stalls_found as usize {
-            format!("  the {shown} longest (UTC; every one in stalls.csv with --out; --show-stalls N|all):")
+            format!("  the {shown} longest (UTC; --show-stalls N|all, every one in stalls.csv):")
         } else {
-            "  (UTC)".to_string()
+            format!("  all {shown} (UTC):")
         });
-        for stall in longest.iter().take(show_stalls) {
-            lines.push(format!("  {}", stall_line(stall, &analysis.writes)));
+        for stall in longest.iter().take(footer.show_stalls) {
+            lines.push(format!(
+                "  {}",
+                if footer.verbose {
+                    stall_line(stall, &analysis.writes)
+                } else {
+                    stall_line_short(stall, &analysis.writes)
+                }
+            ));
         }
     }
-    if !analysis.client_hiccups.is_empty() {
+    if hiccups_matter(analysis, footer.verbose) {
         let worst = analysis
             .client_hiccups
             .iter()
             .map(|s| s.duration_ms)
             .fold(0.0_f64, f64::max);
         lines.push(format!(
-            "client hiccups: {hiccups_found} (longest {worst:.1}ms): the probe threads themselves were late, not the server; a busy client host makes every figure less certain"
+            "client hiccups: {hiccups_found}, longest {worst:.1}ms: the probes themselves were late (a busy client host)"
         ));
     }
     lines
@@ -490,13 +708,13 @@ pub fn report_every_line(
         wall_start
     };
     let mut line = format!(
-        "{when}  {:.0}s  probes {}  p50 {}us  p99 {}us  p99.9 {}us  max {}us",
+        "{when}  {:.0}s  probes {}  p50 {}  p99 {}  p99.9 {}  max {}",
         seconds,
         latency.len(),
-        latency.value_at_quantile(0.5),
-        latency.value_at_quantile(0.99),
-        latency.value_at_quantile(0.999),
-        latency.max()
+        fmt_us(latency.value_at_quantile(0.5)),
+        fmt_us(latency.value_at_quantile(0.99)),
+        fmt_us(latency.value_at_quantile(0.999)),
+        fmt_us(latency.max())
     );
     if errors > 0 {
         line.push_str(&format!("  errors {errors}"));
@@ -567,7 +785,7 @@ mod tests {
             node("m:2", NodeRole::Master, 1),
             node("m:3", NodeRole::Master, 2),
         );
-        let mut groups = WriteGroups::new(3);
+        let mut groups = WriteGroups::new(3).verbose(true);
         groups.first(1, "write 1".into());
         groups.node(&replica, true, &summary(1, 2.0));
         groups.node(&other_a, false, &summary(2, 9.0));
@@ -589,14 +807,20 @@ mod tests {
             "{}",
             lines[1]
         );
-        assert!(lines[2].contains("other shards (2 nodes): worst others blocked 0.7ms (m:3)"));
-        assert_eq!(lines[3], "write 2");
         assert!(
-            lines[5].contains("worst others blocked 9.0ms (m:2)"),
+            lines[2].starts_with("  other shards (2 nodes) ")
+                && lines[2].ends_with("0.7ms  worst: m:3"),
             "{}",
-            lines[5]
+            lines[2]
         );
+        assert_eq!(lines[3], "write 2");
+        assert!(lines[5].ends_with("9.0ms  worst: m:2"), "{}", lines[5]);
         assert!(groups.rest().is_empty());
+    }
+
+    #[test]
+    fn run_keys_are_the_session_s() {
+        assert_eq!(RUN_KEYS, format!("{}:", crate::session::KEY_NAMESPACE));
     }
 
     /// With one server a write's line is given at once.
@@ -607,5 +831,144 @@ mod tests {
         assert_eq!(groups.ready(), ["write 1"]);
         groups.first(2, "write 2".into());
         assert_eq!(groups.ready(), ["write 2"]);
+    }
+
+    /// The default write line: the columns of the header, under 100 columns for every op and
+    /// size; the figure to quote first.
+    #[test]
+    fn write_rows_line_up_with_their_header() {
+        let header = write_header();
+        let mut write = summary(3, 98.7);
+        write.size_bytes = 512 << 20;
+        write.set_ms = 1133.5;
+        write.stall_ms = 1096.1;
+        write.probes_delayed = 12345;
+        let record = WriteRecord {
+            seq: 3,
+            op: WriteOp::Set,
+            size_bytes: write.size_bytes,
+            start_us: 1_500_000,
+            sent_us: 0,
+            reply_us: 0,
+            set_ms: write.set_ms,
+            ok: true,
+            error: None,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            server_rss_bytes: None,
+            key: "k".into(),
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_latency_event: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
+            moved: 0,
+            asked: 0,
+            sent_to: None,
+        };
+        // 2026-12-01T10:00:00Z + 1.5 s.
+        let row = write_row(&record, &write, 1_796_119_200_000_000);
+        assert_eq!(row.len(), header.len(), "\n{header}\n{row}");
+        assert!(row.len() <= 100);
+        assert!(row.starts_with("10:00:01.500  set        512M"), "{row}");
+        let blocked = header.find("others blocked").unwrap() + "others blocked".len();
+        assert_eq!(&row[blocked - 6..blocked], "98.7ms", "{row}");
+        let node = node_write_row(&node("127.0.0.1:40002", NodeRole::Replica, 0), &write);
+        assert_eq!(node.len(), header.len(), "\n{header}\n{node}");
+        assert_eq!(&node[blocked - 6..blocked], "98.7ms", "{node}");
+        // A failed write says why on a line of its own.
+        let failed = WriteRecord {
+            ok: false,
+            error: Some("OOM command not allowed".into()),
+            ..record
+        };
+        let text = write_row(&failed, &write, 0);
+        assert!(text.lines().nth(1).unwrap().trim() == "FAILED: OOM command not allowed");
+    }
+
+    fn stall(ms: f64, write_seq: Option<u32>) -> Stall {
+        Stall {
+            start_us: 0,
+            end_us: 0,
+            duration_ms: ms,
+            probes_delayed: 3,
+            write_seq,
+            wall_start: Some("2026-12-01T10:00:01.500000Z".into()),
+            server_command: None,
+            server_client: None,
+            server_event: None,
+        }
+    }
+
+    /// A stall is named by its write when the run's own command caused it, by the culprit
+    /// otherwise.
+    #[test]
+    fn short_stall_lines_name_the_write_or_the_culprit() {
+        let writes = [summary(2, 1.0)];
+        let own = Stall {
+            server_command: Some("SET holprobe:feedf00d:2 ...".into()),
+            server_client: Some("127.0.0.1:5000".into()),
+            ..stall(96.1, Some(2))
+        };
+        assert_eq!(
+            stall_line_short(&own, &writes),
+            "10:00:01.500     96.1ms  write 2 (set 1M)"
+        );
+        let other = Stall {
+            server_command: Some("DEBUG SLEEP 0.05".into()),
+            server_client: Some("10.0.0.5:51234 app-worker".into()),
+            ..stall(50.2, None)
+        };
+        assert_eq!(
+            stall_line_short(&other, &writes),
+            "10:00:01.500     50.2ms  DEBUG SLEEP 0.05 (10.0.0.5:51234 app-worker)"
+        );
+        let long = Stall {
+            server_command: Some("EVAL ".to_string() + &"x".repeat(200)),
+            ..stall(1.0, None)
+        };
+        assert!(stall_line_short(&long, &writes).chars().count() <= 100);
+    }
+
+    /// The footer: the longest `show_stalls`, the send lag and the hiccups only when they
+    /// matter.
+    #[test]
+    fn the_footer_keeps_to_what_matters() {
+        let mut analysis = Analysis {
+            stalls: (1..=20).map(|i| stall(f64::from(i), None)).collect(),
+            client_hiccups: vec![stall(2.0, None)],
+            ..Analysis::default()
+        };
+        let footer = FooterOptions {
+            threshold_us: 1000,
+            show_stalls: 5,
+            verbose: false,
+        };
+        let lines = closing_lines(&analysis, footer, 20, 210.0, 1);
+        assert!(lines[0].starts_with("baseline: p50 "), "{lines:?}");
+        assert_eq!(
+            lines[1],
+            "stalls over 1ms: 20, 210.0ms in all, longest 20.0ms"
+        );
+        assert!(lines[2].contains("the 5 longest"), "{lines:?}");
+        assert!(lines[3].contains("20.0ms"), "{lines:?}");
+        assert_eq!(lines.len(), 8, "no send lag, no hiccups: {lines:?}");
+        // A hiccup as long as half the longest stall matters; so does a high send lag.
+        analysis.client_hiccups = vec![stall(10.0, None)];
+        analysis.baseline.send_lag_p99_us = 1500;
+        let lines = closing_lines(&analysis, footer, 20, 210.0, 1);
+        assert!(lines[1].starts_with("probe send lag"), "{lines:?}");
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .starts_with("client hiccups: 1, longest 10.0ms")
+        );
+        // So does one inside a write.
+        analysis.client_hiccups = vec![stall(1.5, Some(1))];
+        assert!(hiccups_matter(&analysis, false));
+        analysis.client_hiccups = vec![stall(1.5, None)];
+        assert!(!hiccups_matter(&analysis, false));
+        assert!(hiccups_matter(&analysis, true));
     }
 }
