@@ -67,7 +67,7 @@ pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result
     };
     for conn in &masters {
         let before = outcome.removed;
-        let one = clean(conn, batch, interrupt, &mut |removed| {
+        let one = clean(conn, batch, cluster.is_some(), interrupt, &mut |removed| {
             out.progress(before + removed, String::new());
         });
         let one = match one {

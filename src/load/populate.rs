@@ -456,10 +456,12 @@ pub struct CleanOutcome {
 const MAX_CLEAN_PASSES: u32 = 5;
 
 /// Removes every key under [`LOAD_PREFIX`] (the metadata too), `batch` keys per SCAN and per
-/// UNLINK; `progress(removed)` is called after each batch.
+/// UNLINK (on a cluster node, `cluster_node`: one UNLINK per slot); `progress(removed)` is called
+/// after each batch.
 pub fn clean(
     conn: &ConnInfo,
     batch: u64,
+    cluster_node: bool,
     interrupt: &AtomicBool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<CleanOutcome> {
@@ -489,10 +491,31 @@ pub fn clean(
                 .query(&mut control)
                 .context("SCAN of the load keys")?;
             if !keys.is_empty() {
-                let gone: u64 = redis::cmd("UNLINK")
-                    .arg(&keys)
-                    .query(&mut control)
-                    .context("UNLINK of load keys")?;
+                let gone: u64 = if cluster_node {
+                    // A cluster node takes a multi-key UNLINK only within one slot: one per
+                    // slot, pipelined.
+                    let mut by_slot: std::collections::BTreeMap<u16, Vec<&Vec<u8>>> =
+                        std::collections::BTreeMap::new();
+                    for key in &keys {
+                        by_slot
+                            .entry(crate::measure::slots::key_slot(key))
+                            .or_default()
+                            .push(key);
+                    }
+                    let mut pipe = redis::pipe();
+                    for group in by_slot.values() {
+                        pipe.cmd("UNLINK").arg(group);
+                    }
+                    let counts: Vec<u64> = pipe
+                        .query(&mut control)
+                        .context("UNLINK of load keys")?;
+                    counts.iter().sum()
+                } else {
+                    redis::cmd("UNLINK")
+                        .arg(&keys)
+                        .query(&mut control)
+                        .context("UNLINK of load keys")?
+                };
                 removed += gone;
                 found_this_pass += keys.len() as u64;
                 progress(removed);
