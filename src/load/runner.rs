@@ -290,7 +290,8 @@ pub fn run_load(
             default_threads(
                 options.clients,
                 crate::measure::hostmem::logical_cpus(),
-                servers.len(),
+                // Servers no client talks to (replicas read from nowhere) need no thread.
+                servers.iter().filter(|s| s.clients != Some(0)).count(),
                 local,
             )
         })
