@@ -123,6 +123,7 @@ fn main() -> Result<()> {
                     seed: 7 + n as u64,
                     write_meta: naming == KeyNaming::load(),
                     naming: naming.clone(),
+                    indices: None,
                 },
                 &interrupt,
                 &mut |_| {},
@@ -269,6 +270,10 @@ fn holprobe_load(
                 max_bytes: VALUE_BYTES,
             },
             population: None,
+            clients: None,
+            key_indices: None,
+            ops: holprobe::load::engine::OpMix::Ratio,
+            role: None,
         })
         .collect();
     let options = LoadOptions {
@@ -284,6 +289,7 @@ fn holprobe_load(
         timeout_us: 30_000_000,
         seed: 1,
         out: None,
+        writer_hash_tag: None,
     };
     let report = run_load(&options, &servers, interrupt, &mut |_| {})?;
     let all = report.blocks.last().context("the load reported no block")?;

@@ -5,11 +5,11 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Result;
 use clap::Args;
 
-use super::load_cmd::{open_external, parse_count};
+use super::load_cmd::{LoadTopologyArgs, open_external, parse_count};
 use super::{Output, TargetArgs};
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
 use crate::load::keyspace::{LOAD_PREFIX, META_KEY, read_meta};
-use crate::load::populate::clean;
+use crate::load::populate::{CleanOutcome, clean};
 
 /// Remove every key under holprobe:load: (the load data and its description), with SCAN and
 /// UNLINK in batches; nothing else on the server is touched.
@@ -27,24 +27,65 @@ pub struct CleanArgs {
     /// Keys per SCAN (COUNT) and per UNLINK.
     #[arg(long, value_name = "N", default_value = "1000")]
     batch: String,
+
+    #[command(flatten)]
+    topology: LoadTopologyArgs,
 }
 
 /// Runs `probe clean`; returns the exit status.
 pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let batch = parse_count("--batch", &args.batch, 1, 100_000)?;
     let target = open_external(&args.target, "clean", true)?;
-    let mut control = target.conn.redis_connection()?;
-    let meta = read_meta(&mut control)?;
+    let cluster = args.topology.cluster_of(&target.conn, out)?;
+    // On a cluster every master is scanned, one after the other.
+    let masters = match &cluster {
+        Some(cluster) => cluster
+            .topology
+            .shards
+            .iter()
+            .map(|shard| target.conn.for_node(&shard.master.address))
+            .collect::<Result<Vec<_>>>()?,
+        None => vec![target.conn.clone()],
+    };
+    let meta_conn = cluster.as_ref().map_or(&target.conn, |c| &c.meta_conn);
+    let meta = read_meta(&mut meta_conn.redis_connection()?)?;
     // The population's keys and its description, holprobe:load:meta.
     let expected = meta.as_ref().map(|m| m.keys + 1);
-    let dbsize: u64 = redis::cmd("DBSIZE").query(&mut control).unwrap_or(0);
+    let mut dbsize = 0u64;
+    for conn in &masters {
+        dbsize += redis::cmd("DBSIZE")
+            .query::<u64>(&mut conn.redis_connection()?)
+            .unwrap_or(0);
+    }
     out.start_progress(expected.unwrap_or(dbsize).max(1), "keys");
     let started = std::time::Instant::now();
-    let outcome = clean(&target.conn, batch, interrupt, &mut |removed| {
-        out.progress(removed, String::new());
-    });
+    let mut outcome = CleanOutcome {
+        removed: 0,
+        passes: 0,
+        remaining: 0,
+        interrupted: false,
+    };
+    for conn in &masters {
+        let before = outcome.removed;
+        let one = clean(conn, batch, cluster.is_some(), interrupt, &mut |removed| {
+            out.progress(before + removed, String::new());
+        });
+        let one = match one {
+            Ok(one) => one,
+            Err(err) => {
+                out.finish_progress();
+                return Err(err.context(format!("cleaning {conn}")));
+            }
+        };
+        outcome.removed += one.removed;
+        outcome.passes = outcome.passes.max(one.passes);
+        outcome.remaining += one.remaining;
+        outcome.interrupted |= one.interrupted;
+        if one.interrupted {
+            break;
+        }
+    }
     out.finish_progress();
-    let outcome = outcome?;
     out.line(&format!(
         "removed {} keys under {LOAD_PREFIX}{} from {} in {:.2} s ({} SCAN pass{}); {}",
         outcome.removed,
@@ -55,7 +96,14 @@ pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result
             ),
             None => String::new(),
         },
-        target.conn,
+        match &cluster {
+            Some(c) => format!(
+                "the {} masters of the cluster of {}",
+                c.topology.shards.len(),
+                target.conn
+            ),
+            None => target.conn.to_string(),
+        },
         started.elapsed().as_secs_f64(),
         outcome.passes,
         if outcome.passes == 1 { "" } else { "es" },

@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 
 use super::{Output, TargetArgs};
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
+use crate::load::cluster::{ReadFrom, SlotMap, clients_per_node, load_nodes};
+use crate::load::engine::OpMix;
 use crate::load::keyspace::{
     KeyNaming, LOAD_PREFIX, META_KEY, MemoryRoom, PopulationMeta, ValueSize, check_fit,
     default_keys, read_meta,
@@ -17,7 +19,9 @@ use crate::load::keyspace::{
 use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
 use crate::load::report::{block_lines, generator_lines, write_line};
 use crate::load::runner::{LoadNotice, LoadOptions, LoadServer, run_load};
-use crate::measure::target::{Target, TargetSpec};
+use crate::measure::slots::{SLOT_COUNT, hash_tag_for};
+use crate::measure::target::{ConnInfo, Target, TargetSpec, info_field};
+use crate::measure::topology::{NodeAddressMap, Topology, TopologyKind, TopologyMode, discover};
 use crate::measure::writer::WriterPlan;
 use crate::output::export::prepare_out_dir;
 use crate::units::{format_size, parse_duration, parse_size_list};
@@ -203,6 +207,122 @@ pub struct LoadArgs {
     /// per-write table and a row per server).
     #[arg(long, value_enum, default_value_t = crate::output::format::Format::Text)]
     format: crate::output::format::Format,
+    #[command(flatten)]
+    topology: LoadTopologyArgs,
+
+    /// On a cluster: where the GETs go, masters (each key's master) or replicas (the replicas
+    /// of the key's shard, READONLY first; the SETs still go to the masters, and the clients
+    /// are split between the two by --ratio).
+    #[arg(long, value_name = "masters|replicas", default_value = "masters")]
+    read_from: String,
+}
+
+/// The topology flags of populate, load and clean.
+#[derive(Debug, Clone, Args)]
+pub struct LoadTopologyArgs {
+    /// auto: on a Redis Cluster node, work on the whole cluster (every master, each key on its
+    /// slot's master; a block per node); single: only the --url server, refused on a cluster
+    /// node (most keys would be answered MOVED).
+    #[arg(long, value_name = "auto|single", default_value = "auto")]
+    pub topology: String,
+
+    /// Reach a cluster node that announces FROM (host:port) at TO (host:port) instead (NAT,
+    /// containers). Repeatable.
+    #[arg(long, value_name = "FROM=TO")]
+    pub node_address: Vec<String>,
+}
+
+/// A cluster populate, load or clean works on: its topology and the master of the
+/// population's description.
+pub struct LoadCluster {
+    /// Every reachable node, shard by shard.
+    pub topology: Topology,
+    /// Slot -> shard.
+    pub slots: SlotMap,
+    /// The master serving [`META_KEY`]'s slot.
+    pub meta_conn: ConnInfo,
+}
+
+impl LoadTopologyArgs {
+    /// The cluster behind `conn`: `None` for a server with cluster mode off (today's single
+    /// server path, whatever its replicas). `--topology single` refuses a cluster node in one
+    /// line rather than failing request by request.
+    pub fn cluster_of(&self, conn: &ConnInfo, out: &Output) -> Result<Option<LoadCluster>> {
+        let mode: TopologyMode = self.topology.parse()?;
+        let map = NodeAddressMap::parse(&self.node_address)?;
+        if !cluster_enabled(conn)? {
+            return Ok(None);
+        }
+        if mode == TopologyMode::Single {
+            return Err(UsageError::Conflict(format!(
+                "{conn} is a Redis Cluster node: with --topology single the load keys of other nodes' slots would be answered MOVED; use --topology auto (the default) to work on every master"
+            ))
+            .into());
+        }
+        let (topology, notes) = discover(conn, &map)?;
+        for note in &notes {
+            out.warn(note);
+        }
+        anyhow::ensure!(
+            topology.kind == TopologyKind::Cluster,
+            "{conn} says cluster_enabled:1 but the topology found is not a cluster"
+        );
+        let covered = topology.slots_covered();
+        if covered < u32::from(SLOT_COUNT) {
+            return Err(UsageError::Conflict(format!(
+                "the cluster of {conn} serves only {covered} of {SLOT_COUNT} slots from reachable masters: the load keys of the others have nowhere to go (see --node-address)"
+            ))
+            .into());
+        }
+        let slots = SlotMap::new(&topology);
+        let meta_shard = slots
+            .shard_of_key(META_KEY.as_bytes())
+            .context("no master serves the slot of the population's description")?;
+        let meta_conn = conn.for_node(&topology.shards[meta_shard].master.address)?;
+        out.note(&format!(
+            "cluster of {} masters and {} replicas (from {conn}); {META_KEY} on {}",
+            topology.shards.len(),
+            topology.nodes().len() - topology.shards.len(),
+            meta_conn.address()
+        ));
+        Ok(Some(LoadCluster {
+            topology,
+            slots,
+            meta_conn,
+        }))
+    }
+
+    /// The connection of every master, with the indices of the load keys `0..keys` its slots
+    /// hold, shard by shard.
+    pub fn masters(
+        cluster: &LoadCluster,
+        conn: &ConnInfo,
+        keys: u64,
+    ) -> Result<Vec<(ConnInfo, std::sync::Arc<Vec<u32>>)>> {
+        let (by_shard, _) = cluster.slots.partition(&KeyNaming::load(), keys);
+        cluster
+            .topology
+            .shards
+            .iter()
+            .zip(by_shard)
+            .map(|(shard, indices)| {
+                Ok((
+                    conn.for_node(&shard.master.address)?,
+                    std::sync::Arc::new(indices),
+                ))
+            })
+            .collect()
+    }
+}
+
+/// `INFO cluster` says `cluster_enabled:1`.
+pub fn cluster_enabled(conn: &ConnInfo) -> Result<bool> {
+    let mut control = conn.redis_connection()?;
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query(&mut control)
+        .with_context(|| format!("INFO cluster on {conn}"))?;
+    Ok(info_field(&info, "cluster_enabled") == Some("1"))
 }
 
 /// Where the load goes: the servers to open, and for the embedded one what to populate it with.
@@ -214,6 +334,8 @@ pub struct LoadTargets {
     pub keys: Option<u64>,
     /// `--value-size`.
     pub value_size: Option<ValueSize>,
+    /// `--read-from` (on a cluster).
+    pub read_from: ReadFrom,
 }
 
 impl LoadArgs {
@@ -329,6 +451,9 @@ impl LoadArgs {
             ));
         }
         let timeout = parse_duration("--timeout", &self.timeout)?;
+        let read_from: ReadFrom = self.read_from.parse()?;
+        self.topology.topology.parse::<TopologyMode>()?;
+        NodeAddressMap::parse(&self.topology.node_address)?;
         Ok((
             LoadOptions {
                 clients,
@@ -343,11 +468,13 @@ impl LoadArgs {
                 timeout_us: timeout.as_micros().max(1) as u64,
                 seed: self.seed,
                 out: self.out.clone(),
+                writer_hash_tag: None,
             },
             LoadTargets {
                 specs,
                 keys,
                 value_size,
+                read_from,
             },
         ))
     }
@@ -497,11 +624,176 @@ pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         super::probe_cmd::describe_target(&target, "loading", out);
         opened.push(target);
     }
-    let result = run_opened(&options, &targets, &opened, interrupt, out, args.format);
+    let result = run_targets(args, &options, &targets, &opened, interrupt, out);
     for target in &mut opened {
         target.shutdown();
     }
     result
+}
+
+/// A cluster node (alone) runs the cluster load; other servers today's load.
+fn run_targets(
+    args: &LoadArgs,
+    options: &LoadOptions,
+    targets: &LoadTargets,
+    opened: &[Target],
+    interrupt: &AtomicBool,
+    out: &mut Output,
+) -> Result<i32> {
+    let mut cluster = None;
+    for target in opened.iter().filter(|t| t.embedded.is_none()) {
+        if let Some(found) = args.topology.cluster_of(&target.conn, out)? {
+            if opened.len() > 1 {
+                return Err(UsageError::invalid(
+                    "--url",
+                    target.conn.to_string(),
+                    "is a cluster node: give one node of the cluster (the others are found) and no other server",
+                )
+                .into());
+            }
+            cluster = Some(found);
+        }
+    }
+    match cluster {
+        Some(cluster) => run_cluster(
+            options,
+            targets,
+            &opened[0],
+            &cluster,
+            interrupt,
+            out,
+            args.format,
+        ),
+        None if targets.read_from == ReadFrom::Replicas => Err(UsageError::invalid(
+            "--read-from",
+            "replicas",
+            "applies to a cluster: the --url server is not a cluster node",
+        )
+        .into()),
+        None => run_opened(options, targets, opened, interrupt, out, args.format),
+    }
+}
+
+/// The load on a cluster: every node a server of the report, each connection bound to one
+/// node and sending only keys of its shard (see [`crate::load::cluster`]).
+fn run_cluster(
+    options: &LoadOptions,
+    targets: &LoadTargets,
+    url_target: &Target,
+    cluster: &LoadCluster,
+    interrupt: &AtomicBool,
+    out: &mut Output,
+    format: crate::output::format::Format,
+) -> Result<i32> {
+    let mut control = cluster.meta_conn.redis_connection()?;
+    let Some(meta) = read_meta(&mut control)? else {
+        return Err(UsageError::Conflict(format!(
+            "the cluster of {} holds no load keys ({META_KEY} not found on {}): fill it first with `probe populate --url {}`",
+            url_target.conn,
+            cluster.meta_conn.address(),
+            url_target.conn
+        ))
+        .into());
+    };
+    let keys = match targets.keys {
+        Some(keys) if keys > meta.keys => {
+            return Err(UsageError::invalid(
+                "--keys",
+                keys,
+                format!(
+                    "the cluster holds only {} load keys: lower --keys or run probe populate --keys {keys}",
+                    meta.keys
+                ),
+            )
+            .into());
+        }
+        Some(keys) => keys,
+        None => meta.keys,
+    };
+    let (by_shard, _) = cluster.slots.partition(&KeyNaming::load(), keys);
+    if let Some(empty) = by_shard.iter().position(Vec::is_empty) {
+        return Err(UsageError::invalid(
+            "--keys",
+            keys,
+            format!("too few: no load key falls in the slots of shard {empty}"),
+        )
+        .into());
+    }
+    let by_shard: Vec<std::sync::Arc<Vec<u32>>> =
+        by_shard.into_iter().map(std::sync::Arc::new).collect();
+    let nodes = load_nodes(
+        &cluster.topology,
+        targets.read_from,
+        options.set_weight,
+        options.get_weight,
+    )?;
+    let counts = clients_per_node(
+        &nodes,
+        options.clients,
+        options.set_weight,
+        options.get_weight,
+    )?;
+    let mut opened = Vec::with_capacity(nodes.len());
+    for node in &nodes {
+        let mut conn = url_target.conn.for_node(&node.address)?;
+        conn.readonly = node.role == crate::measure::topology::Role::Replica;
+        opened.push(
+            Target::open(&TargetSpec::External(conn))
+                .with_context(|| format!("opening the cluster node {}", node.address))?,
+        );
+    }
+    let options = LoadOptions {
+        writer_hash_tag: hash_tag_for(&cluster.topology.shards[0].slots),
+        ..options.clone()
+    };
+    preflight_writer(&options, &opened, out)?;
+    let set_size = targets.value_size.unwrap_or(meta.value_size);
+    let load_servers: Vec<LoadServer<'_>> = nodes
+        .iter()
+        .zip(&opened)
+        .zip(&counts)
+        .map(|((node, target), &clients)| LoadServer {
+            target,
+            keys,
+            set_size,
+            population: Some(meta.clone()),
+            clients: Some(clients),
+            key_indices: Some(std::sync::Arc::clone(&by_shard[node.shard])),
+            ops: node.ops.unwrap_or(OpMix::Ratio),
+            role: Some(node.describe()),
+        })
+        .collect();
+    let spread: Vec<String> = nodes
+        .iter()
+        .zip(&counts)
+        .filter(|(_, c)| **c > 0)
+        .map(|(node, c)| format!("{c} on {} ({})", node.announced, node.describe()))
+        .collect();
+    out.note(&format!(
+        "load: {} clients over the cluster ({}), SET:GET {}:{}, GETs from the {}, keys 0..{} each sent to its shard{}",
+        options.clients,
+        spread.join(", "),
+        options.set_weight,
+        options.get_weight,
+        match targets.read_from {
+            ReadFrom::Masters => "masters",
+            ReadFrom::Replicas => "replicas",
+        },
+        keys - 1,
+        if options.writer.is_some() {
+            format!("; writer on shard 0's master {}", opened[0].conn)
+        } else {
+            String::new()
+        }
+    ));
+    drive(
+        &options,
+        &load_servers,
+        std::slice::from_ref(url_target),
+        interrupt,
+        out,
+        format,
+    )
 }
 
 fn run_opened(
@@ -556,9 +848,25 @@ fn run_opened(
             keys: *keys,
             set_size: *set_size,
             population: Some(meta.clone()),
+            clients: None,
+            key_indices: None,
+            ops: OpMix::Ratio,
+            role: None,
         })
         .collect();
+    drive(options, &load_servers, opened, interrupt, out, format)
+}
 
+/// Runs the load on `load_servers` with progress, the write lines, the blocks and the exit
+/// status.
+fn drive(
+    options: &LoadOptions,
+    load_servers: &[LoadServer<'_>],
+    opened: &[Target],
+    interrupt: &AtomicBool,
+    out: &mut Output,
+    format: crate::output::format::Format,
+) -> Result<i32> {
     let steps = options
         .writer
         .as_ref()
@@ -571,7 +879,7 @@ fn run_opened(
     }
     let mut writes_seen = 0u64;
     let threshold_us = options.stall_threshold_us;
-    let report = run_load(options, &load_servers, interrupt, &mut |notice| {
+    let report = run_load(options, load_servers, interrupt, &mut |notice| {
         match notice {
         LoadNotice::Started { run_id, threads } => out.note(&format!(
             "run {run_id}: {threads} generator thread(s); the writer's keys (if any) under {}:{run_id}:",
@@ -661,6 +969,7 @@ fn populate_embedded(
         seed: 0x5eed,
         naming,
         write_meta: true,
+        indices: None,
     };
     out.start_progress(keys, "keys populated");
     let outcome = populate(&target.conn, &plan, interrupt, &mut |done| {

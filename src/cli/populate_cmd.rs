@@ -5,13 +5,13 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Result;
 use clap::Args;
 
-use super::load_cmd::{open_external, parse_count};
+use super::load_cmd::{LoadTopologyArgs, open_external, parse_count};
 use super::{Output, TargetArgs};
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
 use crate::load::keyspace::{
     KeyNaming, LOAD_PREFIX, MemoryRoom, ValueSize, check_fit, default_keys, read_meta,
 };
-use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
+use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate, populate_cluster};
 use crate::units::mib;
 
 /// Fill holprobe:load:0..N-1 with random values for `probe load` (keys already there are kept
@@ -54,6 +54,9 @@ pub struct PopulateArgs {
     /// Seed of the value sizes and bytes.
     #[arg(long, value_name = "N", default_value_t = 0x5eed)]
     seed: u64,
+
+    #[command(flatten)]
+    topology: LoadTopologyArgs,
 }
 
 /// Runs `probe populate`; returns the exit status.
@@ -65,7 +68,11 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         .transpose()?;
     let value_size = ValueSize::parse("--value-size", &args.value_size)?;
     let target = open_external(&args.target, "populate", false)?;
-    let mut control = target.conn.redis_connection()?;
+    let cluster = args.topology.cluster_of(&target.conn, out)?;
+    let mut control = match &cluster {
+        Some(cluster) => cluster.meta_conn.redis_connection()?,
+        None => target.conn.redis_connection()?,
+    };
     let previous = read_meta(&mut control)?;
     let room = MemoryRoom::read(&mut control, &target.server)?;
     let naming = KeyNaming::load();
@@ -102,13 +109,28 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         seed: args.seed,
         naming,
         write_meta: true,
+        indices: None,
     };
     out.start_progress(keys, "keys");
     let started = std::time::Instant::now();
-    let outcome = populate(&target.conn, &plan, interrupt, &mut |done| {
+    let mut progress = |done: u64| {
         let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-3);
         out.progress(done, format!("{rate:.0} keys/s"));
-    });
+    };
+    let outcome = match &cluster {
+        // Each master gets the keys of its slots, on a connection of its own.
+        Some(cluster) => {
+            let masters = LoadTopologyArgs::masters(cluster, &target.conn, keys)?;
+            populate_cluster(
+                &masters,
+                &cluster.meta_conn,
+                &plan,
+                interrupt,
+                &mut progress,
+            )
+        }
+        None => populate(&target.conn, &plan, interrupt, &mut progress),
+    };
     out.finish_progress();
     let outcome = outcome?;
     let growth = outcome
@@ -135,6 +157,10 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
             "the server now holds a population of {} keys, values {} bytes; `probe load --url {}` reads it, `probe clean --url {}` removes it",
             meta.keys, meta.value_size, target.conn, target.conn
         ));
+    }
+    if outcome.interrupted && cluster.is_some() {
+        out.error("interrupted: the keys written so far were kept; the population's description was not updated (on a cluster the keys written are not a prefix 0..n)");
+        return Ok(EXIT_INTERRUPTED);
     }
     if outcome.interrupted {
         out.error("interrupted: the keys written so far were kept and recorded");

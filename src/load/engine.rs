@@ -16,6 +16,11 @@
 //! `pipeline` outstanding waits, and its latency still counts from the schedule's intended time,
 //! so a stalled server shows in full (no coordinated omission). Sub-millisecond timing on Linux
 //! comes from a timerfd in the same epoll set, since epoll's own timeout has millisecond grain.
+//!
+//! On a cluster each connection is bound to one node and sends only keys of that node's shard
+//! ([`EngineServer::key_indices`]), as `redis-benchmark --cluster` binds each client to a node:
+//! no request is sent to a node that does not serve it while the slot map holds. A `MOVED` or
+//! `ASK` reply (the map changed under the run) is counted apart from errors and not resent.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -49,15 +54,34 @@ pub struct EngineServer {
     pub keys: u64,
     /// Sizes of SET values.
     pub set_size: ValueSize,
+    /// On a cluster: the only key indices (below `keys`) this server is sent, those whose
+    /// slot its shard serves; `None`: every index `0..keys`.
+    pub key_indices: Option<Arc<Vec<u32>>>,
+    /// Which requests its clients send.
+    pub ops: OpMix,
+}
+
+/// Which requests the clients of one server send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpMix {
+    /// GETs and SETs by the `--ratio` weights.
+    Ratio,
+    /// GETs only (a replica read from with `--read-from replicas`).
+    GetsOnly,
+    /// SETs only (a master written to while its replicas take the GETs).
+    SetsOnly,
 }
 
 /// What the generator does, validated.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// The servers; client `c` talks to server `c % servers.len()`.
+    /// The servers (see `client_servers` for which client talks to which).
     pub servers: Vec<EngineServer>,
     /// Connections in total.
     pub clients: u32,
+    /// The server of each connection (`client_servers[c]`); empty: client `c` talks to server
+    /// `c % servers.len()`.
+    pub client_servers: Vec<u16>,
     /// OS threads; client `c` lives on thread `c % threads`.
     pub threads: u16,
     /// Requests outstanding per connection at most.
@@ -170,7 +194,10 @@ pub fn start(
         .rate
         .map(|rate| f64::from(config.clients) * 1e6 / rate);
     for c in 0..config.clients {
-        let server = (c as usize) % config.servers.len();
+        let server = config
+            .client_servers
+            .get(c as usize)
+            .map_or((c as usize) % config.servers.len(), |&s| usize::from(s));
         let info = &config.servers[server].conn;
         let stream = connect(info)
             .with_context(|| format!("opening load connection {} to {info}", c + 1))?;
@@ -358,6 +385,22 @@ impl Recorder {
             Scanned::Status { ok: true } if pending.set_bytes > 0 => {
                 agg.record_ok(latency, u64::from(pending.set_bytes), self.threshold_us);
                 true
+            }
+            // A cluster redirect: the slot is served elsewhere (MOVED) or migrating (ASK).
+            // Counted apart from errors; the request is not resent (see the module comment).
+            Scanned::Error(text) if text.starts_with("MOVED ") || text.starts_with("ASK ") => {
+                if text.starts_with("MOVED ") {
+                    agg.moved += 1;
+                } else {
+                    agg.asked += 1;
+                }
+                if self.notes < NOTES_PER_THREAD {
+                    self.notes += 1;
+                    self.outbox.push_back(EngineMsg::Note(format!(
+                        "the cluster redirected a request ({text}): its slot map changed since the load started"
+                    )));
+                }
+                false
             }
             Scanned::Error(text) => {
                 agg.errors += 1;
@@ -856,12 +899,25 @@ impl Worker {
         let config = &self.config;
         let client = &mut self.clients[i];
         let server = &config.servers[client.server as usize];
-        let index = ((u128::from(self.rng.next_u64()) * u128::from(server.keys)) >> 64) as u64;
-        let is_set = config.set_weight > 0
-            && self
-                .rng
-                .random_range(0..config.get_weight + config.set_weight)
-                >= config.get_weight;
+        let index = match &server.key_indices {
+            Some(indices) => {
+                let pick =
+                    ((u128::from(self.rng.next_u64()) * indices.len() as u128) >> 64) as usize;
+                u64::from(indices[pick])
+            }
+            None => ((u128::from(self.rng.next_u64()) * u128::from(server.keys)) >> 64) as u64,
+        };
+        let is_set = match server.ops {
+            OpMix::GetsOnly => false,
+            OpMix::SetsOnly => true,
+            OpMix::Ratio => {
+                config.set_weight > 0
+                    && self
+                        .rng
+                        .random_range(0..config.get_weight + config.set_weight)
+                        >= config.get_weight
+            }
+        };
         let key_len = config.naming.key_len(index);
         let buf = &mut client.wbuf;
         let set_bytes = if is_set {

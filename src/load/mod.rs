@@ -10,7 +10,13 @@
 //!                                           streaming correlator -> per-write request figures;
 //!                                           per-second counts -> throughput lost
 //!                      hgrm                 HdrHistogram percentile text export
+//!                      cluster              pure: keys by shard, nodes and their clients
 //! ```
+//!
+//! On a cluster (`--topology auto`, the default, against a cluster node) every command works
+//! node by node: populate fills each master with the keys of its slots (pipelined, one
+//! connection per master), `holprobe:load:meta` lives on the master of its own slot, load binds
+//! each connection to one node and reports a block per node, clean scans every master.
 //!
 //! What load mode shares with the probe session ([`crate::session`]): the correlator that
 //! decides which requests overlapped a write, the worst of them and how many were delayed
@@ -20,6 +26,7 @@
 //! threads' one record each), its collector of per-second figures, and its exports.
 
 pub mod analyze;
+pub mod cluster;
 pub mod engine;
 pub mod hgrm;
 pub mod keyspace;

@@ -40,6 +40,10 @@ pub struct PopulatePlan {
     /// Store the population's description in [`super::keyspace::META_KEY`] (only for the
     /// tool's own naming).
     pub write_meta: bool,
+    /// On a cluster: write only these key indices (one master's, see
+    /// [`super::cluster::SlotMap::partition`]); `None`: every index `0..keys`.
+    #[serde(skip)]
+    pub indices: Option<std::sync::Arc<Vec<u32>>>,
 }
 
 /// What a populate did.
@@ -72,7 +76,121 @@ pub struct PopulateOutcome {
 /// Commands buffered before one write to the socket.
 const WRITE_CHUNK: usize = 256 * 1024;
 
-/// Fills keys `0..plan.keys`. `progress(done)` is called about every 100 ms with the number of
+/// Fills a cluster: each master, on a thread of its own, with the keys of its slots
+/// (`masters`: its connection and its key indices), then the population's description on
+/// `meta_conn` (the master of [`super::keyspace::META_KEY`]'s slot). The figures are the sums
+/// over the masters; `progress(done)` as [`populate`]'s, over all of them.
+pub fn populate_cluster(
+    masters: &[(ConnInfo, std::sync::Arc<Vec<u32>>)],
+    meta_conn: &ConnInfo,
+    plan: &PopulatePlan,
+    interrupt: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<PopulateOutcome> {
+    let mut control = meta_conn.redis_connection()?;
+    let previous = if plan.write_meta {
+        read_meta(&mut control)?
+    } else {
+        None
+    };
+    let done: Vec<AtomicU64> = masters.iter().map(|_| AtomicU64::new(0)).collect();
+    let finished = AtomicU64::new(0);
+    let started = Instant::now();
+    let outcomes: Vec<Result<PopulateOutcome>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = masters
+            .iter()
+            .zip(&done)
+            .map(|((conn, indices), done)| {
+                let finished = &finished;
+                let plan = PopulatePlan {
+                    write_meta: false,
+                    indices: Some(std::sync::Arc::clone(indices)),
+                    ..plan.clone()
+                };
+                scope.spawn(move || {
+                    let outcome = populate(conn, &plan, interrupt, &mut |n| {
+                        done.store(n, Ordering::Relaxed)
+                    })
+                    .with_context(|| format!("populating the master {conn}"));
+                    finished.fetch_add(1, Ordering::Release);
+                    outcome
+                })
+            })
+            .collect();
+        while (finished.load(Ordering::Acquire) as usize) < masters.len() {
+            std::thread::sleep(Duration::from_millis(100));
+            progress(done.iter().map(|d| d.load(Ordering::Relaxed)).sum());
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a populate thread panicked")))
+            })
+            .collect()
+    });
+    let mut total = PopulateOutcome {
+        written: 0,
+        kept: 0,
+        errors: 0,
+        first_error: None,
+        value_bytes: 0,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        interrupted: interrupt.load(Ordering::Relaxed),
+        used_memory_before_bytes: 0,
+        used_memory_after_bytes: 0,
+        measured_bytes_per_key: None,
+        meta: None,
+    };
+    for outcome in outcomes {
+        let o = outcome?;
+        total.written += o.written;
+        total.kept += o.kept;
+        total.errors += o.errors;
+        total.value_bytes += o.value_bytes;
+        total.used_memory_before_bytes += o.used_memory_before_bytes;
+        total.used_memory_after_bytes += o.used_memory_after_bytes;
+        if total.first_error.is_none() {
+            total.first_error = o.first_error;
+        }
+    }
+    total.measured_bytes_per_key = (total.written >= 1000 && !plan.overwrite)
+        .then(|| {
+            total
+                .used_memory_after_bytes
+                .saturating_sub(total.used_memory_before_bytes)
+                / total.written
+        })
+        .filter(|&b| b > 0);
+    let answered = total.written + total.kept + total.errors;
+    total.meta = if plan.write_meta && answered > 0 && !total.interrupted && total.errors == 0 {
+        let meta = PopulationMeta {
+            keys: previous
+                .as_ref()
+                .map_or(plan.keys, |p| p.keys.max(plan.keys)),
+            value_size: match &previous {
+                Some(p) if p.keys > plan.keys || !plan.overwrite => {
+                    p.value_size.union(&plan.value_size)
+                }
+                _ => plan.value_size,
+            },
+            seed: plan.seed,
+            measured_bytes_per_key: total
+                .measured_bytes_per_key
+                .or(previous.as_ref().and_then(|p| p.measured_bytes_per_key)),
+            updated_unix_s: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        write_meta(&mut control, &meta)?;
+        Some(meta)
+    } else {
+        previous
+    };
+    Ok(total)
+}
+
+/// Fills keys `0..plan.keys` (or `plan.indices`). `progress(done)` is called about every 100 ms with the number of
 /// keys answered. Stops early (keeping what was written) when `interrupt` is set.
 pub fn populate(
     conn: &ConnInfo,
@@ -196,7 +314,18 @@ fn send_sets(
     } else {
         b"*4\r\n$3\r\nSET\r\n"
     };
-    for index in 0..plan.keys {
+    let all = 0..plan.keys;
+    let mut listed = plan
+        .indices
+        .as_deref()
+        .map(|v| v.iter().map(|&i| u64::from(i)));
+    let mut every = (listed.is_none()).then_some(all);
+    let mut next_index = move || match (&mut listed, &mut every) {
+        (Some(list), _) => list.next(),
+        (None, Some(range)) => range.next(),
+        (None, None) => None,
+    };
+    while let Some(index) = next_index() {
         let len = if plan.value_size.min_bytes == plan.value_size.max_bytes {
             plan.value_size.min_bytes
         } else {
@@ -332,10 +461,12 @@ pub struct CleanOutcome {
 const MAX_CLEAN_PASSES: u32 = 5;
 
 /// Removes every key under [`LOAD_PREFIX`] (the metadata too), `batch` keys per SCAN and per
-/// UNLINK; `progress(removed)` is called after each batch.
+/// UNLINK (on a cluster node, `cluster_node`: one UNLINK per slot); `progress(removed)` is called
+/// after each batch.
 pub fn clean(
     conn: &ConnInfo,
     batch: u64,
+    cluster_node: bool,
     interrupt: &AtomicBool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<CleanOutcome> {
@@ -365,10 +496,30 @@ pub fn clean(
                 .query(&mut control)
                 .context("SCAN of the load keys")?;
             if !keys.is_empty() {
-                let gone: u64 = redis::cmd("UNLINK")
-                    .arg(&keys)
-                    .query(&mut control)
-                    .context("UNLINK of load keys")?;
+                let gone: u64 = if cluster_node {
+                    // A cluster node takes a multi-key UNLINK only within one slot: one per
+                    // slot, pipelined.
+                    let mut by_slot: std::collections::BTreeMap<u16, Vec<&Vec<u8>>> =
+                        std::collections::BTreeMap::new();
+                    for key in &keys {
+                        by_slot
+                            .entry(crate::measure::slots::key_slot(key))
+                            .or_default()
+                            .push(key);
+                    }
+                    let mut pipe = redis::pipe();
+                    for group in by_slot.values() {
+                        pipe.cmd("UNLINK").arg(group);
+                    }
+                    let counts: Vec<u64> =
+                        pipe.query(&mut control).context("UNLINK of load keys")?;
+                    counts.iter().sum()
+                } else {
+                    redis::cmd("UNLINK")
+                        .arg(&keys)
+                        .query(&mut control)
+                        .context("UNLINK of load keys")?
+                };
                 removed += gone;
                 found_this_pass += keys.len() as u64;
                 progress(removed);

@@ -21,7 +21,10 @@ pub fn block_lines(blocks: &[LoadBlock]) -> Vec<String> {
             lines.push(if block.server == "all" {
                 format!("All {} servers", blocks.len() - 1)
             } else {
-                format!("Server: {}", block.server)
+                match &block.role {
+                    Some(role) => format!("Server: {} ({role})", block.server),
+                    None => format!("Server: {}", block.server),
+                }
             });
         }
         lines.extend(block.lines());

@@ -22,7 +22,7 @@ use serde::Serialize;
 use super::analyze::{
     LoadCorrelator, LoadTimeline, RequestFigures, WriteUnderLoad, writes_under_load,
 };
-use super::engine::{self, Control, EngineConfig, EngineMsg, EngineServer, ThreadSummary};
+use super::engine::{self, Control, EngineConfig, EngineMsg, EngineServer, OpMix, ThreadSummary};
 use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
 use super::stats::{LoadBlock, SecondAgg, TIMELINE_COLUMNS, TimelineRow, new_histogram};
 use crate::analyze::correlate::Horizon;
@@ -75,6 +75,9 @@ pub struct LoadOptions {
     pub seed: u64,
     /// Where the exports go.
     pub out: Option<PathBuf>,
+    /// The hash tag the writer's keys carry (`holprobe:<run>:{tag}:`), so that on a cluster
+    /// they land on the written server's shard; `None` off a cluster.
+    pub writer_hash_tag: Option<String>,
 }
 
 /// One server to load, with its population.
@@ -87,6 +90,15 @@ pub struct LoadServer<'a> {
     pub set_size: ValueSize,
     /// What the population says of itself.
     pub population: Option<PopulationMeta>,
+    /// Connections to this server; `None` for every server: `--clients` spread evenly.
+    pub clients: Option<u32>,
+    /// On a cluster: the only key indices this server is sent (its shard's); see
+    /// [`EngineServer::key_indices`].
+    pub key_indices: Option<Arc<Vec<u32>>>,
+    /// Which requests its clients send.
+    pub ops: OpMix,
+    /// On a cluster: its part (`master, shard 0`), shown with its block.
+    pub role: Option<String>,
 }
 
 /// Something the caller may show while the run goes.
@@ -210,6 +222,40 @@ pub fn default_threads(clients: u32, cores: usize, servers: usize, local_servers
     (free as u32).min(clients.max(1)) as u16
 }
 
+/// Connections per server: as given, or `clients` spread evenly (client `c` on server
+/// `c % servers`).
+fn clients_per_server(servers: &[LoadServer<'_>], clients: u32) -> Vec<u32> {
+    let n = servers.len().max(1) as u32;
+    servers
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            s.clients
+                .unwrap_or(clients / n + u32::from((k as u32) < clients % n))
+        })
+        .collect()
+}
+
+/// The engine's server of each connection when the servers have counts of their own
+/// (round-robin over the servers with connections left, so each generator thread gets a mix);
+/// empty otherwise (client `c` on server `c % servers`).
+fn client_servers(servers: &[LoadServer<'_>]) -> Vec<u16> {
+    if servers.iter().all(|s| s.clients.is_none()) {
+        return Vec::new();
+    }
+    let mut left: Vec<u32> = servers.iter().map(|s| s.clients.unwrap_or(0)).collect();
+    let mut order = Vec::new();
+    while left.iter().any(|&n| n > 0) {
+        for (k, n) in left.iter_mut().enumerate() {
+            if *n > 0 {
+                *n -= 1;
+                order.push(k as u16);
+            }
+        }
+    }
+    order
+}
+
 /// Runs the load against `servers` until the duration is over, the writer's plan is done,
 /// `interrupt` is set, or every thread ends. Every exit path stops the threads, removes the
 /// writer's keys and writes the final exports.
@@ -228,9 +274,12 @@ pub fn run_load(
         Box::new(WriterActor::new(plan, false)) as Box<dyn Actor>
     });
     let written = servers[0].target;
-    let mut scope = RunScope::open(written, &[], false, |key_prefix| {
-        actor.as_ref().map_or(Vec::new(), |a| a.keys(key_prefix))
-    })?;
+    let own_keys = |key_prefix: &str| actor.as_ref().map_or(Vec::new(), |a| a.keys(key_prefix));
+    let mut scope = match options.writer_hash_tag.as_deref() {
+        None => RunScope::open(written, &[], false, own_keys)?,
+        // On a cluster the writer's keys land on the written master's shard.
+        tag => RunScope::open_tagged(written, tag, &[], false, own_keys)?,
+    };
     let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
     let local = servers.iter().filter(|s| s.target.server.local).count();
     let threads = options
@@ -239,7 +288,8 @@ pub fn run_load(
             default_threads(
                 options.clients,
                 crate::measure::hostmem::logical_cpus(),
-                servers.len(),
+                // Servers no client talks to (replicas read from nowhere) need no thread.
+                servers.iter().filter(|s| s.clients != Some(0)).count(),
                 local,
             )
         })
@@ -256,9 +306,12 @@ pub fn run_load(
                 conn: s.target.conn.clone(),
                 keys: s.keys.max(1),
                 set_size: s.set_size,
+                key_indices: s.key_indices.clone().filter(|k| !k.is_empty()),
+                ops: s.ops,
             })
             .collect(),
         clients: options.clients,
+        client_servers: client_servers(servers),
         threads,
         pipeline: options.pipeline,
         rate: options.rate,
@@ -329,6 +382,8 @@ pub fn run_load(
 
     let requests = has_writer.then(|| LoadCorrelator::new(options.stall_threshold_us));
     let mut state = Collector::new(threads, labels.clone(), load_start_us, requests);
+    state.clients_per_server = clients_per_server(servers, options.clients);
+    state.roles = servers.iter().map(|s| s.role.clone()).collect();
     // run.json stores the options as the run used them (the writer with its real key prefix).
     let effective_options = LoadOptions {
         writer: options.writer.clone().map(|mut plan| {
@@ -551,6 +606,10 @@ struct Collector {
     /// Whole seconds of load, once the run has stopped: a last, partial second is no fair
     /// neighbour for a write's throughput.
     full_seconds: Option<usize>,
+    /// Connections per server (the blocks' client counts).
+    clients_per_server: Vec<u32>,
+    /// Each server's part on a cluster (the blocks' headings).
+    roles: Vec<Option<String>>,
 }
 
 impl Collector {
@@ -562,6 +621,8 @@ impl Collector {
     ) -> Collector {
         let servers = labels.len();
         Collector {
+            clients_per_server: vec![0; servers],
+            roles: vec![None; servers],
             threads,
             labels,
             load_start_us,
@@ -815,21 +876,14 @@ impl Collector {
     ) -> LoadReport {
         let runtime_s = runtime_us as f64 / 1e6;
         let mut blocks = Vec::new();
-        let clients_on = |server: usize| {
-            let s = self.labels.len() as u32;
-            let c = meta.options.clients;
-            c / s + u32::from((server as u32) < c % s)
-        };
+        let clients_on = |server: usize| self.clients_per_server[server];
         let mut total = SecondAgg::new();
         for (k, agg) in self.run_aggs.iter().enumerate() {
             total.merge(agg);
             if self.labels.len() > 1 {
-                blocks.push(LoadBlock::from_agg(
-                    &self.labels[k],
-                    clients_on(k),
-                    runtime_s,
-                    agg,
-                ));
+                let mut block = LoadBlock::from_agg(&self.labels[k], clients_on(k), runtime_s, agg);
+                block.role = self.roles[k].clone();
+                blocks.push(block);
             }
         }
         blocks.push(LoadBlock::from_agg(

@@ -19,6 +19,10 @@ pub struct SecondAgg {
     pub misses: u64,
     /// Requests whose latency passed the delay threshold.
     pub delayed: u64,
+    /// Cluster `MOVED` replies (the key's slot is served by another node).
+    pub moved: u64,
+    /// Cluster `ASK` replies (the key's slot is migrating).
+    pub asked: u64,
     /// Round-trip latencies of `requests`, µs.
     pub hist: Histogram<u64>,
 }
@@ -39,6 +43,8 @@ impl SecondAgg {
             timeouts: 0,
             misses: 0,
             delayed: 0,
+            moved: 0,
+            asked: 0,
             hist: new_histogram(),
         }
     }
@@ -62,6 +68,8 @@ impl SecondAgg {
         self.timeouts += other.timeouts;
         self.misses += other.misses;
         self.delayed += other.delayed;
+        self.moved += other.moved;
+        self.asked += other.asked;
         // Both histograms auto-resize, so addition cannot run out of range.
         let _ = self.hist.add(&other.hist);
     }
@@ -225,6 +233,13 @@ pub struct LoadBlock {
     pub misses: u64,
     /// Requests slower than `--stall-threshold`.
     pub delayed: u64,
+    /// Cluster `MOVED` replies (not resent; 0 while the slot map holds).
+    pub moved: u64,
+    /// Cluster `ASK` replies (not resent).
+    pub asked: u64,
+    /// On a cluster: the node's part, `master` or `replica`, and its shard (`master, shard 0`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -258,6 +273,9 @@ impl LoadBlock {
             timeouts: agg.timeouts,
             misses: agg.misses,
             delayed: agg.delayed,
+            moved: agg.moved,
+            asked: agg.asked,
+            role: None,
         }
     }
 
@@ -286,6 +304,12 @@ impl LoadBlock {
             lines.push(format!(
                 "Misses: {} (GETs of keys not there: evicted, removed or never populated)",
                 self.misses
+            ));
+        }
+        if self.moved + self.asked > 0 {
+            lines.push(format!(
+                "Redirects: {} MOVED, {} ASK (the slot map changed during the run; not resent)",
+                self.moved, self.asked
             ));
         }
         lines

@@ -1,0 +1,186 @@
+//! Load mode on real clusters started by the library's `LocalCluster` (3 masters, 1 replica
+//! each; Redis 7.0 from PATH and Valkey 9.1): populate puts every key on its slot's master,
+//! load reports a block per node with the requests where they were sent, clean empties every
+//! master, and no server is left running.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{probe_cmd, read_csv, read_json};
+use holprobe::measure::local_cluster::LocalCluster;
+use holprobe::measure::target::ConnInfo;
+use holprobe::measure::topology::Role;
+
+fn dbsize(conn: &ConnInfo) -> u64 {
+    redis::cmd("DBSIZE")
+        .query(&mut conn.redis_connection().expect("connect to a node"))
+        .expect("DBSIZE")
+}
+
+fn masters(cluster: &LocalCluster) -> Vec<ConnInfo> {
+    cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.role() == Role::Master)
+        .map(|n| n.conn_info())
+        .collect()
+}
+
+/// The node blocks of a load's run.json, by server address: (role, clients, requests, errors,
+/// moved + ask).
+fn node_blocks(dir: &Path) -> Vec<(String, String, u64, u64, u64, u64)> {
+    let json = read_json(&dir.join("run.json"));
+    json["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .filter(|b| b["server"] != "all")
+        .map(|b| {
+            (
+                b["server"].as_str().unwrap().to_string(),
+                b["role"].as_str().unwrap_or_default().to_string(),
+                b["clients"].as_u64().unwrap(),
+                b["total_requests"].as_u64().unwrap(),
+                b["errors"].as_u64().unwrap() + b["timeouts"].as_u64().unwrap(),
+                b["moved"].as_u64().unwrap() + b["asked"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn load(url: &str, dir: &Path, extra: &[&str]) -> String {
+    let assert = probe_cmd()
+        .args(["load", "--url", url, "--duration", "2s", "--clients", "4"])
+        .args(["--out", dir.to_str().unwrap()])
+        .args(extra)
+        .assert()
+        .success();
+    String::from_utf8_lossy(&assert.get_output().stdout).to_string()
+}
+
+fn populate_load_clean(bin: &Path) {
+    let cluster = LocalCluster::start(Some(bin), 3, 1, &[]).expect("start the cluster");
+    let pids = cluster.pids();
+    assert_eq!(pids.len(), 6);
+    let url = cluster.url();
+
+    probe_cmd()
+        .args(["populate", "--url", &url, "--keys", "3000"])
+        .args(["--value-size", "100..200"])
+        .assert()
+        .success();
+    // Every key on its slot's master (a master refuses a key of another's slot with MOVED,
+    // so a key there is one it serves), the description among them: 3000 + 1.
+    let per_master: Vec<u64> = masters(&cluster).iter().map(dbsize).collect();
+    assert_eq!(per_master.iter().sum::<u64>(), 3001, "{per_master:?}");
+    assert!(per_master.iter().all(|&n| n > 800), "{per_master:?}");
+    // The replicas have caught up before they are read from.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let replicas_total = || {
+        cluster
+            .nodes()
+            .iter()
+            .filter(|n| n.role() == Role::Replica)
+            .map(|n| dbsize(&n.conn_info()))
+            .sum::<u64>()
+    };
+    while replicas_total() < 3001 {
+        assert!(Instant::now() < deadline, "the replicas did not catch up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // GETs from the masters: each master's block has requests, the replicas none.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("masters");
+    let stdout = load(&url, &dir, &[]);
+    let blocks = node_blocks(&dir);
+    assert_eq!(blocks.len(), 6, "{stdout}");
+    for (server, role, clients, requests, errors, redirects) in &blocks {
+        assert_eq!((*errors, *redirects), (0, 0), "{server}: {stdout}");
+        if role.starts_with("master") {
+            assert!(*clients > 0 && *requests > 0, "{server}: {stdout}");
+        } else {
+            assert_eq!((*clients, *requests), (0, 0), "{server}: {stdout}");
+        }
+        assert!(
+            stdout.contains(&format!("Server: {server} ({role})")),
+            "{stdout}"
+        );
+    }
+    let rows = read_csv(&dir.join("load_timeline.csv"));
+    for (server, ..) in &blocks {
+        assert!(
+            rows.iter().any(|r| &r["server"] == server),
+            "no rows of {server}"
+        );
+    }
+
+    // GETs from the replicas: the replicas' blocks have the requests, the masters none.
+    let dir = tmp.path().join("replicas");
+    let stdout = load(&url, &dir, &["--read-from", "replicas"]);
+    let blocks = node_blocks(&dir);
+    assert_eq!(blocks.len(), 6, "{stdout}");
+    for (server, role, _, requests, errors, redirects) in &blocks {
+        assert_eq!((*errors, *redirects), (0, 0), "{server}: {stdout}");
+        assert_eq!(
+            *requests > 0,
+            role.starts_with("replica"),
+            "{server}: {stdout}"
+        );
+    }
+    let json = read_json(&dir.join("run.json"));
+    let all = json["blocks"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(all["misses"], 0, "every GET found its key on a replica");
+
+    // --topology single on a cluster node: one line, nothing sent.
+    let assert = probe_cmd()
+        .args([
+            "load",
+            "--url",
+            &url,
+            "--topology",
+            "single",
+            "--duration",
+            "1s",
+        ])
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("Cluster node") && stderr.contains("--topology"),
+        "{stderr}"
+    );
+
+    probe_cmd()
+        .args(["clean", "--url", &url])
+        .assert()
+        .success();
+    for conn in masters(&cluster) {
+        assert_eq!(dbsize(&conn), 0, "{conn}");
+    }
+    drop(cluster);
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "server process {pid} still runs after its cluster was dropped"
+        );
+    }
+}
+
+#[test]
+fn redis_70_populate_load_clean_on_a_cluster() {
+    let Some(bin) = common::server("redis-7.0") else {
+        return;
+    };
+    populate_load_clean(&bin);
+}
+
+#[test]
+fn valkey_91_populate_load_clean_on_a_cluster() {
+    let Some(bin) = common::server("valkey-9.1") else {
+        return;
+    };
+    populate_load_clean(&bin);
+}
