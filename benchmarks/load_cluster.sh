@@ -30,14 +30,31 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free port whose cluster bus port (port + 10000) is free too and below 65536.
+free_port() {
+  python3 - <<'PY'
+import random, socket
+def free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+while True:
+    port = random.randint(20000, 50000)
+    if free(port) and free(port + 10000):
+        print(port)
+        break
+PY
+}
 PORTS=()
 for i in 0 1 2 3 4 5; do
   port=$(free_port)
   mkdir -p "$DIR/$port"
   "$SERVER_BIN" --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
     --cluster-config-file "$DIR/$port/nodes.conf" --dir "$DIR/$port" --save "" \
-    --appendonly no --daemonize no --logfile "$DIR/$port/log" &
+    --appendonly no --daemonize no --logfile "$DIR/$port/log" --repl-ping-replica-period 1 &
   PIDS+=($!)
   PORTS+=("$port")
 done
@@ -48,7 +65,16 @@ ADDRS=()
 for port in "${PORTS[@]}"; do ADDRS+=("127.0.0.1:$port"); done
 "$REDIS_CLI" --cluster create "${ADDRS[@]}" --cluster-replicas 1 --cluster-yes >/dev/null
 until "$REDIS_CLI" -p "${PORTS[0]}" cluster info | grep -q 'cluster_state:ok'; do sleep 0.2; done
-sleep 2 # replicas attach
+# Replicas attach: until every node of CLUSTER SHARDS is online (Redis 7.0 shows a replica
+# "loading" until its master's next ping, hence the 1 s ping period above).
+for _ in $(seq 1 100); do
+  shards=$("$REDIS_CLI" -p "${PORTS[0]}" cluster shards)
+  replicas=$("$REDIS_CLI" -p "${PORTS[0]}" cluster nodes | grep -c slave || true)
+  if [ "$replicas" -ge 3 ] && ! grep -q -x 'loading\|fail' <<<"$shards"; then
+    break
+  fi
+  sleep 0.3
+done
 URL=redis://127.0.0.1:${PORTS[0]}
 echo "cluster: 3 masters + 3 replicas on ${PORTS[*]} ($("$SERVER_BIN" --version | cut -d' ' -f3))"
 echo "clients $CLIENTS, keys $KEYS, value $VALUE bytes, ${SECONDS_}s each, GET only, pipeline 1"

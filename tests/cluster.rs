@@ -256,3 +256,74 @@ fn a_failover_mid_run_leaves_a_complete_run() {
         );
     }
 }
+
+/// The written shard's master killed in the middle of a run: its probes report it down once,
+/// the cluster promotes the replica (node timeout 2 s), the writer reconnects and follows the
+/// MOVED to it, and the run completes with the plan's later writes made on the new master.
+#[test]
+fn a_killed_master_replaced_by_its_replica_leaves_a_complete_run() {
+    let cluster = LocalCluster::start(None, 3, 1, &[]).expect("a cluster of 3 masters");
+    let url = cluster.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
+        .args(["--url", &url, "--writer-sizes", "1M", "--repeat", "30"])
+        .args(["--gap", "300ms", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_secs(3));
+    let master = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.shard() == 0 && n.role() == holprobe::record::NodeRole::Master)
+        .expect("shard 0's master");
+    let replica = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.shard() == 0 && n.role() == holprobe::record::NodeRole::Replica)
+        .expect("shard 0's replica");
+    let pid = master.pid().expect("the master runs");
+    // SAFETY: a plain kill(2) of a process this test started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "complete", "{stderr}");
+    let events = run["node_events"].as_array().expect("node events");
+    let dead = master.address();
+    let downs: Vec<_> = events
+        .iter()
+        .filter(|e| e["node"] == dead.as_str() && e["event"] == "down")
+        .collect();
+    assert_eq!(downs.len(), 1, "reported once: {events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["node"] == replica.address().as_str()
+                && e["event"] == "topology"
+                && e["detail"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("replica -> master")),
+        "{events:?}"
+    );
+    let writes = read_csv(&out.join("writes.csv"));
+    assert_eq!(writes.len(), 60, "every write of the plan was made");
+    let last = writes.last().unwrap();
+    assert_eq!(last["ok"], "true", "{last:?}");
+    assert_eq!(last["node"], replica.address(), "{last:?}");
+    let pids = cluster.pids();
+    drop(cluster);
+    thread::sleep(Duration::from_millis(200));
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "server {pid} still runs"
+        );
+    }
+}

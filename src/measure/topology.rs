@@ -711,7 +711,33 @@ pub fn discover(url: &ConnInfo, map: &NodeAddressMap) -> Result<(Topology, Vec<S
             announced,
             address: url_address,
         };
-        return assemble(TopologyKind::Cluster, reported, &url_node, map, &mut reach);
+        // A master that serves no slot (a node just met, a replica not yet attached that
+        // reports itself as a master) takes no key and no write: left out, with a word.
+        let mut notes = Vec::new();
+        let reported: Vec<ReportedShard> = reported
+            .into_iter()
+            .filter(|shard| {
+                let serves = !shard.slots.is_empty();
+                if !serves
+                    && let Some(master) = &shard.master
+                    && master.announced != url_node.announced
+                {
+                    notes.push(format!(
+                        "{} serves no slot (still joining?): left out",
+                        master.announced
+                    ));
+                }
+                serves
+                    || shard
+                        .master
+                        .as_ref()
+                        .is_some_and(|m| m.announced == url_node.announced)
+            })
+            .collect();
+        let (topology, mut warnings) =
+            assemble(TopologyKind::Cluster, reported, &url_node, map, &mut reach)?;
+        notes.append(&mut warnings);
+        return Ok((topology, notes));
     }
     let own = info_replication(&mut control, url)?;
     let (master_announced, master_info, url_announced) = match own.role {

@@ -390,6 +390,7 @@ pub fn spawn_writer(
         value,
         conn,
         conn_info: conn_info.clone(),
+        home: conn_info.address(),
         clock,
         events,
         stop,
@@ -420,6 +421,8 @@ struct Writer {
     value: Arc<Vec<u8>>,
     conn: RawConn,
     conn_info: ConnInfo,
+    /// The server the run gave the writer (`host:port`); after a failover it writes elsewhere.
+    home: String,
     clock: RunClock,
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
@@ -530,6 +533,7 @@ impl Writer {
         // where the server says: MOVED for good (the writer's connection goes there), ASK for
         // this once (after ASKING). The write's window covers every attempt.
         let (mut moved, mut asked) = (0u32, 0u32);
+        let mut went_to: Option<String> = None;
         for _ in 0..MAX_REDIRECTS {
             let Ok(Reply::Error(text)) = &outcome else {
                 break;
@@ -541,6 +545,7 @@ impl Writer {
                 Ok(target) => target,
                 Err(_) => break,
             };
+            went_to = Some(target.address());
             let attempt = RawConn::connect(&target).map_err(|err| {
                 std::io::Error::new(ErrorKind::ConnectionRefused, crate::error::one_line(&err))
             });
@@ -618,7 +623,11 @@ impl Writer {
             server_request_bytes: figures.request_bytes,
             moved,
             asked,
-            sent_to: (moved + asked > 0).then(|| self.conn_info.address()),
+            // A redirected write, or any write after a failover moved the writer.
+            sent_to: went_to.or_else(|| {
+                let at = self.conn_info.address();
+                (at != self.home).then_some(at)
+            }),
         };
         (record, io_error)
     }
