@@ -473,3 +473,31 @@ fn mistakes_are_refused_before_anything_is_sent() {
     assert!(stderr_of(&assert).contains("holds only 100 load keys"));
     assert_eq!(dbsize(&server), 101);
 }
+
+/// `load --format json`: stdout is one JSON document with the blocks and every write the load
+/// saw (notes and progress stay on stderr).
+#[test]
+fn format_json_is_one_document_with_every_write() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "2000"]);
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url()])
+        .args(["--clients", "2", "--writer-sizes", "1M", "--gap", "1s"])
+        .args(["--format", "json"])
+        .assert()
+        .success();
+    let doc: serde_json::Value =
+        serde_json::from_str(&stdout_of(&assert)).expect("stdout is one JSON document");
+    assert_eq!(doc["mode"], "load");
+    assert_eq!(doc["status"], "complete");
+    let writes = doc["writes"].as_array().unwrap();
+    assert_eq!(writes.len(), 2, "set and delete: {doc}");
+    assert_eq!(doc["writes_under_load"].as_array().unwrap().len(), 2);
+    let blocks = doc["blocks"].as_array().unwrap();
+    assert!(!blocks.is_empty());
+    let requests: u64 = blocks
+        .iter()
+        .map(|b| b["total_requests"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(requests > 0, "{doc}");
+}

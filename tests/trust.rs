@@ -425,3 +425,29 @@ fn a_value_that_no_longer_fits_is_not_sent() {
     assert_eq!(server.keys("user:*").len(), 20);
     assert!(server.keys("holprobe:*").is_empty());
 }
+
+/// `calibrate --format json`: stdout is one JSON document, calibration.json's content with the
+/// run's findings under `run`: a row per injection.
+#[test]
+fn calibrate_format_json_is_one_document_with_every_injection() {
+    let assert = probe_cmd()
+        .args([
+            "calibrate",
+            "--stalls",
+            "20",
+            "--times",
+            "2",
+            "--gap",
+            "100ms",
+        ])
+        .args(["--format", "json"])
+        .assert();
+    let output = assert.get_output();
+    assert!(matches!(output.status.code(), Some(0 | 1)));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is one JSON document");
+    assert_eq!(doc["injections"], 2, "{doc}");
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 2, "{doc}");
+    assert_eq!(doc["run"]["status"], "complete", "{doc}");
+    assert_eq!(doc["run"]["summary"].as_array().unwrap().len(), 2, "{doc}");
+}
