@@ -184,3 +184,86 @@ fn valkey_91_populate_load_clean_on_a_cluster() {
     };
     populate_load_clean(&bin);
 }
+
+/// A manual failover in the middle of a load: the requests the demoted master now answers with
+/// MOVED are followed to the new master, counted as redirects, and none is an error.
+#[test]
+fn a_failover_under_load_is_followed_not_failed() {
+    let cluster = LocalCluster::start(None, 3, 1, &[]).expect("a cluster of 3 masters");
+    let url = cluster.url();
+    probe_cmd()
+        .args(["populate", "--url", &url, "--keys", "3000"])
+        .assert()
+        .success();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_probe"))
+        .args(["load", "--url", &url, "--duration", "4s", "--clients", "6"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let replica = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.shard() == 0 && n.role() == Role::Replica)
+        .expect("shard 0 has a replica");
+    redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query::<()>(&mut replica.conn_info().redis_connection().unwrap())
+        .expect("CLUSTER FAILOVER");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let blocks = node_blocks(&out);
+    let redirects: u64 = blocks.iter().map(|b| b.5).sum();
+    let errors: u64 = blocks.iter().map(|b| b.4).sum();
+    assert!(
+        redirects > 0,
+        "no request was redirected: {blocks:?}\n{stderr}"
+    );
+    // The failover itself may fail a few requests in its switch-over (seen once in four runs
+    // with other clusters beside it); redirects are not among them.
+    let requests: u64 = blocks.iter().map(|b| b.3).sum();
+    assert!(errors * 100 <= requests, "{blocks:?}\n{stderr}");
+    // The demoted master's clients keep getting answers (through the redirects) after the
+    // failover: its last full second has requests answered.
+    let old_master = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.shard() == 0 && n.role() == Role::Master)
+        .unwrap()
+        .address();
+    let rows = read_csv(&out.join("load_timeline.csv"));
+    let last_second = rows
+        .iter()
+        .filter(|r| r["server"] == old_master)
+        .map(|r| {
+            (
+                r["second"].parse::<u64>().unwrap(),
+                r["requests"].parse::<u64>().unwrap(),
+            )
+        })
+        .max_by_key(|(second, _)| *second)
+        .expect("timeline rows of the demoted master");
+    assert!(
+        last_second.1 > 0,
+        "{last_second:?}: its requests stopped being answered"
+    );
+    probe_cmd()
+        .args(["clean", "--url", &url])
+        .assert()
+        .success();
+    let pids = cluster.pids();
+    drop(cluster);
+    std::thread::sleep(Duration::from_millis(200));
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "server {pid} still runs"
+        );
+    }
+}

@@ -20,7 +20,9 @@
 //! On a cluster each connection is bound to one node and sends only keys of that node's shard
 //! ([`EngineServer::key_indices`]), as `redis-benchmark --cluster` binds each client to a node:
 //! no request is sent to a node that does not serve it while the slot map holds. A `MOVED` or
-//! `ASK` reply (the map changed under the run) is counted apart from errors and not resent.
+//! `ASK` reply (the map changed under the run) is counted apart from errors and followed: the
+//! request is sent again where the reply says (after `ASKING` for an ASK), on a blocking
+//! connection of the worker's to that node, and its latency counts both trips.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -314,6 +316,8 @@ struct Pending {
     sent_us: u64,
     /// SET value bytes (0 for a GET).
     set_bytes: u32,
+    /// The key's index (to send it again where a cluster redirects it).
+    key_index: u64,
 }
 
 struct Client {
@@ -369,6 +373,22 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// A request the cluster redirected (followed by the worker): counted, and said once.
+    fn redirected(&mut self, server: usize, ask: bool, text: &str) {
+        let agg = &mut self.cur[server];
+        if ask {
+            agg.asked += 1;
+        } else {
+            agg.moved += 1;
+        }
+        if self.notes < NOTES_PER_THREAD {
+            self.notes += 1;
+            self.outbox.push_back(EngineMsg::Note(format!(
+                "the cluster redirected a request ({text}): its slot map changed since the load started; redirected requests are sent again where it says"
+            )));
+        }
+    }
+
     fn reply(&mut self, server: usize, pending: Pending, reply: Scanned, done_us: u64) {
         let latency = done_us.saturating_sub(pending.start_us);
         let agg = &mut self.cur[server];
@@ -386,18 +406,13 @@ impl Recorder {
                 agg.record_ok(latency, u64::from(pending.set_bytes), self.threshold_us);
                 true
             }
-            // A cluster redirect: the slot is served elsewhere (MOVED) or migrating (ASK).
-            // Counted apart from errors; the request is not resent (see the module comment).
+            // A redirect that could not be followed (a second one, or its node unreachable).
             Scanned::Error(text) if text.starts_with("MOVED ") || text.starts_with("ASK ") => {
-                if text.starts_with("MOVED ") {
-                    agg.moved += 1;
-                } else {
-                    agg.asked += 1;
-                }
+                agg.errors += 1;
                 if self.notes < NOTES_PER_THREAD {
                     self.notes += 1;
                     self.outbox.push_back(EngineMsg::Note(format!(
-                        "the cluster redirected a request ({text}): its slot map changed since the load started"
+                        "a redirected request could not be followed: {text}"
                     )));
                 }
                 false
@@ -551,6 +566,8 @@ struct Worker {
     pool: Arc<Vec<u8>>,
     read_buf: Vec<u8>,
     rec: Recorder,
+    /// Connections to the nodes a cluster redirected requests to, by address.
+    redirects: std::collections::HashMap<String, redis::Connection>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     timer: Option<timer::TimerFd>,
     armed_for: u64,
@@ -612,6 +629,7 @@ impl Worker {
             clients,
             pool,
             read_buf: vec![0u8; 256 * 1024],
+            redirects: std::collections::HashMap::new(),
             heap: BinaryHeap::new(),
             timer,
             armed_for: 0,
@@ -951,6 +969,7 @@ impl Worker {
             start_us,
             sent_us,
             set_bytes,
+            key_index: index,
         });
     }
 
@@ -1008,13 +1027,27 @@ impl Worker {
             let inflight = &mut client.inflight;
             let rec = &mut self.rec;
             let mut orphan = false;
+            let mut redirected: Vec<(Pending, String)> = Vec::new();
             let fed =
                 client
                     .scanner
                     .feed(&self.read_buf[..n], |reply| match inflight.pop_front() {
-                        Some(pending) => rec.reply(server, pending, reply, now),
+                        // A cluster redirect: followed below, out of the scanner's way.
+                        Some(pending) => match reply {
+                            Scanned::Error(text)
+                                if text.starts_with("MOVED ") || text.starts_with("ASK ") =>
+                            {
+                                redirected.push((pending, text))
+                            }
+                            reply => rec.reply(server, pending, reply, now),
+                        },
                         None => orphan = true,
                     });
+            for (pending, text) in redirected {
+                let reply = self.follow(server, &pending, &text);
+                let done_us = self.clock.now_us();
+                self.rec.reply(server, pending, reply, done_us);
+            }
             got_reply = true;
             if let Err(err) = fed {
                 self.fail(i, err.to_string());
@@ -1036,6 +1069,62 @@ impl Worker {
                 self.unblock_open(i, now);
             } else {
                 self.refill_closed(i, now);
+            }
+        }
+    }
+
+    /// Sends a request a cluster redirected (`MOVED slot host:port`, or `ASK` after `ASKING`)
+    /// again where the reply says, on a blocking connection of this thread's to that node, and
+    /// returns the reply there: the request's latency counts both trips. Redirects come only
+    /// while a slot moves (a failover, a resharding), so the thread's short wait is rare; the
+    /// next requests of the slot are redirected and followed the same way.
+    fn follow(&mut self, server: usize, pending: &Pending, text: &str) -> Scanned {
+        let ask = text.starts_with("ASK ");
+        self.rec.redirected(server, ask, text);
+        let Some(address) = text.split_whitespace().nth(2) else {
+            return Scanned::Error(text.to_string());
+        };
+        if !self.redirects.contains_key(address) {
+            let Ok(mut info) = self.config.servers[server].conn.for_node(address) else {
+                return Scanned::Error(text.to_string());
+            };
+            info.command_timeout = info.command_timeout.min(Duration::from_secs(2));
+            match info.redis_connection() {
+                Ok(conn) => {
+                    self.redirects.insert(address.to_string(), conn);
+                }
+                Err(err) => {
+                    return Scanned::Error(format!("{text}: {}", crate::error::one_line(&err)));
+                }
+            }
+        }
+        let conn = self.redirects.get_mut(address).expect("inserted above");
+        let mut key = Vec::new();
+        self.config.naming.push_key(pending.key_index, &mut key);
+        let mut pipe = redis::pipe();
+        if ask {
+            pipe.cmd("ASKING").ignore();
+        }
+        if pending.set_bytes > 0 {
+            let len = (pending.set_bytes as usize).min(self.pool.len());
+            pipe.cmd("SET").arg(&key).arg(&self.pool[..len]);
+        } else {
+            pipe.cmd("GET").arg(&key);
+        }
+        match pipe.query::<Vec<redis::Value>>(conn) {
+            Ok(mut values) => match values.pop() {
+                Some(redis::Value::BulkString(bytes)) => Scanned::Bulk {
+                    len_bytes: bytes.len() as u64,
+                },
+                Some(redis::Value::Nil) => Scanned::Nil,
+                Some(redis::Value::Okay) => Scanned::Status { ok: true },
+                Some(redis::Value::SimpleString(s)) => Scanned::Status { ok: s == "OK" },
+                other => Scanned::Error(format!("unexpected reply {other:?} after {text}")),
+            },
+            Err(err) => {
+                // A broken connection is opened again at the next redirect.
+                self.redirects.remove(address);
+                Scanned::Error(format!("{text}: {err}"))
             }
         }
     }

@@ -233,9 +233,9 @@ pub struct LoadBlock {
     pub misses: u64,
     /// Requests slower than `--stall-threshold`.
     pub delayed: u64,
-    /// Cluster `MOVED` replies (not resent; 0 while the slot map holds).
+    /// Cluster `MOVED` replies, each followed to the node it names (0 while the slot map holds).
     pub moved: u64,
-    /// Cluster `ASK` replies (not resent).
+    /// Cluster `ASK` replies, each followed (after `ASKING`).
     pub asked: u64,
     /// On a cluster: the node's part, `master` or `replica`, and its shard (`master, shard 0`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -308,7 +308,7 @@ impl LoadBlock {
         }
         if self.moved + self.asked > 0 {
             lines.push(format!(
-                "Redirects: {} MOVED, {} ASK (the slot map changed during the run; not resent)",
+                "Redirects: {} MOVED, {} ASK (the slot map changed during the run; each request sent again where it said)",
                 self.moved, self.asked
             ));
         }
