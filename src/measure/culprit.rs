@@ -68,9 +68,9 @@ use serde::Serialize;
 use crate::measure::resp::{RawConn, Reply};
 use crate::measure::serverview::{
     LatencyEvent, LogEntry, eventloop_max_during, parse_latency_latest, parse_log_entries,
+    read_eventloop_max,
 };
 use crate::measure::target::ConnInfo;
-use crate::measure::target::info_field;
 use crate::units::format_size;
 
 /// A stall's interval on the wall clock (unix time), to match against the server's own stamps.
@@ -589,25 +589,12 @@ impl ServerLogPoller {
         Ok(poll)
     }
 
-    /// INFO DEBUG `eventloop_duration_max`, µs; `None` where the server does not report it
-    /// (Redis before 7.2: then it is not asked again) or the reply was an error.
+    /// INFO DEBUG `eventloop_duration_max`, µs ([`read_eventloop_max`]); a server that does
+    /// not report it is not asked again.
     fn read_eventloop_max(&mut self, conn: &mut RawConn) -> Option<u64> {
-        match conn.command(&[b"INFO", b"debug"]) {
-            Ok(Reply::Bulk(Some(bytes))) => {
-                let text = String::from_utf8_lossy(&bytes);
-                let value =
-                    info_field(&text, "eventloop_duration_max").and_then(|v| v.parse().ok());
-                if value.is_none() {
-                    self.eventloop = false;
-                }
-                value
-            }
-            Ok(_) => {
-                self.eventloop = false;
-                None
-            }
-            Err(_) => None,
-        }
+        let (value, reported) = read_eventloop_max(conn);
+        self.eventloop &= reported;
+        value
     }
 
     /// The source in use, `None` when the server refused both.

@@ -404,6 +404,21 @@ pub fn eventloop_max_during(
     }
 }
 
+/// INFO DEBUG `eventloop_duration_max`, µs, and whether the server reports it at all (false
+/// for Redis before 7.2, or a refused INFO DEBUG: not worth asking again). A connection
+/// error gives `(None, true)`: the next reading may work.
+pub fn read_eventloop_max(conn: &mut RawConn) -> (Option<u64>, bool) {
+    match conn.command(&[b"INFO", b"debug"]) {
+        Ok(Reply::Bulk(Some(bytes))) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let value = info_field(&text, "eventloop_duration_max").and_then(|v| v.parse().ok());
+            (value, value.is_some())
+        }
+        Ok(_) => (None, false),
+        Err(_) => (None, true),
+    }
+}
+
 /// The server's figures for one write.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerFigures {
@@ -545,22 +560,9 @@ impl ServerView {
     }
 
     fn eventloop_max(&mut self, conn: &mut RawConn) -> Option<u64> {
-        match conn.command(&[b"INFO", b"debug"]) {
-            Ok(Reply::Bulk(Some(bytes))) => {
-                let text = String::from_utf8_lossy(&bytes);
-                let value =
-                    info_field(&text, "eventloop_duration_max").and_then(|v| v.parse().ok());
-                if value.is_none() {
-                    self.eventloop = false; // Redis before 7.2: not reported
-                }
-                value
-            }
-            Ok(_) => {
-                self.eventloop = false;
-                None
-            }
-            Err(_) => None,
-        }
+        let (value, reported) = read_eventloop_max(conn);
+        self.eventloop &= reported;
+        value
     }
 }
 
