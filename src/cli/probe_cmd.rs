@@ -446,7 +446,7 @@ fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> 
             let mut plan = plan.clone();
             plan.key_prefix = run_prefix.clone();
             let steps = plan.steps();
-            // What the session resets before each write (src/session.rs, ViewSetup).
+            // What the session resets before each write (src/session/probes.rs, ViewSetup).
             let resets = if embedded {
                 ", CONFIG RESETSTAT and LATENCY RESET"
             } else if options.tune_server {

@@ -35,50 +35,10 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use crate::analyze::correlate::{CorrelateConfig, Correlator, Finding, Horizon, WriteSummary};
-use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
+use crate::record::{WriteOp, WriteRecord};
 use crate::units::format_size;
 
-/// One load request of the written server: when its latency started counting and how long it
-/// took (until its reply, or until it was given up on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sample {
-    /// Run clock, µs: the write of the request (closed loop) or its intended send (open loop).
-    pub start_us: u64,
-    /// Round trip, µs (for a request without reply: until it was counted lost).
-    pub latency_us: u32,
-    /// False for error replies, broken connections and timeouts.
-    pub ok: bool,
-    /// A reply came (an error reply too); false: the request was given up (timeout, broken
-    /// connection) `latency_us` after its start.
-    pub replied: bool,
-}
-
-impl Sample {
-    /// When the reply came (or the request was given up), run clock µs.
-    pub fn end_us(&self) -> u64 {
-        self.start_us + u64::from(self.latency_us)
-    }
-
-    /// The request as the correlator takes a probe: intended = sent = its start (the engine
-    /// keeps no separate send time; in closed loop they are the same), reply = its end when a
-    /// reply came, none when it was given up. The reply time is when the generator thread read
-    /// it, so a generator held off its core delays it too (the probes have kernel stamps).
-    pub fn record(&self, seq: u64) -> ProbeRecord {
-        let reply_us = self.replied.then(|| self.end_us());
-        ProbeRecord {
-            thread: 0,
-            seq,
-            cmd: ProbeCmd::Get,
-            intended_us: self.start_us,
-            sent_us: self.start_us,
-            reply_us,
-            latency_us: self.replied.then_some(u64::from(self.latency_us)),
-            ok: self.ok,
-            error: None,
-            read_us: reply_us,
-        }
-    }
-}
+pub use crate::measure::generator::Sample;
 
 /// What the written server's load requests saw during one write (final once the correlator
 /// hands it out).

@@ -34,16 +34,17 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use crossbeam_channel::{Sender, TrySendError};
+
+use crate::measure::event::Event;
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use rand::{Rng, RngExt, SeedableRng};
 
-use super::analyze::Sample;
 use super::keyspace::{KeyNaming, ValueSize, push_decimal};
 use super::scanner::{ReplyScanner, Scanned};
-use super::stats::SecondAgg;
 use crate::measure::clock::{RunClock, sleep_until_precise, tighten_timer_slack};
+pub use crate::measure::generator::{EngineMsg, Sample, SecondAgg, ThreadSecond, ThreadSummary};
 use crate::measure::resp::RawConn;
 use crate::measure::target::ConnInfo;
 
@@ -113,68 +114,6 @@ pub struct Control {
     pub stop_at_us: AtomicU64,
 }
 
-/// What the threads report to the collector.
-#[derive(Debug)]
-pub enum EngineMsg {
-    /// One second of one thread, per server. Sent for every second in order, empty or not.
-    Second(ThreadSecond),
-    /// Per-request samples (only for [`EngineConfig::sample_server`]), sent before the
-    /// [`EngineMsg::Second`] that closes the period they fall in.
-    Samples(Vec<Sample>),
-    /// A connection problem worth telling the user (rate-limited).
-    Note(String),
-    /// The thread finished; no more messages from it.
-    Done(ThreadSummary),
-}
-
-/// One thread's figures for one second.
-#[derive(Debug)]
-pub struct ThreadSecond {
-    /// Which thread.
-    pub thread: u16,
-    /// Seconds since the load started.
-    pub second: u64,
-    /// One aggregate per server.
-    pub servers: Vec<SecondAgg>,
-    /// The thread's CPU time in this second, percent of wall time (`None` where unknown).
-    pub cpu_pct: Option<f64>,
-    /// Time the thread was runnable but waiting for a CPU in this second, percent of wall
-    /// time (`None` where unknown): high when the host is oversubscribed.
-    pub wait_pct: Option<f64>,
-    /// Every request of [`EngineConfig::sample_server`] this thread started before this (run
-    /// clock µs) has been sent as a [`Sample`], in this message's batch or earlier: the
-    /// collector's horizon for the streaming correlator.
-    pub unsampled_from_us: u64,
-}
-
-/// One thread's totals.
-#[derive(Debug, Clone)]
-pub struct ThreadSummary {
-    /// Which thread.
-    pub thread: u16,
-    /// Connections it drove.
-    pub clients: u32,
-    /// CPU time over the run, µs (`None` where unknown).
-    pub cpu_us: Option<u64>,
-    /// Time runnable but waiting for a CPU over the run, µs (`None` where unknown).
-    pub run_delay_us: Option<u64>,
-    /// Wall time from start to finish, µs.
-    pub wall_us: u64,
-    /// Open loop: lateness of sends the thread itself made late (actual − intended), µs.
-    pub schedule_lag: Histogram<u64>,
-    /// Open loop: such sends more than 1 ms late.
-    pub late_sends: u64,
-    /// Open loop: scheduled requests never sent because their connection was full or down
-    /// when the run ended.
-    pub unsent: u64,
-    /// Connections reopened after an error or a timeout.
-    pub reconnects: u64,
-    /// Connections still down at the end.
-    pub disconnected_at_end: u32,
-    /// Samples dropped because the collector fell behind (expected 0).
-    pub samples_dropped: u64,
-}
-
 /// Lateness past which an open-loop send counts as late, µs.
 pub const LATE_SEND_US: u64 = 1_000;
 /// Bytes of random data SET values are cut from.
@@ -187,7 +126,7 @@ pub fn start(
     clock: RunClock,
     start_us: impl FnOnce(&RunClock) -> u64,
     control: Arc<Control>,
-    tx: Sender<EngineMsg>,
+    tx: Sender<Event>,
 ) -> Result<(u64, Vec<JoinHandle<()>>)> {
     raise_open_files_limit(u64::from(config.clients) + 256);
     let threads = config.threads.max(1) as usize;
@@ -538,12 +477,14 @@ impl Recorder {
     }
 
     /// Hands queued messages to the collector without ever blocking.
-    fn deliver(&mut self, tx: &Sender<EngineMsg>) {
+    fn deliver(&mut self, tx: &Sender<Event>) {
         while let Some(msg) = self.outbox.pop_front() {
-            match tx.try_send(msg) {
+            match tx.try_send(Event::Load(Box::new(msg))) {
                 Ok(()) => {}
-                Err(TrySendError::Full(msg)) => {
-                    self.outbox.push_front(msg);
+                Err(TrySendError::Full(event)) => {
+                    if let Event::Load(msg) = event {
+                        self.outbox.push_front(*msg);
+                    }
                     return;
                 }
                 Err(TrySendError::Disconnected(_)) => {
@@ -559,7 +500,7 @@ struct Worker {
     config: Arc<EngineConfig>,
     clock: RunClock,
     control: Arc<Control>,
-    tx: Sender<EngineMsg>,
+    tx: Sender<Event>,
     poll: Poll,
     clients: Vec<Client>,
     rng: rand::rngs::SmallRng,
@@ -586,7 +527,7 @@ impl Worker {
         clock: RunClock,
         start_us: u64,
         control: Arc<Control>,
-        tx: Sender<EngineMsg>,
+        tx: Sender<Event>,
         clients: Vec<Client>,
         pool: Arc<Vec<u8>>,
     ) -> Result<Worker> {
@@ -764,7 +705,7 @@ impl Worker {
         self.rec.outbox.push_back(EngineMsg::Done(summary));
         // The collector is waiting for exactly these: block until they are in.
         for msg in self.rec.outbox.drain(..) {
-            if self.tx.send(msg).is_err() {
+            if self.tx.send(Event::Load(Box::new(msg))).is_err() {
                 break;
             }
         }

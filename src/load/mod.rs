@@ -18,12 +18,14 @@
 //! connection per master), `holprobe:load:meta` lives on the master of its own slot, load binds
 //! each connection to one node and reports a block per node, clean scans every master.
 //!
-//! What load mode shares with the probe session ([`crate::session`]): the correlator that
-//! decides which requests overlapped a write, the worst of them and how many were delayed
-//! (fed as the run goes, as the probes are), the run id and key prefix, the key ledger that
-//! removes the writer's keys on every way out, and the words of each way a run ends. What it
-//! keeps apart: its generator threads (mio event loops that report per second, not the probe
-//! threads' one record each), its collector of per-second figures, and its exports.
+//! `probe load` runs through the measuring session ([`crate::session::Session`]) as every
+//! measuring command does, with the load generator as its instrument (`runner`'s
+//! `LoadInstrument`) and the main job's writer as its actor: the run id, key prefix, key ledger
+//! and settings guard, the one event channel, the stop order (the writer first, so a write under
+//! way is finished while the load goes on) and the end-of-run reasons are the session's; the
+//! correlator that decides which requests overlapped a write is the probes'. What is the load's
+//! own: its generator threads (mio event loops that report per second, not the probe threads'
+//! one record each), its collector of per-second figures, and its exports.
 
 pub mod analyze;
 pub mod cluster;

@@ -1,21 +1,22 @@
-//! One load run, end to end: start the generator threads (and the prober's writer when asked)
-//! on one run clock, collect their per-second figures from one channel, write the exports as
-//! the run goes, then build the blocks, the timeline and the per-write findings.
+//! One load run, end to end, as a measuring session ([`crate::session::Session`]) with the
+//! load generator as its instrument ([`LoadInstrument`]) and the prober's writer, when asked, as
+//! its actor: the generator threads and the writer send into the session's one channel on one
+//! run clock; the instrument folds the per-second reports into the timeline and the blocks,
+//! writes the exports as the run goes, and at the end builds the per-write findings.
 //!
 //! With a writer, each request of the written server goes to the streaming correlator as it
 //! arrives ([`LoadCorrelator`]) and is dropped: the horizon is what every generator thread says
-//! it has sent (`unsampled_from_us` with each second) and the writer's [`WriteMark`], as in the
-//! probe session. The run id and key prefix, the key ledger and its cleanup, and the words of
-//! each way a run ends are the session's ([`crate::session`]).
+//! it has sent (`unsampled_from_us` with each second) and the writer's mark, as for the probes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{Receiver, bounded, never, select};
+use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -26,8 +27,7 @@ use super::engine::{self, Control, EngineConfig, EngineMsg, EngineServer, OpMix,
 use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
 use super::stats::{LoadBlock, SecondAgg, TIMELINE_COLUMNS, TimelineRow, new_histogram};
 use crate::analyze::correlate::Horizon;
-use crate::measure::actor::WriteMark;
-use crate::measure::actor::{Actor, ActorContext};
+use crate::measure::actor::Actor;
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::serverview::ViewSetup;
@@ -36,7 +36,7 @@ use crate::measure::writer::{WriterActor, WriterPlan};
 use crate::output::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
 use crate::record::WriteRecord;
 use crate::session::{
-    EndOfRun, KeyLedger, RunScope, actor_end, duration_before_plan, interrupted_by_signal,
+    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, SETTLE_EVERY, Session, panicked,
 };
 use crate::units::option_duration_ms;
 
@@ -275,11 +275,14 @@ pub fn run_load(
     });
     let written = servers[0].target;
     let own_keys = |key_prefix: &str| actor.as_ref().map_or(Vec::new(), |a| a.keys(key_prefix));
-    let mut scope = match options.writer_hash_tag.as_deref() {
-        None => RunScope::open(written, &[], false, own_keys)?,
-        // On a cluster the writer's keys land on the written master's shard.
-        tag => RunScope::open_tagged(written, tag, &[], false, own_keys)?,
-    };
+    // On a cluster the writer's keys carry the written master's shard's hash tag.
+    let scope = RunScope::open(
+        written,
+        options.writer_hash_tag.as_deref(),
+        &[],
+        false,
+        own_keys,
+    )?;
     let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
     let local = servers.iter().filter(|s| s.target.server.local).count();
     let threads = options
@@ -329,52 +332,41 @@ pub fn run_load(
         actor.prepare(&key_prefix)?;
     }
     let host = HostInfo::read();
-    let clock = RunClock::start();
-    let (tx, rx) = bounded::<EngineMsg>(4096);
+    let mut session = Session::start(written, scope, CHANNEL_SLOTS);
+    let clock = session.clock;
     let control = Arc::new(Control {
         stop_at_us: AtomicU64::new(u64::MAX),
     });
-    let (load_start_us, handles) = engine::start(
+    let (load_start_us, handles) = match engine::start(
         Arc::clone(&config),
         clock,
         |clock| clock.now_us() + 20_000,
         Arc::clone(&control),
-        tx,
-    )?;
-    // With a writer the loop below ends the load, after the write under way (see the stop).
+        session.events(),
+    ) {
+        Ok(started) => started,
+        Err(err) => {
+            session.abandon();
+            return Err(err);
+        }
+    };
+    // With a writer the session ends the load, after the write under way (see its stop).
     if let Some(duration) = options.duration.filter(|_| !has_writer) {
         control.stop_at_us.fetch_min(
             load_start_us + duration.as_micros() as u64,
             Ordering::SeqCst,
         );
     }
-    let writer_stop = Arc::new(AtomicBool::new(false));
-    let write_mark = Arc::new(WriteMark::default());
-    let (writer_handle, writer_rx): (_, Receiver<Event>) = match actor.take() {
-        Some(actor) => {
-            let (wtx, wrx) = bounded::<Event>(1024);
-            match actor.spawn(ActorContext {
-                conn: written.conn.clone(),
-                clock,
-                events: wtx,
-                stop: Arc::clone(&writer_stop),
-                mark: Arc::clone(&write_mark),
-                view: ViewSetup::default(),
-                server_local: written.server.local,
-                cluster_nodes: Vec::new(),
-            }) {
-                Ok(handle) => (Some(handle), wrx),
-                Err(err) => {
-                    control.stop_at_us.store(0, Ordering::SeqCst);
-                    for handle in handles {
-                        let _ = handle.join();
-                    }
-                    return Err(err);
-                }
-            }
+    if let Some(actor) = actor.take()
+        && let Err(err) = session.spawn_actor(actor, ViewSetup::default(), Vec::new())
+    {
+        control.stop_at_us.store(0, Ordering::SeqCst);
+        for handle in handles {
+            let _ = handle.join();
         }
-        None => (None, never()),
-    };
+        session.abandon();
+        return Err(err);
+    }
     notify(LoadNotice::Started {
         run_id: &run_id,
         threads,
@@ -393,170 +385,182 @@ pub fn run_load(
         }),
         ..options.clone()
     };
-    let meta = Meta {
-        run_id: &run_id,
-        key_prefix: &key_prefix,
-        clock,
-        servers,
-        host: &host,
-        options: &effective_options,
-        threads,
-        load_start_us,
+    let mut load = LoadInstrument {
+        state,
+        handles: handles.into_iter().map(Some).collect(),
+        panics: Vec::new(),
+        control,
+        out: options.out.as_deref().map(OutDir::new),
+        meta: Meta {
+            run_id: &run_id,
+            key_prefix: &key_prefix,
+            clock,
+            servers,
+            host: &host,
+            options: &effective_options,
+            threads,
+            load_start_us,
+        },
+        notify,
+        last_checkpoint: Instant::now(),
     };
-    let mut out = options.out.as_deref().map(OutDir::new);
-    let mut writer_rx = writer_rx;
-    let mut status = RunStatus::Complete;
-    let mut status_reason: Option<String> = None;
-    let mut last_tick = Instant::now();
-    let mut last_checkpoint = Instant::now();
-    let mut export_error: Option<anyhow::Error> = None;
-    let deadline_us = options
-        .duration
-        .map(|d| load_start_us + d.as_micros() as u64);
-    let stop_now = |control: &Control, clock: &RunClock| {
-        control
-            .stop_at_us
-            .fetch_min(clock.now_us().max(load_start_us), Ordering::SeqCst);
+    let limits = Limits {
+        deadline_us: options
+            .duration
+            .map(|d| load_start_us + d.as_micros() as u64),
+        // Without --duration the load lasts as long as the writer's plan.
+        ends_with_actor: options.duration.is_none(),
     };
-    while state.done_threads < threads {
-        select! {
-            recv(rx) -> msg => match msg {
-                Ok(msg) => state.take(msg, notify),
-                Err(_) => break,
-            },
-            recv(writer_rx) -> event => match event {
-                Ok(event) => state.take_writer(event, &mut scope.keys),
-                Err(_) => writer_rx = never(),
-            },
-            default(Duration::from_millis(50)) => {}
-        }
-        if interrupt.load(Ordering::Relaxed) {
-            (status, status_reason) = interrupted_by_signal();
-            break;
-        }
-        if let Some((RunStatus::Failed, reason)) = &state.writer_end {
-            (status, status_reason) = (RunStatus::Failed, reason.clone());
-            break;
-        }
-        let writer_done = state.writer_end.is_some();
-        if has_writer {
-            // Without --duration the load lasts as long as the writer's plan.
-            if writer_done && deadline_us.is_none() {
-                break;
-            }
-            if let Some(deadline) = deadline_us
-                && clock.now_us() >= deadline
-            {
-                if !writer_done {
-                    (status, status_reason) = duration_before_plan();
-                }
-                break;
-            }
-            // Its thread ended without its last word: it died (filed after the stop).
-            if writer_handle.as_ref().is_some_and(|h| h.is_finished()) && !writer_done {
-                break;
-            }
-        }
-        if last_tick.elapsed() >= Duration::from_millis(200) {
-            last_tick = Instant::now();
-            notify(LoadNotice::Tick {
-                elapsed: Duration::from_micros(clock.now_us().saturating_sub(load_start_us)),
-                last_second_requests: state.last_second_requests(),
-            });
-            // The mark before the channel: a write it no longer marks is in the channel.
-            let writes_from_us = write_mark.writes_from(clock);
-            while let Ok(event) = writer_rx.try_recv() {
-                state.take_writer(event, &mut scope.keys);
-            }
-            state.settle(writes_from_us);
-            state.notify_final_writes(notify, false);
-        }
-        if last_checkpoint.elapsed() >= Duration::from_secs(1) {
-            last_checkpoint = Instant::now();
-            if let Some(out) = out.as_mut() {
-                let complete_us = state.finals.len() as u64 * 1_000_000;
-                let report = state.report(&meta, RunStatus::Running, None, Vec::new(), complete_us);
-                if let Err(err) = out.write(&meta, &report) {
-                    // Stop the threads and clean up before reporting it.
-                    export_error = Some(err);
-                    break;
-                }
-            }
-        }
-    }
+    let ended = session.run(&mut load, limits, interrupt);
+    let warnings = std::mem::take(&mut session.warnings);
+    load.finish(ended, warnings)
+}
 
-    // Stop everything and keep every record still in flight. The writer first: a write under
-    // way (Ctrl-C, the end of --duration) is finished and recorded while the load goes on, so
-    // what the load clients saw covers all of it; then the generator threads.
-    writer_stop.store(true, Ordering::Relaxed);
-    if let Some(handle) = writer_handle {
-        while !handle.is_finished() {
-            select! {
-                recv(rx) -> msg => if let Ok(msg) = msg { state.take(msg, notify) },
-                recv(writer_rx) -> event => match event {
-                    Ok(event) => state.take_writer(event, &mut scope.keys),
-                    Err(_) => writer_rx = never(),
-                },
-                default(Duration::from_millis(20)) => {}
-            }
-        }
-        let _ = handle.join();
-    }
-    stop_now(&control, &clock);
-    for handle in handles {
-        let _ = handle.join();
-    }
-    while let Ok(msg) = rx.try_recv() {
-        state.take(msg, notify);
-    }
-    while let Ok(event) = writer_rx.try_recv() {
-        state.take_writer(event, &mut scope.keys);
-    }
-    if status == RunStatus::Complete {
-        match &state.writer_end {
-            Some((RunStatus::Failed, reason)) => {
-                (status, status_reason) = (RunStatus::Failed, reason.clone());
-            }
-            None if has_writer => {
-                // Its thread is gone and it never said done or failed: it died (a panic).
-                status = RunStatus::Failed;
-                status_reason = Some(
-                    "the writer thread stopped without finishing its plan (a bug in holprobe: please report it)".into(),
-                );
-            }
+/// Slots of the session's channel under load: the generator threads send a few reports a
+/// second each (and, with a writer, batches of the written server's requests), the writer a
+/// record per write.
+const CHANNEL_SLOTS: usize = 1 << 14;
+
+/// How often the exports are rewritten while the load runs.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// The load generator as a session's instrument: its threads, the collector of their
+/// per-second reports and of the written server's requests, and the load exports.
+struct LoadInstrument<'a, 'n> {
+    state: Collector,
+    /// The generator threads, `None` once joined.
+    handles: Vec<Option<JoinHandle<()>>>,
+    /// What generator threads that ended early panicked with.
+    panics: Vec<String>,
+    control: Arc<Control>,
+    out: Option<OutDir>,
+    meta: Meta<'a>,
+    notify: &'n mut dyn FnMut(LoadNotice<'_>),
+    last_checkpoint: Instant,
+}
+
+impl Instrument for LoadInstrument<'_, '_> {
+    fn take(&mut self, event: Event, keys: &mut KeyLedger) -> Result<()> {
+        match event {
+            Event::Load(msg) => self.state.take(*msg, &mut *self.notify),
+            Event::Write(write) => self.state.take_writer(*write, keys),
             _ => {}
         }
+        Ok(())
     }
-    let mut warnings = std::mem::take(&mut scope.warnings);
-    scope.remove_keys(written, &mut warnings);
-    scope.restore_settings(&mut warnings);
-    let runtime_us = control
-        .stop_at_us
-        .load(Ordering::SeqCst)
-        .saturating_sub(load_start_us);
-    state.full_seconds = Some((runtime_us / 1_000_000) as usize);
-    state.finalize(true);
-    state.finish_requests();
-    state.notify_final_writes(notify, true);
-    if let Some(err) = export_error {
-        // Every thread is stopped and the keys are gone: what is in memory goes to the files
-        // that can take it, with run.json `failed` (best effort: the disk may be full), and
-        // then the error ends the run.
-        let reason = format!(
-            "could not write the exports: {}",
-            crate::error::one_line(&err)
-        );
-        let report = state.report(&meta, RunStatus::Failed, Some(reason), warnings, runtime_us);
-        if let Some(out) = out.as_mut() {
-            let _ = out.write(&meta, &report);
+
+    fn settle(&mut self, writes_from_us: u64, warnings: &[String]) -> Result<()> {
+        self.state.settle(writes_from_us);
+        self.state.notify_final_writes(&mut *self.notify, false);
+        if self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+            self.last_checkpoint = Instant::now();
+            if let Some(out) = self.out.as_mut() {
+                let complete_us = self.state.finals.len() as u64 * 1_000_000;
+                let report = self.state.report(
+                    &self.meta,
+                    RunStatus::Running,
+                    None,
+                    warnings.to_vec(),
+                    complete_us,
+                );
+                out.write(&self.meta, &report)?;
+            }
         }
-        return Err(err);
+        Ok(())
     }
-    let report = state.report(&meta, status, status_reason, warnings, runtime_us);
-    if let Some(out) = out.as_mut() {
-        out.write(&meta, &report)?;
+
+    fn tick(&mut self) {
+        let elapsed = self
+            .meta
+            .clock
+            .now_us()
+            .saturating_sub(self.meta.load_start_us);
+        (self.notify)(LoadNotice::Tick {
+            elapsed: Duration::from_micros(elapsed),
+            last_second_requests: self.state.last_second_requests(),
+        });
     }
-    Ok(report)
+
+    fn check(&mut self) -> Option<EndOfRun> {
+        // A thread that panicked ends the run; one that ended sent its last report first.
+        for slot in &mut self.handles {
+            if slot.as_ref().is_some_and(|h| h.is_finished())
+                && let Some(panic) = slot.take().and_then(panicked)
+            {
+                let died = format!("a load generator thread panicked: {panic}{BUG}");
+                return Some((RunStatus::Failed, Some(died)));
+            }
+        }
+        (self.state.done_threads >= self.meta.threads).then_some((RunStatus::Complete, None))
+    }
+
+    fn stop(&mut self, events: &Receiver<Event>, keys: &mut KeyLedger) -> Option<String> {
+        let now = self.meta.clock.now_us().max(self.meta.load_start_us);
+        self.control.stop_at_us.fetch_min(now, Ordering::SeqCst);
+        // The threads send their last reports blocking: take them while waiting.
+        while self.handles.iter().flatten().any(|h| !h.is_finished()) {
+            if let Ok(event) = events.recv_timeout(SETTLE_EVERY) {
+                let _ = self.take(event, keys);
+            }
+        }
+        for handle in self.handles.iter_mut().filter_map(Option::take) {
+            if let Some(panic) = panicked(handle) {
+                self.panics
+                    .push(format!("a load generator thread panicked: {panic}{BUG}"));
+            }
+        }
+        self.panics.first().cloned()
+    }
+
+    fn failure(&self) -> Option<String> {
+        None
+    }
+}
+
+impl LoadInstrument<'_, '_> {
+    /// The final exports and the report, every thread stopped, the keys removed and the
+    /// settings restored; after an export error, what the disk takes and the error.
+    fn finish(mut self, ended: Ended, warnings: Vec<String>) -> Result<LoadReport> {
+        let Ended {
+            status,
+            status_reason,
+            export_error,
+        } = ended;
+        let state = &mut self.state;
+        let runtime_us = self
+            .control
+            .stop_at_us
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.meta.load_start_us);
+        state.full_seconds = Some((runtime_us / 1_000_000) as usize);
+        state.finalize(true);
+        state.finish_requests();
+        state.notify_final_writes(&mut *self.notify, true);
+        if let Some(err) = export_error {
+            // What is in memory goes to the files that can take it, with run.json `failed`
+            // (best effort: the disk may be full), and then the error ends the run.
+            let reason = format!(
+                "could not write the exports: {}",
+                crate::error::one_line(&err)
+            );
+            let report = state.report(
+                &self.meta,
+                RunStatus::Failed,
+                Some(reason),
+                warnings,
+                runtime_us,
+            );
+            if let Some(out) = self.out.as_mut() {
+                let _ = out.write(&self.meta, &report);
+            }
+            return Err(err);
+        }
+        let report = state.report(&self.meta, status, status_reason, warnings, runtime_us);
+        if let Some(out) = self.out.as_mut() {
+            out.write(&self.meta, &report)?;
+        }
+        Ok(report)
+    }
 }
 
 struct Meta<'a> {
@@ -599,8 +603,6 @@ struct Collector {
     writes: Vec<WriteRecord>,
     /// Each write's request figures, once final.
     figures: BTreeMap<u32, RequestFigures>,
-    /// The writer's last word, once it said it.
-    writer_end: Option<EndOfRun>,
     writes_notified: usize,
     problems: Vec<String>,
     /// Whole seconds of load, once the run has stopped: a last, partial second is no fair
@@ -635,7 +637,6 @@ impl Collector {
             unsampled_from_us: vec![0; usize::from(threads)],
             writes: Vec::new(),
             figures: BTreeMap::new(),
-            writer_end: None,
             writes_notified: 0,
             problems: Vec::new(),
             full_seconds: None,
@@ -695,16 +696,12 @@ impl Collector {
         }
     }
 
-    fn take_writer(&mut self, event: Event, keys: &mut KeyLedger) {
-        if let Event::Write(write) = event {
-            keys.track(&write);
-            if let Some(requests) = self.requests.as_mut() {
-                requests.write((*write).clone());
-            }
-            self.writes.push(*write);
-        } else if let Some(end) = actor_end(&event) {
-            self.writer_end = Some(end);
+    fn take_writer(&mut self, write: WriteRecord, keys: &mut KeyLedger) {
+        keys.track(&write);
+        if let Some(requests) = self.requests.as_mut() {
+            requests.write(write.clone());
         }
+        self.writes.push(write);
     }
 
     /// Moves the correlator's horizon on (`writes_from_us`: the writer's mark, read before its

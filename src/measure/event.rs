@@ -1,5 +1,6 @@
 //! What the measurement threads send to the collector: one event stream on one clock. In a
-//! module of its own so that the threads (probe, writer, host memory, injector) and the run that
+//! module of its own so that the threads (probe, writer, host memory, injector, load generator)
+//! and the run that
 //! collects them do not depend on each other.
 
 use crate::analyze::pressure::MemorySample;
@@ -40,6 +41,9 @@ pub enum Event {
         /// What changed, node by node (`host:port`, what happened to it).
         changes: Vec<(String, String)>,
     },
+    /// A load generator thread's report (`probe load`; boxed: the channel's slots are sized by
+    /// the largest variant).
+    Load(Box<crate::measure::generator::EngineMsg>),
     /// A probe thread whose server is down skipped its probes intended up to `through_us`:
     /// nothing earlier will come from it.
     Skipped {

@@ -6,6 +6,7 @@ pub mod actor;
 pub mod clock;
 pub mod culprit;
 pub mod event;
+pub mod generator;
 pub mod hostmem;
 pub mod local_cluster;
 pub mod probe;

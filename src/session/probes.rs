@@ -1,26 +1,25 @@
-//! The measuring session every probe command runs through (the main job, observe mode,
-//! `probe calibrate`): it owns the run id, the server-settings guard, the key ledger and its
-//! cleanup, the event channel, the threads' start, stop and join, the streaming correlator and
-//! the exports. A command supplies only what differs: its [`Actor`] (the writer, the stall
-//! injector, or none to observe).
+//! The probes as a session's instrument (the main job, observe mode, `probe calibrate`): probe
+//! threads on every node probed, the memory sampler, the slow-log poller and a cluster's
+//! topology watcher; one streaming correlator per node; and the exports (probes.csv,
+//! writes.csv, stalls.csv, summary.csv, timeline.csv, probes.hlog, run.json).
 //!
 //! # The way of a probe
-//! A probe thread sends its record into the channel; the collector loop here files it in
+//! A probe thread sends its record into the session's channel; the collector here files it in
 //! probes.csv (as `--probes` says), hands it to the [`Correlator`] and counts it for the
-//! metrics endpoint. About every 20 ms the loop moves the correlator's horizon on (the slowest
-//! probe thread's last intended send; the actor's [`WriteMark`]) and takes the findings that
-//! became final: stalls go to stalls.csv (once the server's logs could name them), writes to
-//! summary.csv and the terminal, intervals to timeline.csv and probes.hlog. Nothing grows with
-//! the length of the run: what the correlator holds is bounded by the slowest open window (a
-//! silence is given up after the probes' `--timeout`), the findings kept for run.json by
-//! [`KEEP_STALLS`], the writes by the plan.
+//! metrics endpoint. At each of the session's settles (about every 20 ms) the correlator's
+//! horizon moves on (the slowest probe thread's last intended send; the actor's
+//! [`crate::measure::actor::WriteMark`]) and the findings that became final are filed: stalls go
+//! to stalls.csv (once the server's logs could name them), writes to summary.csv and the
+//! terminal, intervals to timeline.csv and probes.hlog. Nothing grows with the length of the
+//! run: what the correlator holds is bounded by the slowest open window (a silence is given up
+//! after the probes' `--timeout`), the findings kept for run.json by [`KEEP_STALLS`], the
+//! writes by the plan.
 //!
-//! # Every way out
-//! An export that cannot be written, a probe thread that lost the server, the actor's failure,
-//! Ctrl-C: each stops the actor first (a write under way is finished and recorded), then the
-//! probes, then removes the run's keys while the server is reachable, restores the server's
-//! settings and writes the final exports (after an export error, as far as the disk takes
-//! them, with run.json `failed`); only then is an export error returned.
+//! # Its threads at the end
+//! The session stops the actor first; then the probes and the memory sampler, the topology
+//! watcher, and the slow-log poller last (its final poll names the last stalls). They never
+//! block on the channel (a full one counts a probe as dropped), so they are joined without
+//! draining it.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -30,11 +29,16 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
+use crossbeam_channel::Receiver;
+
+use super::{
+    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, Session, delete_keys, panicked,
+    run_key_prefix, thread_died,
+};
 
 use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator, Finding, Horizon, Stall};
 use crate::analyze::correlate::{Interval, WriteSummary};
-use crate::measure::actor::{Actor, ActorContext, WriteMark};
+use crate::measure::actor::Actor;
 use crate::measure::clock::{RunClock, wall_time};
 use crate::measure::culprit::{
     Culprit, LoopWindow, POLL_EVERY, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan,
@@ -43,9 +47,7 @@ use crate::measure::culprit::{
 use crate::measure::event::Event;
 use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
 use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
-use crate::measure::serverview::{
-    LatencyEvent, ServerTuning, ViewSetup, Want, settings_for_observing,
-};
+use crate::measure::serverview::{LatencyEvent, ViewSetup, settings_for_observing};
 use crate::measure::slots::hash_tag_for;
 use crate::measure::target::ConnInfo;
 use crate::measure::target::Target;
@@ -59,7 +61,7 @@ use crate::output::export::{
 use crate::output::export::{NodeEvent, NodeFindings};
 use crate::output::hlog::HlogWriter;
 use crate::output::metrics::ProbeMetrics;
-use crate::record::{NodeCols, NodeRole, ProbeCmd, SameShard, WriteOp, WriteRecord};
+use crate::record::{NodeCols, NodeRole, ProbeCmd, SameShard, WriteRecord};
 
 /// What a finished (or stopped) run found.
 #[derive(Debug, Clone)]
@@ -150,57 +152,6 @@ pub enum Notice<'a> {
     },
 }
 
-/// Prefix of every key the tool creates.
-pub const KEY_NAMESPACE: &str = "holprobe";
-
-/// A new run id: 8 hex digits, random.
-pub fn new_run_id() -> String {
-    format!("{:08x}", rand::random::<u32>())
-}
-
-/// The prefix of every key a run creates, `holprobe:<run-id>:` (load mode's writer too).
-pub fn run_key_prefix(run_id: &str) -> String {
-    format!("{KEY_NAMESPACE}:{run_id}:")
-}
-
-/// How a run ended: its status, and the reason run.json's `status_reason` gives.
-pub(crate) type EndOfRun = (RunStatus, Option<String>);
-
-/// Ctrl-C or SIGTERM (every command says it in the same words).
-pub(crate) fn interrupted_by_signal() -> EndOfRun {
-    (
-        RunStatus::Interrupted,
-        Some("interrupted by a signal (Ctrl-C or SIGTERM)".into()),
-    )
-}
-
-/// `--duration` ran out while the writer still had writes to make.
-pub(crate) fn duration_before_plan() -> EndOfRun {
-    (
-        RunStatus::Interrupted,
-        Some("--duration ended before the writer's plan".into()),
-    )
-}
-
-/// The end an actor's (the writer's) last event says: done, or failed; `None` for any other
-/// event.
-pub(crate) fn actor_end(event: &Event) -> Option<EndOfRun> {
-    match event {
-        Event::WriterDone => Some((RunStatus::Complete, None)),
-        Event::WriterFailed(error) => Some((
-            RunStatus::Failed,
-            Some(format!("the writer lost the server: {error}")),
-        )),
-        Event::Probe(_)
-        | Event::Write(_)
-        | Event::Memory(_)
-        | Event::ServerLog(_)
-        | Event::NodeState { .. }
-        | Event::Skipped { .. }
-        | Event::Topology { .. } => None,
-    }
-}
-
 /// A note when the probe behind some writes' `hol_delay_ms` left its thread a millisecond or
 /// more late: those figures are partly this host's (its cores were busy), not the server's.
 pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
@@ -232,8 +183,6 @@ const LATE_PROBE_NOTE_MS: f64 = 1.0;
 /// a stall a second for hours; run.json, rewritten every few seconds, stays a few hundred KB.
 pub const KEEP_STALLS: usize = 1_000;
 
-/// How often the loop moves the correlator on and takes its findings.
-const SETTLE_EVERY: Duration = Duration::from_millis(20);
 /// How often run.json is rewritten while the run goes (and after every write).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
@@ -379,7 +328,7 @@ pub fn measure_nodes(
     let probe_get_key = |key_prefix: &str| format!("{key_prefix}probe");
     // The server's settings for its own view (the guard restores them on every way out), and
     // every key the run may create, checked free and in the ledger from the start.
-    let mut scope = RunScope::open_tagged(
+    let mut scope = RunScope::open(
         target,
         probed.key_tag.as_deref(),
         &match &actor {
@@ -394,7 +343,6 @@ pub fn measure_nodes(
         },
     )?;
     let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
-    let mut warnings = std::mem::take(&mut scope.warnings);
     let view = ViewSetup {
         reset_stats: target.server.embedded,
         reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
@@ -466,25 +414,31 @@ pub fn measure_nodes(
                     Ok(())
                 });
                 if let Err(err) = set {
-                    remove_homed_keys(&homed_probe_keys, &mut warnings);
-                    scope.remove_keys(target, &mut warnings);
+                    remove_homed_keys(&homed_probe_keys, &mut scope.warnings);
+                    scope.remove_keys(target, &mut Vec::new());
                     return Err(err.context(format!("preparing the probe key {key} on {master}")));
                 }
             }
         }
     }
     let host = HostInfo::read();
-    let clock = RunClock::start();
+    // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
+    // at the default rates if the collector stalls (what does not fit is counted as dropped).
+    let mut session = Session::start(target, scope, 1 << 16);
+    let clock = session.clock;
+    // Gives up a run whose threads could not all start.
+    let abandon = |session: &mut Session<'_>, threads: &mut Threads, err: anyhow::Error| {
+        threads.stop_all();
+        remove_homed_keys(&homed_probe_keys, &mut session.warnings);
+        session.abandon();
+        Err(err)
+    };
+    let mut threads = Threads::new();
     if let Some(out) = out.as_mut()
         && let Err(err) = out.start_hlog(clock.unix_start_us())
     {
-        scope.remove_keys(target, &mut warnings);
-        return Err(err);
+        return abandon(&mut session, &mut threads, err);
     }
-    // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
-    // at the default rates if the collector stalls (what does not fit is counted as dropped).
-    let (tx, rx) = bounded::<Event>(1 << 16);
-    let mut threads = Threads::new();
     let schedule_start_us = 20_000;
     let mut thread_node = Vec::new();
     for (index, node) in probed.nodes.iter().enumerate() {
@@ -501,15 +455,13 @@ pub fn measure_nodes(
             &node.conn,
             clock,
             schedule_start_us,
-            tx.clone(),
+            session.events(),
             Arc::clone(&threads.probes_shared),
         ) {
             Ok(handles) => threads.probes.extend(handles),
             Err(err) => {
-                threads.stop_all();
-                remove_homed_keys(&homed_probe_keys, &mut warnings);
-                scope.remove_keys(target, &mut warnings);
-                return Err(err.context(format!("probing {}", node.cols.node)));
+                let err = err.context(format!("probing {}", node.cols.node));
+                return abandon(&mut session, &mut threads, err);
             }
         }
         thread_node.extend(std::iter::repeat_n(
@@ -519,46 +471,33 @@ pub fn measure_nodes(
     }
     let steps_total = actor.as_ref().map_or(0, |a| a.steps_total());
     let has_actor = actor.is_some();
+    let cluster = probed
+        .topology
+        .as_ref()
+        .is_some_and(|t| t.kind == TopologyKind::Cluster);
     if let Some(actor) = actor.take() {
         let spawned = spawn_memory_sampler(
             clock,
-            tx.clone(),
+            session.events(),
             Arc::clone(&threads.sampler_stop),
             MEMORY_SAMPLE_PERIOD,
         )
         .and_then(|sampler| {
             threads.sampler = Some(sampler);
-            actor.spawn(ActorContext {
-                conn: target.conn.clone(),
-                clock,
-                events: tx.clone(),
-                stop: Arc::clone(&threads.actor_stop),
-                mark: Arc::clone(&threads.write_mark),
-                view,
-                server_local: target.server.local,
-                cluster_nodes: if probed
-                    .topology
-                    .as_ref()
-                    .is_some_and(|t| t.kind == TopologyKind::Cluster)
-                {
-                    probed.nodes.iter().map(|n| n.conn.clone()).collect()
-                } else {
-                    Vec::new()
-                },
-            })
+            let cluster_nodes = if cluster {
+                probed.nodes.iter().map(|n| n.conn.clone()).collect()
+            } else {
+                Vec::new()
+            };
+            session.spawn_actor(actor, view, cluster_nodes)
         });
-        match spawned {
-            Ok(handle) => threads.actor = Some(handle),
-            Err(err) => {
-                threads.stop_all();
-                scope.remove_keys(target, &mut warnings);
-                return Err(err);
-            }
+        if let Err(err) = spawned {
+            return abandon(&mut session, &mut threads, err);
         }
     }
     // The server's slow log names the stalls, unless it logs every command (the writer's view
     // of each write needs that; its stalls are named by their write instead).
-    let log_threshold = scope.tuning.effective("slowlog-log-slower-than");
+    let log_threshold = session.scope.tuning.effective("slowlog-log-slower-than");
     let naming = if log_threshold.is_none_or(|t| t != 0) {
         match ServerLogPoller::connect(&target.conn)
             .map(|poller| {
@@ -570,14 +509,15 @@ pub fn measure_nodes(
                     poller
                 }
             })
-            .and_then(|poller| spawn_poller(poller, tx.clone(), Arc::clone(&threads.poller_stop)))
-        {
+            .and_then(|poller| {
+                spawn_poller(poller, session.events(), Arc::clone(&threads.poller_stop))
+            }) {
             Ok(handle) => {
                 threads.poller = Some(handle);
                 if let Some(t) = log_threshold
                     && t > i64::try_from(options.stall_threshold_us).unwrap_or(i64::MAX)
                 {
-                    warnings.push(format!(
+                    session.warnings.push(format!(
                         "the server logs commands slower than {:.1} ms only (slowlog-log-slower-than {t}): shorter stalls go unnamed (--tune-server lowers it for the run)",
                         t as f64 / 1e3
                     ));
@@ -585,7 +525,7 @@ pub fn measure_nodes(
                 Some(Namer::default())
             }
             Err(err) => {
-                warnings.push(format!(
+                session.warnings.push(format!(
                     "stalls go unnamed: could not read the server's slow log ({})",
                     crate::error::one_line(&err)
                 ));
@@ -596,26 +536,21 @@ pub fn measure_nodes(
         None
     };
     // A cluster's topology is read every second: a failover shows with its time.
-    if probed
-        .topology
-        .as_ref()
-        .is_some_and(|t| t.kind == TopologyKind::Cluster)
-    {
+    if cluster {
         let watcher = TopologyWatcher::new(probed.nodes.iter().map(|n| n.conn.clone()).collect());
         match spawn_topology_watch(
             watcher,
             clock,
-            tx.clone(),
+            session.events(),
             Arc::clone(&threads.watcher_stop),
         ) {
             Ok(handle) => threads.watcher = Some(handle),
-            Err(err) => warnings.push(format!(
+            Err(err) => session.warnings.push(format!(
                 "topology changes go unseen: {}",
                 crate::error::one_line(&err)
             )),
         }
     }
-    drop(tx);
     notify(Notice::Started {
         run_id: &run_id,
         steps_total,
@@ -648,13 +583,12 @@ pub fn measure_nodes(
             }
         })
         .collect();
-    let mut state = Collector {
+    let state = Collector {
         nodes,
         last_intended: vec![None; thread_node.len()],
         thread_node,
         writes: Vec::new(),
         probes_recorded: 0,
-        actor_ended: false,
         wrote_since_checkpoint: false,
         metrics: options.metrics.clone(),
         node_events: Vec::new(),
@@ -663,14 +597,6 @@ pub fn measure_nodes(
         notes: Vec::new(),
         unix_start_us: clock.unix_start_us(),
     };
-    let deadline_us = options
-        .duration
-        .map(|d| schedule_start_us + d.as_micros() as u64);
-    let mut status = RunStatus::Complete;
-    let mut status_reason = None;
-    let mut last_tick = Instant::now();
-    let mut last_settle = Instant::now();
-    let mut last_checkpoint = Instant::now();
     // run.json stores the options as the run used them (the writer with its real key prefix).
     let effective_options = RunOptions {
         writer: options.writer.clone().map(|mut plan| {
@@ -680,430 +606,234 @@ pub fn measure_nodes(
         }),
         ..options.clone()
     };
-    let meta = Meta {
-        run_id: &run_id,
-        key_prefix: &key_prefix,
-        clock,
-        target,
-        topology: probed.topology.as_ref(),
-        host: &host,
-        options: &effective_options,
+    let mut probes = ProbeInstrument {
+        state,
+        threads,
+        out,
+        meta: Meta {
+            run_id: &run_id,
+            key_prefix: &key_prefix,
+            clock,
+            target,
+            topology: probed.topology.as_ref(),
+            host: &host,
+            options: &effective_options,
+        },
+        notify,
+        last_checkpoint: Instant::now(),
     };
+    let limits = Limits {
+        deadline_us: options
+            .duration
+            .map(|d| schedule_start_us + d.as_micros() as u64),
+        ends_with_actor: true,
+    };
+    let ended = session.run(&mut probes, limits, interrupt);
+    let mut warnings = std::mem::take(&mut session.warnings);
+    remove_homed_keys(&homed_probe_keys, &mut warnings);
+    probes.finish(ended, warnings, run_id.clone(), server_settings)
+}
 
-    // An export that cannot be written (a full disk) ends the run, but only after every thread
-    // has been stopped and the keys removed: it is returned at the end.
-    let mut export_error: Option<anyhow::Error> = None;
-    loop {
-        match rx.recv_timeout(SETTLE_EVERY) {
-            Ok(event) => {
-                let step = state.take(event, &mut out, &mut scope.keys);
-                if ends_loop(step, &mut status, &mut status_reason, &mut export_error) {
-                    break;
-                }
+/// The probes as a session's instrument: their threads (and the memory sampler, the slow-log
+/// poller, the topology watcher), the collector of their events and the exports.
+struct ProbeInstrument<'a, 'n> {
+    state: Collector,
+    threads: Threads,
+    out: Option<OutFiles>,
+    meta: Meta<'a>,
+    notify: &'n mut dyn FnMut(Notice<'_>),
+    last_checkpoint: Instant,
+}
+
+impl Instrument for ProbeInstrument<'_, '_> {
+    fn take(&mut self, event: Event, keys: &mut KeyLedger) -> Result<()> {
+        self.state.take(event, &mut self.out, keys)
+    }
+
+    fn settle(&mut self, writes_from_us: u64, warnings: &[String]) -> Result<()> {
+        self.state
+            .settle(writes_from_us, &mut self.out, &mut *self.notify)?;
+        if self.state.wrote_since_checkpoint || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+            self.last_checkpoint = Instant::now();
+            self.state.wrote_since_checkpoint = false;
+            self.state.take_baselines();
+            if let Some(out) = self.out.as_mut() {
+                out.checkpoint(
+                    &self.meta,
+                    &self.state,
+                    RunStatus::Running,
+                    None,
+                    &self.threads,
+                    warnings,
+                )?;
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
         }
-        // The actor's thread ended: its last event, if it sent one, is taken below as the run
-        // stops; if it sent none, it died (see after the stop).
-        if threads.actor.as_ref().is_some_and(|h| h.is_finished()) {
-            break;
-        }
+        Ok(())
+    }
+
+    fn tick(&mut self) {
+        (self.notify)(Notice::Tick {
+            elapsed: Duration::from_micros(self.meta.clock.now_us()),
+            probes: self.state.probes_recorded as usize,
+            writes: self.state.writes.len(),
+        });
+    }
+
+    fn check(&mut self) -> Option<EndOfRun> {
+        let threads = &mut self.threads;
         // A probe thread that ended without saying why (a panic) would hold the correlator's
         // horizon for good.
         if threads.probes_shared.failure().is_none()
             && let Some(index) = threads.probes.iter().position(|h| h.is_finished())
         {
             let died = thread_died("a probe thread", threads.probes.swap_remove(index));
-            (status, status_reason) = (RunStatus::Failed, Some(died));
-            break;
+            return Some((RunStatus::Failed, Some(died)));
         }
         // Nor may a memory sampler that ended hold the writes' figures; one that panicked
         // fails the run, as does a slow-log poller that did (it ends on its own only when the
         // channel stays full).
         if threads.sampler.as_ref().is_some_and(|h| h.is_finished()) {
-            for node in &mut state.nodes {
+            for node in &mut self.state.nodes {
                 node.correlator.memory_ended();
             }
             if let Some(panic) = threads.sampler.take().and_then(panicked) {
                 let died = format!("the memory sampler thread panicked: {panic}{BUG}");
-                (status, status_reason) = (RunStatus::Failed, Some(died));
-                break;
+                return Some((RunStatus::Failed, Some(died)));
             }
         }
         if threads.poller.as_ref().is_some_and(|h| h.is_finished())
             && let Some(panic) = threads.poller.take().and_then(panicked)
         {
             let died = format!("the slow-log poller thread panicked: {panic}{BUG}");
-            (status, status_reason) = (RunStatus::Failed, Some(died));
-            break;
+            return Some((RunStatus::Failed, Some(died)));
         }
         // A probe thread that could go on no more (reported beside the channel, so a full one
         // cannot hold it up).
-        if let Some((thread, error)) = threads.probes_shared.failure() {
-            status = RunStatus::Failed;
-            status_reason = Some(format!("probe thread {thread} lost the server: {error}"));
-            break;
-        }
-        if interrupt.load(Ordering::Relaxed) {
-            (status, status_reason) = interrupted_by_signal();
-            break;
-        }
-        if let Some(deadline) = deadline_us
-            && clock.now_us() >= deadline
-        {
-            if has_actor {
-                (status, status_reason) = duration_before_plan();
-            }
-            break;
-        }
-        if last_tick.elapsed() >= Duration::from_millis(100) {
-            last_tick = Instant::now();
-            notify(Notice::Tick {
-                elapsed: Duration::from_micros(clock.now_us()),
-                probes: state.probes_recorded as usize,
-                writes: state.writes.len(),
-            });
-        }
-        if last_settle.elapsed() >= SETTLE_EVERY {
-            last_settle = Instant::now();
-            let settled = state
-                .settle(&threads, clock, &rx, &mut out, &mut scope.keys, notify)
-                .and_then(|end| {
-                    if let Some(end) = end {
-                        return Ok(Some(end));
-                    }
-                    if state.wrote_since_checkpoint || last_checkpoint.elapsed() >= CHECKPOINT_EVERY
-                    {
-                        last_checkpoint = Instant::now();
-                        state.wrote_since_checkpoint = false;
-                        state.take_baselines();
-                        if let Some(out) = out.as_mut() {
-                            out.checkpoint(
-                                &meta,
-                                &state,
-                                RunStatus::Running,
-                                None,
-                                &threads,
-                                &warnings,
-                            )?;
-                        }
-                    }
-                    Ok(None)
-                });
-            if ends_loop(settled, &mut status, &mut status_reason, &mut export_error) {
-                break;
-            }
-        }
+        self.failure()
+            .map(|failure| (RunStatus::Failed, Some(failure)))
     }
 
-    // Stop everything, keep every record that is still in flight. The actor first: a write
-    // under way when the run stops (Ctrl-C) is finished and recorded, and the probes go on
-    // until it is, so its figures cover all of it. Its events keep being taken meanwhile (it
-    // sends them blocking).
-    let mut take_late = |event: Event,
-                         state: &mut Collector,
-                         out: &mut Option<OutFiles>,
-                         keys: &mut KeyLedger,
-                         status: &mut RunStatus,
-                         status_reason: &mut Option<String>| {
-        match state.take(event, out, keys) {
-            Ok(Some((end_status, reason))) if *status == RunStatus::Complete => {
-                *status = end_status;
-                *status_reason = reason;
-            }
-            Ok(_) => {}
-            Err(err) => {
-                export_error.get_or_insert(err);
-            }
-        }
-    };
-    threads.actor_stop.store(true, Ordering::Relaxed);
-    let mut actor_panic = None;
-    if let Some(handle) = threads.actor.take() {
-        while !handle.is_finished() {
-            if let Ok(event) = rx.recv_timeout(SETTLE_EVERY) {
-                take_late(
-                    event,
-                    &mut state,
-                    &mut out,
-                    &mut scope.keys,
-                    &mut status,
-                    &mut status_reason,
+    fn stop(&mut self, _events: &Receiver<Event>, _keys: &mut KeyLedger) -> Option<String> {
+        // Its threads never block on the channel: they can be joined without draining it.
+        self.threads.stop_all()
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.threads
+            .probes_shared
+            .failure()
+            .map(|(thread, error)| format!("probe thread {thread} lost the server: {error}"))
+    }
+}
+
+impl ProbeInstrument<'_, '_> {
+    /// The final exports and the report, every thread stopped, the keys removed and the
+    /// settings restored; after an export error, what the disk takes and the error.
+    fn finish(
+        mut self,
+        ended: Ended,
+        mut warnings: Vec<String>,
+        run_id: String,
+        server_settings: Vec<String>,
+    ) -> Result<RunReport> {
+        let Ended {
+            status,
+            status_reason,
+            export_error,
+        } = ended;
+        let (state, out, meta) = (&mut self.state, &mut self.out, &self.meta);
+        if let Some(err) = export_error {
+            // What is still in memory goes to the files that can take it, and run.json says the
+            // run failed (best effort: the disk may be full), before the error is returned.
+            state.finish();
+            let _ = state.file_findings(out, &mut |_| {});
+            let _ = state.file_named(true, out, &mut |_| {});
+            state.take_baselines();
+            if let Some(out) = out.as_mut() {
+                let _ = out.checkpoint(
+                    meta,
+                    state,
+                    RunStatus::Failed,
+                    Some(format!(
+                        "could not write the exports: {}",
+                        crate::error::one_line(&err)
+                    )),
+                    &self.threads,
+                    &warnings,
                 );
             }
+            return Err(err);
         }
-        actor_panic = panicked(handle);
-    }
-    let stop_panic = threads.stop_all();
-    while let Ok(event) = rx.try_recv() {
-        take_late(
-            event,
-            &mut state,
-            &mut out,
-            &mut scope.keys,
-            &mut status,
-            &mut status_reason,
-        );
-    }
-    if status == RunStatus::Complete {
-        if let Some((thread, error)) = threads.probes_shared.failure() {
-            status = RunStatus::Failed;
-            status_reason = Some(format!("probe thread {thread} lost the server: {error}"));
-        } else if has_actor && !state.actor_ended {
-            // Its thread is gone and it never said done or failed: it died (a panic).
-            status = RunStatus::Failed;
-            status_reason = Some(match actor_panic {
-                Some(panic) => format!("the writer thread panicked: {panic}{BUG}"),
-                None => format!("the writer thread stopped without finishing its plan{BUG}"),
-            });
-        } else if let Some(died) = actor_panic
-            .map(|panic| format!("the writer thread panicked: {panic}{BUG}"))
-            .or(stop_panic)
-        {
-            status = RunStatus::Failed;
-            status_reason = Some(died);
-        }
-    }
-    scope.remove_keys(target, &mut warnings);
-    remove_homed_keys(&homed_probe_keys, &mut warnings);
-
-    // Every thread is stopped and the keys are gone: now an export error may end the run (the
-    // settings guard restores the server's settings as it drops).
-    if let Some(err) = export_error {
-        // What is still in memory goes to the files that can take it, and run.json says the
-        // run failed (best effort: the disk may be full), before the error is returned.
         state.finish();
-        let _ = state.file_findings(&mut out, &mut |_| {});
-        let _ = state.file_named(true, &mut out, &mut |_| {});
-        state.take_baselines();
-        if let Some(out) = out.as_mut() {
-            let _ = out.checkpoint(
-                &meta,
-                &state,
-                RunStatus::Failed,
-                Some(format!(
-                    "could not write the exports: {}",
-                    crate::error::one_line(&err)
-                )),
-                &threads,
-                &warnings,
-            );
-        }
-        return Err(err);
-    }
-    state.finish();
-    state.file_findings(&mut out, notify)?;
-    state.file_named(true, &mut out, notify)?;
-    for note in std::mem::take(&mut state.notes) {
-        if !warnings.contains(&note) {
-            warnings.push(note);
-        }
-    }
-    state.take_baselines();
-    for node in &mut state.nodes {
-        node.analysis.summarize_writes();
-    }
-    scope.restore_settings(&mut warnings);
-    let shared = &threads.probes_shared;
-    let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
-    if options.realtime && realtime_threads < u32::from(options.probe_threads) {
-        warnings.push(
-            "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
-        );
-    }
-    if let Some(note) = late_probe_note(&state.nodes[0].analysis.writes, options.realtime) {
-        warnings.push(note);
-    }
-    let dropped = shared.dropped.load(Ordering::Relaxed);
-    if dropped > 0 {
-        warnings.push(format!(
-            "{dropped} probe records were dropped because the collector fell behind: the figures miss them"
-        ));
-    }
-    let first = &state.nodes[0];
-    let omitted = first.stalls_found - first.analysis.stalls.len() as u64;
-    if omitted > 0 {
-        warnings.push(format!(
-            "{} stalls in all ({:.1} ms): run.json keeps the {} longest, stalls.csv every one",
-            first.stalls_found,
-            first.stall_ms_total,
-            first.analysis.stalls.len()
-        ));
-    }
-    let run_json = run_json(
-        &meta,
-        &state,
-        status,
-        status_reason.clone(),
-        &threads,
-        &warnings,
-    );
-    if let Some(out) = out.as_mut() {
-        out.flush_rows(&state)?;
-        out.write_run_json(&run_json)?;
-    }
-    Ok(RunReport {
-        run_json,
-        run_id,
-        status,
-        status_reason,
-        nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
-        node_events: std::mem::take(&mut state.node_events),
-        analysis: std::mem::take(&mut state.nodes[0].analysis),
-        writes: state.writes,
-        probes_recorded: state.probes_recorded,
-        stalls_found: state.nodes[0].stalls_found,
-        stall_ms_total: state.nodes[0].stall_ms_total,
-        hiccups_found: state.nodes[0].hiccups_found,
-        probes_dropped: dropped,
-        warnings,
-        started_unix_us: clock.unix_start_us(),
-        server_settings,
-    })
-}
-
-/// Files what one step of the collector loop says (an event taken, a settle): true when it
-/// ends the loop, with its end in `status` and `status_reason`, or its export error kept.
-fn ends_loop(
-    step: Result<Option<EndOfRun>>,
-    status: &mut RunStatus,
-    status_reason: &mut Option<String>,
-    export_error: &mut Option<anyhow::Error>,
-) -> bool {
-    match step {
-        Ok(Some((end_status, reason))) => {
-            *status = end_status;
-            *status_reason = reason;
-            true
-        }
-        Ok(None) => false,
-        Err(err) => {
-            *export_error = Some(err);
-            true
-        }
-    }
-}
-
-/// What a run holds from its first contact with the server to its last, for every command
-/// (the probe session here, load mode too): its id and key prefix, the guard of the server
-/// settings it changed, and the ledger of the keys it may create.
-pub(crate) struct RunScope {
-    /// The run's id.
-    pub run_id: String,
-    /// `holprobe:<run_id>:`, the prefix of every key the run creates.
-    pub key_prefix: String,
-    /// The run's keys still on the server.
-    pub keys: KeyLedger,
-    /// The settings changed for the run, restored on every way out.
-    pub tuning: ServerTuning,
-    /// What opening the scope had to say (settings changed or left alone).
-    pub warnings: Vec<String>,
-}
-
-impl RunScope {
-    /// A new run id; the server's settings tuned toward `wants` (changed only when `may_tune`);
-    /// then every key `own_keys` names under the new prefix checked free (the prefix is new by
-    /// construction: still, the run never touches a key that is already there) and put in the
-    /// ledger from the start, so that one written by a thread that dies before reporting it is
-    /// still removed (DEL of a key never made does nothing).
-    pub fn open(
-        target: &Target,
-        wants: &[(&str, Want)],
-        may_tune: bool,
-        own_keys: impl FnOnce(&str) -> Vec<String>,
-    ) -> Result<RunScope> {
-        RunScope::open_tagged(target, None, wants, may_tune, own_keys)
-    }
-
-    /// [`RunScope::open`], with every key of the run carrying the hash tag `{tag}` when given
-    /// (`holprobe:<run-id>:{tag}:`), so that a cluster routes them to one shard.
-    pub fn open_tagged(
-        target: &Target,
-        tag: Option<&str>,
-        wants: &[(&str, Want)],
-        may_tune: bool,
-        own_keys: impl FnOnce(&str) -> Vec<String>,
-    ) -> Result<RunScope> {
-        let run_id = new_run_id();
-        let key_prefix = match tag {
-            Some(tag) => format!("{}{{{tag}}}:", run_key_prefix(&run_id)),
-            None => run_key_prefix(&run_id),
-        };
-        let mut tuning = ServerTuning::apply(&target.conn, wants, may_tune);
-        let warnings = std::mem::take(&mut tuning.notes);
-        let own_keys = own_keys(&key_prefix);
-        let mut keys = KeyLedger::default();
-        if !own_keys.is_empty() {
-            let mut control = target.conn.redis_connection()?;
-            let existing: i64 = redis::cmd("EXISTS")
-                .arg(&own_keys)
-                .query(&mut control)
-                .context("checking that the run's keys are free")?;
-            anyhow::ensure!(
-                existing == 0,
-                "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
-            );
-            for key in &own_keys {
-                keys.created(key);
+        state.file_findings(out, &mut *self.notify)?;
+        state.file_named(true, out, &mut *self.notify)?;
+        for note in std::mem::take(&mut state.notes) {
+            if !warnings.contains(&note) {
+                warnings.push(note);
             }
         }
-        Ok(RunScope {
-            run_id,
-            key_prefix,
-            keys,
-            tuning,
-            warnings,
-        })
-    }
-
-    /// The settings changed, as `name old -> new`.
-    pub fn server_settings(&self) -> Vec<String> {
-        self.tuning
-            .changed()
-            .iter()
-            .map(|c| format!("{} {} -> {}", c.name, c.old, c.new))
-            .collect()
-    }
-
-    /// Removes the run's keys left on the server (see [`KeyLedger::remove_all`]).
-    pub fn remove_keys(&mut self, target: &Target, warnings: &mut Vec<String>) {
-        self.keys.remove_all(target, &self.key_prefix, warnings);
-    }
-
-    /// Puts the changed settings back; a failure is a warning.
-    pub fn restore_settings(&mut self, warnings: &mut Vec<String>) {
-        let settings = self.server_settings();
-        if let Err(err) = self.tuning.restore() {
+        state.take_baselines();
+        for node in &mut state.nodes {
+            node.analysis.summarize_writes();
+        }
+        let options = meta.options;
+        let shared = &self.threads.probes_shared;
+        let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
+        if options.realtime && realtime_threads < u32::from(options.probe_threads) {
+            warnings.push(
+                "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
+            );
+        }
+        if let Some(note) = late_probe_note(&state.nodes[0].analysis.writes, options.realtime) {
+            warnings.push(note);
+        }
+        let dropped = shared.dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
             warnings.push(format!(
-                "could not restore the server's settings ({}): {err:#}",
-                settings.join(", ")
+                "{dropped} probe records were dropped because the collector fell behind: the figures miss them"
             ));
         }
-    }
-}
-
-/// `DEL keys` on `conn`'s server. In a cluster whose master failed over during the run the
-/// keys' slot has moved: the MOVED error names where, and they are deleted there (keys of one
-/// run share a hash tag, so one slot).
-fn delete_keys(conn: &ConnInfo, keys: &[&String]) -> Result<i64> {
-    let delete = |conn: &ConnInfo| {
-        conn.redis_connection().and_then(|mut conn| {
-            redis::cmd("DEL")
-                .arg(keys)
-                .query::<i64>(&mut conn)
-                .map_err(anyhow::Error::from)
-        })
-    };
-    delete(conn).or_else(|err| {
-        match err
-            .downcast_ref::<redis::RedisError>()
-            .and_then(|e| e.redirect_node())
-        {
-            Some((address, _slot)) => delete(&conn.for_node(address)?),
-            None => Err(err),
+        let first = &state.nodes[0];
+        let omitted = first.stalls_found - first.analysis.stalls.len() as u64;
+        if omitted > 0 {
+            warnings.push(format!(
+                "{} stalls in all ({:.1} ms): run.json keeps the {} longest, stalls.csv every one",
+                first.stalls_found,
+                first.stall_ms_total,
+                first.analysis.stalls.len()
+            ));
         }
-    })
+        let run_json = run_json(
+            meta,
+            state,
+            status,
+            status_reason.clone(),
+            &self.threads,
+            &warnings,
+        );
+        if let Some(out) = out.as_mut() {
+            out.flush_rows(state)?;
+            out.write_run_json(&run_json)?;
+        }
+        Ok(RunReport {
+            run_json,
+            run_id,
+            status,
+            status_reason,
+            nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
+            node_events: std::mem::take(&mut state.node_events),
+            analysis: std::mem::take(&mut state.nodes[0].analysis),
+            writes: std::mem::take(&mut state.writes),
+            probes_recorded: state.probes_recorded,
+            stalls_found: state.nodes[0].stalls_found,
+            stall_ms_total: state.nodes[0].stall_ms_total,
+            hiccups_found: state.nodes[0].hiccups_found,
+            probes_dropped: dropped,
+            warnings,
+            started_unix_us: meta.clock.unix_start_us(),
+            server_settings,
+        })
+    }
 }
 
 /// Removes GET probes' keys of other shards from their masters; a failure is a warning.
@@ -1116,61 +846,11 @@ fn remove_homed_keys(keys: &[(ConnInfo, String)], warnings: &mut Vec<String>) {
     }
 }
 
-/// The keys a run created and has not deleted: removed at the end while the server is
-/// reachable, whatever ended the run.
-#[derive(Debug, Default)]
-pub struct KeyLedger {
-    live: BTreeSet<String>,
-}
-
-impl KeyLedger {
-    /// A key the run is about to create.
-    pub fn created(&mut self, key: &str) {
-        self.live.insert(key.to_string());
-    }
-
-    /// A key the run deleted.
-    pub fn deleted(&mut self, key: &str) {
-        self.live.remove(key);
-    }
-
-    /// Files a write event.
-    pub fn track(&mut self, write: &WriteRecord) {
-        match write.op {
-            WriteOp::Set | WriteOp::Overwrite => self.created(&write.key),
-            WriteOp::Delete if write.ok => self.deleted(&write.key),
-            // A custom command may have removed the key: the final cleanup deletes it again,
-            // which is harmless.
-            WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
-        }
-    }
-
-    /// Deletes every key left, on a fresh connection (the run's may be broken); a failure is a
-    /// warning, never an error that hides the results.
-    pub fn remove_all(&mut self, target: &Target, key_prefix: &str, warnings: &mut Vec<String>) {
-        if self.live.is_empty() {
-            return;
-        }
-        let keys: Vec<&String> = self.live.iter().collect();
-        let removed = delete_keys(&target.conn, &keys);
-        match removed {
-            Ok(_) => self.live.clear(),
-            Err(err) => warnings.push(format!(
-                "could not remove {} key(s) under {key_prefix}: {err:#}",
-                keys.len()
-            )),
-        }
-    }
-}
-
-/// The session's threads and their stop flags: stopped (and joined) in the order that keeps
-/// every record.
+/// The probe instrument's threads and their stop flags: stopped (and joined) in the order that
+/// keeps every record (the actor, the session's, is stopped before them).
 struct Threads {
     probes: Vec<JoinHandle<()>>,
     probes_shared: Arc<ProbeShared>,
-    actor: Option<JoinHandle<()>>,
-    actor_stop: Arc<AtomicBool>,
-    write_mark: Arc<WriteMark>,
     sampler: Option<JoinHandle<()>>,
     sampler_stop: Arc<AtomicBool>,
     poller: Option<JoinHandle<()>>,
@@ -1184,9 +864,6 @@ impl Threads {
         Threads {
             probes: Vec::new(),
             probes_shared: Arc::new(ProbeShared::default()),
-            actor: None,
-            actor_stop: Arc::new(AtomicBool::new(false)),
-            write_mark: Arc::new(WriteMark::default()),
             sampler: None,
             sampler_stop: Arc::new(AtomicBool::new(false)),
             poller: None,
@@ -1196,8 +873,8 @@ impl Threads {
         }
     }
 
-    /// Stops and joins every thread (the actor's too, when still running). Returns what the
-    /// first thread that panicked said, if one did.
+    /// Stops and joins every thread. Returns what the first thread that panicked said, if one
+    /// did.
     fn stop_all(&mut self) -> Option<String> {
         let mut first = None;
         let mut note = |what: &str, handle: JoinHandle<()>| {
@@ -1205,10 +882,6 @@ impl Threads {
                 first.get_or_insert(format!("the {what} thread panicked: {panic}{BUG}"));
             }
         };
-        self.actor_stop.store(true, Ordering::Relaxed);
-        if let Some(handle) = self.actor.take() {
-            note("writer", handle);
-        }
         self.probes_shared.stop.store(true, Ordering::Relaxed);
         self.sampler_stop.store(true, Ordering::Relaxed);
         for handle in self.probes.drain(..) {
@@ -1227,29 +900,6 @@ impl Threads {
             note("slow-log poller", handle);
         }
         first
-    }
-}
-
-/// What a failure that is the tool's own fault adds.
-const BUG: &str = " (a bug in holprobe: please report it)";
-
-/// Joins a thread that has ended: what it panicked with, if it did.
-fn panicked(handle: JoinHandle<()>) -> Option<String> {
-    let payload = handle.join().err()?;
-    Some(
-        payload
-            .downcast_ref::<&str>()
-            .map(|text| text.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".to_string()),
-    )
-}
-
-/// Why a thread that should still run has ended: its panic, or that it stopped unexpectedly.
-fn thread_died(what: &str, handle: JoinHandle<()>) -> String {
-    match panicked(handle) {
-        Some(panic) => format!("{what} panicked: {panic}{BUG}"),
-        None => format!("{what} stopped unexpectedly{BUG}"),
     }
 }
 
@@ -1273,8 +923,6 @@ struct Collector {
     probes_recorded: u64,
     /// A write's figures came since run.json was last written.
     wrote_since_checkpoint: bool,
-    /// The actor said it was done, or failed.
-    actor_ended: bool,
     unix_start_us: u64,
     metrics: Option<Arc<ProbeMetrics>>,
     /// The first node's stalls waiting for the server's slow log to name them (`None`: no
@@ -1491,18 +1139,18 @@ impl Namer {
 }
 
 impl Collector {
-    /// Files one event. Returns the run's end status when the event ends the run.
+    /// Files one event (the actor's last word is the session's).
     fn take(
         &mut self,
         event: Event,
         out: &mut Option<OutFiles>,
         keys: &mut KeyLedger,
-    ) -> Result<Option<EndOfRun>> {
+    ) -> Result<()> {
         match event {
             Event::Probe(probe) => {
                 let thread = probe.thread as usize;
                 let Some(&index) = self.thread_node.get(thread) else {
-                    return Ok(None);
+                    return Ok(());
                 };
                 let node = &mut self.nodes[index];
                 if let Some(out) = out.as_mut()
@@ -1551,10 +1199,7 @@ impl Collector {
                     namer.take(*batch);
                 }
             }
-            Event::WriterDone | Event::WriterFailed(_) => {
-                self.actor_ended = true;
-                return Ok(actor_end(&event));
-            }
+            Event::WriterDone | Event::WriterFailed(_) | Event::Load(_) => {}
             Event::Skipped { thread, through_us } => {
                 if let Some(slot) = self.last_intended.get_mut(thread as usize) {
                     *slot = Some(slot.unwrap_or(0).max(through_us));
@@ -1566,7 +1211,7 @@ impl Collector {
                 error,
             } => {
                 let Some(&index) = self.thread_node.get(thread as usize) else {
-                    return Ok(None);
+                    return Ok(());
                 };
                 let node = &mut self.nodes[index];
                 let was_down = !node.down_threads.is_empty();
@@ -1601,28 +1246,17 @@ impl Collector {
                 }
             }
         }
-        Ok(None)
+        Ok(())
     }
 
-    /// Moves the correlator's horizon on and files what became final. The actor's mark is read
-    /// before the channel is drained: a write it no longer marks has already been sent.
+    /// Moves the correlator's horizon on and files what became final (`writes_from_us`: the
+    /// actor's mark, read before the channel was drained).
     fn settle(
         &mut self,
-        threads: &Threads,
-        clock: RunClock,
-        rx: &Receiver<Event>,
+        writes_from_us: u64,
         out: &mut Option<OutFiles>,
-        keys: &mut KeyLedger,
         notify: &mut dyn FnMut(Notice<'_>),
-    ) -> Result<Option<EndOfRun>> {
-        let writes_from_us = threads.write_mark.writes_from(clock);
-        let mut end = None;
-        while let Ok(event) = rx.try_recv() {
-            if let Some(e) = self.take(event, out, keys)? {
-                end = Some(e);
-                break;
-            }
-        }
+    ) -> Result<()> {
         // Every thread of a node has delivered up to its last intended send; a thread that has
         // delivered nothing yet holds its node back.
         for (index, node) in self.nodes.iter_mut().enumerate() {
@@ -1649,7 +1283,7 @@ impl Collector {
             self.new_node_events = 0;
             self.wrote_since_checkpoint = true;
         }
-        Ok(end)
+        Ok(())
     }
 
     /// Files one final stall (named, when naming is on).

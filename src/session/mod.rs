@@ -1,0 +1,588 @@
+//! The measuring session every command that measures runs through: the main job, observe
+//! mode and `probe calibrate` with the probes as their instrument ([`probes`]), `probe load`
+//! with the load generator (`crate::load::runner`). The session owns the run's scope (run id and
+//! key prefix, the server-settings guard, the key ledger and its cleanup), the run's clock, the
+//! one event channel every thread sends into, the actor's thread (the writer, the stall
+//! injector; none to observe), the collector loop, the stop order and the end-of-run reasons.
+//! A command supplies only what differs: its actor, and its [`Instrument`] (what watches the
+//! server while the actor acts: its threads, its collector of their events, its exports).
+//!
+//! # The loop
+//! Every event of the channel goes to the instrument, but for the actor's last word (done,
+//! failed), which is the session's. About every 20 ms the session reads the actor's
+//! [`WriteMark`], drains the channel and has the instrument move its horizon on and file what
+//! became final (and write its checkpoint when one is due). The loop ends when the actor is done
+//! (or failed, or its thread ended), the duration is over, `interrupt` is set, the instrument
+//! says its threads cannot go on, or an export cannot be written.
+//!
+//! # Every way out
+//! Whatever ended the loop: the actor is stopped first and its events taken until its thread
+//! ends (a write under way is finished and recorded while the instrument still measures, so its
+//! figures cover all of it); then the instrument's threads are stopped and joined; then the
+//! run's keys are removed while the server is reachable and its settings restored. Only then
+//! does the command write its final exports (after an export error, as far as the disk takes
+//! them, with run.json `failed`) and return the error, if there was one.
+
+mod probes;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+
+use crate::measure::actor::{Actor, ActorContext, WriteMark};
+use crate::measure::clock::RunClock;
+use crate::measure::event::Event;
+use crate::measure::serverview::{ServerTuning, ViewSetup, Want};
+use crate::measure::target::{ConnInfo, Target};
+use crate::output::export::RunStatus;
+use crate::record::{WriteOp, WriteRecord};
+
+#[cfg(test)]
+pub(crate) use probes::late_probe_note;
+pub use probes::{
+    KEEP_STALLS, Notice, Probed, ProbedNode, RunReport, measure, measure_nodes, spawn_poller,
+};
+
+/// Prefix of every key the tool creates.
+pub const KEY_NAMESPACE: &str = "holprobe";
+
+/// A new run id: 8 hex digits, random.
+pub fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+/// The prefix of every key a run creates, `holprobe:<run-id>:` (load mode's writer too).
+pub fn run_key_prefix(run_id: &str) -> String {
+    format!("{KEY_NAMESPACE}:{run_id}:")
+}
+
+/// How a run ended: its status, and the reason run.json's `status_reason` gives.
+pub(crate) type EndOfRun = (RunStatus, Option<String>);
+
+/// Ctrl-C or SIGTERM (every command says it in the same words).
+pub(crate) fn interrupted_by_signal() -> EndOfRun {
+    (
+        RunStatus::Interrupted,
+        Some("interrupted by a signal (Ctrl-C or SIGTERM)".into()),
+    )
+}
+
+/// `--duration` ran out while the writer still had writes to make.
+pub(crate) fn duration_before_plan() -> EndOfRun {
+    (
+        RunStatus::Interrupted,
+        Some("--duration ended before the writer's plan".into()),
+    )
+}
+
+/// The end an actor's (the writer's) last event says: done, or failed; `None` for any other
+/// event.
+pub(crate) fn actor_end(event: &Event) -> Option<EndOfRun> {
+    match event {
+        Event::WriterDone => Some((RunStatus::Complete, None)),
+        Event::WriterFailed(error) => Some((
+            RunStatus::Failed,
+            Some(format!("the writer lost the server: {error}")),
+        )),
+        Event::Probe(_)
+        | Event::Write(_)
+        | Event::Memory(_)
+        | Event::ServerLog(_)
+        | Event::NodeState { .. }
+        | Event::Skipped { .. }
+        | Event::Topology { .. }
+        | Event::Load(_) => None,
+    }
+}
+
+/// What a run holds from its first contact with the server to its last, for every command
+/// (the probes' commands and load mode): its id and key prefix, the guard of the server
+/// settings it changed, and the ledger of the keys it may create.
+pub(crate) struct RunScope {
+    /// The run's id.
+    pub run_id: String,
+    /// `holprobe:<run_id>:`, the prefix of every key the run creates.
+    pub key_prefix: String,
+    /// The run's keys still on the server.
+    pub keys: KeyLedger,
+    /// The settings changed for the run, restored on every way out.
+    pub tuning: ServerTuning,
+    /// What opening the scope had to say (settings changed or left alone).
+    pub warnings: Vec<String>,
+}
+
+impl RunScope {
+    /// A new run id; the server's settings tuned toward `wants` (changed only when `may_tune`);
+    /// then every key `own_keys` names under the new prefix checked free (the prefix is new by
+    /// construction: still, the run never touches a key that is already there) and put in the
+    /// ledger from the start, so that one written by a thread that dies before reporting it is
+    /// still removed (DEL of a key never made does nothing).
+    /// With a `tag`, every key of the run carries the hash tag `{tag}`
+    /// (`holprobe:<run-id>:{tag}:`), so that a cluster routes them to one shard.
+    pub fn open(
+        target: &Target,
+        tag: Option<&str>,
+        wants: &[(&str, Want)],
+        may_tune: bool,
+        own_keys: impl FnOnce(&str) -> Vec<String>,
+    ) -> Result<RunScope> {
+        let run_id = new_run_id();
+        let key_prefix = match tag {
+            Some(tag) => format!("{}{{{tag}}}:", run_key_prefix(&run_id)),
+            None => run_key_prefix(&run_id),
+        };
+        let mut tuning = ServerTuning::apply(&target.conn, wants, may_tune);
+        let warnings = std::mem::take(&mut tuning.notes);
+        let own_keys = own_keys(&key_prefix);
+        let mut keys = KeyLedger::default();
+        if !own_keys.is_empty() {
+            let mut control = target.conn.redis_connection()?;
+            let existing: i64 = redis::cmd("EXISTS")
+                .arg(&own_keys)
+                .query(&mut control)
+                .context("checking that the run's keys are free")?;
+            anyhow::ensure!(
+                existing == 0,
+                "{existing} key(s) under {key_prefix} already exist on the server: refusing to touch them"
+            );
+            for key in &own_keys {
+                keys.created(key);
+            }
+        }
+        Ok(RunScope {
+            run_id,
+            key_prefix,
+            keys,
+            tuning,
+            warnings,
+        })
+    }
+
+    /// The settings changed, as `name old -> new`.
+    pub fn server_settings(&self) -> Vec<String> {
+        self.tuning
+            .changed()
+            .iter()
+            .map(|c| format!("{} {} -> {}", c.name, c.old, c.new))
+            .collect()
+    }
+
+    /// Removes the run's keys left on the server (see [`KeyLedger::remove_all`]).
+    pub fn remove_keys(&mut self, target: &Target, warnings: &mut Vec<String>) {
+        self.keys.remove_all(target, &self.key_prefix, warnings);
+    }
+
+    /// Puts the changed settings back; a failure is a warning.
+    pub fn restore_settings(&mut self, warnings: &mut Vec<String>) {
+        let settings = self.server_settings();
+        if let Err(err) = self.tuning.restore() {
+            warnings.push(format!(
+                "could not restore the server's settings ({}): {err:#}",
+                settings.join(", ")
+            ));
+        }
+    }
+}
+
+/// `DEL keys` on `conn`'s server. In a cluster whose master failed over during the run the
+/// keys' slot has moved: the MOVED error names where, and they are deleted there (keys of one
+/// run share a hash tag, so one slot).
+pub(crate) fn delete_keys(conn: &ConnInfo, keys: &[&String]) -> Result<i64> {
+    let delete = |conn: &ConnInfo| {
+        conn.redis_connection().and_then(|mut conn| {
+            redis::cmd("DEL")
+                .arg(keys)
+                .query::<i64>(&mut conn)
+                .map_err(anyhow::Error::from)
+        })
+    };
+    delete(conn).or_else(|err| {
+        match err
+            .downcast_ref::<redis::RedisError>()
+            .and_then(|e| e.redirect_node())
+        {
+            Some((address, _slot)) => delete(&conn.for_node(address)?),
+            None => Err(err),
+        }
+    })
+}
+
+/// The keys a run created and has not deleted: removed at the end while the server is
+/// reachable, whatever ended the run.
+#[derive(Debug, Default)]
+pub struct KeyLedger {
+    live: BTreeSet<String>,
+}
+
+impl KeyLedger {
+    /// A key the run is about to create.
+    pub fn created(&mut self, key: &str) {
+        self.live.insert(key.to_string());
+    }
+
+    /// A key the run deleted.
+    pub fn deleted(&mut self, key: &str) {
+        self.live.remove(key);
+    }
+
+    /// Files a write event.
+    pub fn track(&mut self, write: &WriteRecord) {
+        match write.op {
+            WriteOp::Set | WriteOp::Overwrite => self.created(&write.key),
+            WriteOp::Delete if write.ok => self.deleted(&write.key),
+            // A custom command may have removed the key: the final cleanup deletes it again,
+            // which is harmless.
+            WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
+        }
+    }
+
+    /// Deletes every key left, on a fresh connection (the run's may be broken); a failure is a
+    /// warning, never an error that hides the results.
+    pub fn remove_all(&mut self, target: &Target, key_prefix: &str, warnings: &mut Vec<String>) {
+        if self.live.is_empty() {
+            return;
+        }
+        let keys: Vec<&String> = self.live.iter().collect();
+        let removed = delete_keys(&target.conn, &keys);
+        match removed {
+            Ok(_) => self.live.clear(),
+            Err(err) => warnings.push(format!(
+                "could not remove {} key(s) under {key_prefix}: {err:#}",
+                keys.len()
+            )),
+        }
+    }
+}
+
+/// What a failure that is the tool's own fault adds.
+pub(crate) const BUG: &str = " (a bug in holprobe: please report it)";
+
+/// Joins a thread that has ended: what it panicked with, if it did.
+pub(crate) fn panicked(handle: JoinHandle<()>) -> Option<String> {
+    let payload = handle.join().err()?;
+    Some(
+        payload
+            .downcast_ref::<&str>()
+            .map(|text| text.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string()),
+    )
+}
+
+/// Why a thread that should still run has ended: its panic, or that it stopped unexpectedly.
+fn thread_died(what: &str, handle: JoinHandle<()>) -> String {
+    match panicked(handle) {
+        Some(panic) => format!("{what} panicked: {panic}{BUG}"),
+        None => format!("{what} stopped unexpectedly{BUG}"),
+    }
+}
+
+/// How often the loop moves the instrument's horizon on and takes its findings.
+pub(crate) const SETTLE_EVERY: Duration = Duration::from_millis(20);
+/// How often the instrument is asked to show progress.
+const TICK_EVERY: Duration = Duration::from_millis(100);
+
+/// What watches the server while the actor acts: the probe threads with their correlators and
+/// exports (the main job, observe mode, calibrate), or the load generator with its per-second
+/// collector and exports (`probe load`). Its threads send into the session's channel
+/// ([`Session::events`]); the session hands it every event but the actor's last word, and
+/// stops its threads after the actor's.
+pub(crate) trait Instrument {
+    /// Files one event (the actor's writes too).
+    fn take(&mut self, event: Event, keys: &mut KeyLedger) -> Result<()>;
+    /// Moves the horizon on (`writes_from_us`: the actor's [`WriteMark`], read before the
+    /// channel was drained, so a write it no longer marks is in) and files what became final;
+    /// writes the exports as they stand when a checkpoint is due (`warnings`: the run's so far).
+    fn settle(&mut self, writes_from_us: u64, warnings: &[String]) -> Result<()>;
+    /// About every 100 ms: progress for the terminal.
+    fn tick(&mut self);
+    /// Looks at its threads: the run's end when they cannot go on (one died or lost the
+    /// server) or are all done.
+    fn check(&mut self) -> Option<EndOfRun>;
+    /// Stops and joins its threads (the actor is done by now), taking what they send meanwhile
+    /// from `events`: what the first thread that panicked said, if one did.
+    fn stop(&mut self, events: &Receiver<Event>, keys: &mut KeyLedger) -> Option<String>;
+    /// Once stopped: a failure of its threads that makes a run otherwise complete `failed`.
+    fn failure(&self) -> Option<String>;
+}
+
+/// When a session's loop ends on its own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Run clock, µs: `--duration` is over.
+    pub deadline_us: Option<u64>,
+    /// The actor's being done ends the run (the main job, calibrate); false: the run lasts
+    /// until the deadline (load with `--duration`: the load goes on after the writer's plan).
+    pub ends_with_actor: bool,
+}
+
+/// How a session's loop ended, its threads stopped and its keys removed.
+pub(crate) struct Ended {
+    /// The run's status.
+    pub status: RunStatus,
+    /// Why, when not complete.
+    pub status_reason: Option<String>,
+    /// An export that could not be written: the run fails with it once the final exports are
+    /// written as far as they can be.
+    pub export_error: Option<anyhow::Error>,
+}
+
+impl Ended {
+    /// Files what an event taken after the loop says: an end only when the run was complete
+    /// so far (the actor failing as it finished its last write), an export error only when
+    /// it is the first.
+    fn late(&mut self, step: Result<Option<EndOfRun>>) {
+        match step {
+            Ok(Some((status, reason))) if self.status == RunStatus::Complete => {
+                (self.status, self.status_reason) = (status, reason);
+            }
+            Ok(_) => {}
+            Err(err) => {
+                self.export_error.get_or_insert(err);
+            }
+        }
+    }
+}
+
+/// One run: its scope, clock, channel and actor; see the module comment.
+pub(crate) struct Session<'t> {
+    /// The server the actor works on (its keys are removed from it at the end).
+    pub target: &'t Target,
+    /// The run id, key prefix, key ledger and settings guard.
+    pub scope: RunScope,
+    /// The run's one clock, started with the session.
+    pub clock: RunClock,
+    /// The run's warnings so far (opening the scope's first).
+    pub warnings: Vec<String>,
+    events: Option<Sender<Event>>,
+    rx: Receiver<Event>,
+    actor: Option<JoinHandle<()>>,
+    actor_stop: Arc<AtomicBool>,
+    write_mark: Arc<WriteMark>,
+    actor_ended: bool,
+}
+
+impl<'t> Session<'t> {
+    /// Starts the run's clock and its channel of `capacity` events (the scope is open, the
+    /// actor prepared: nothing of that is measured).
+    pub fn start(target: &'t Target, mut scope: RunScope, capacity: usize) -> Session<'t> {
+        let warnings = std::mem::take(&mut scope.warnings);
+        let (tx, rx) = bounded::<Event>(capacity);
+        Session {
+            target,
+            scope,
+            clock: RunClock::start(),
+            warnings,
+            events: Some(tx),
+            rx,
+            actor: None,
+            actor_stop: Arc::new(AtomicBool::new(false)),
+            write_mark: Arc::new(WriteMark::default()),
+            actor_ended: false,
+        }
+    }
+
+    /// A sender into the run's channel, for a thread of the instrument's.
+    pub fn events(&self) -> Sender<Event> {
+        self.events.clone().unwrap_or_else(|| bounded::<Event>(0).0)
+    }
+
+    /// Starts the actor's thread on the target.
+    pub fn spawn_actor(
+        &mut self,
+        actor: Box<dyn Actor>,
+        view: ViewSetup,
+        cluster_nodes: Vec<ConnInfo>,
+    ) -> Result<()> {
+        let handle = actor.spawn(ActorContext {
+            conn: self.target.conn.clone(),
+            clock: self.clock,
+            events: self.events(),
+            stop: Arc::clone(&self.actor_stop),
+            mark: Arc::clone(&self.write_mark),
+            view,
+            server_local: self.target.server.local,
+            cluster_nodes,
+        })?;
+        self.actor = Some(handle);
+        Ok(())
+    }
+
+    /// Gives up a run whose threads could not all start (the caller has stopped those that
+    /// did): the keys go, the settings are restored as the scope drops.
+    pub fn abandon(&mut self) {
+        self.actor_stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.actor.take() {
+            let _ = handle.join();
+        }
+        self.scope.remove_keys(self.target, &mut self.warnings);
+    }
+
+    /// Runs the loop until the run ends (see the module comment), then stops the actor and the
+    /// instrument's threads in that order, removes the run's keys and restores the settings.
+    pub fn run(
+        &mut self,
+        instrument: &mut dyn Instrument,
+        limits: Limits,
+        interrupt: &AtomicBool,
+    ) -> Ended {
+        // Only the threads hold senders now: the channel's end is theirs.
+        self.events = None;
+        let has_actor = self.actor.is_some();
+        let mut end: Option<EndOfRun> = None;
+        let mut export_error: Option<anyhow::Error> = None;
+        let mut last_tick = Instant::now();
+        let mut last_settle = Instant::now();
+        loop {
+            match self.rx.recv_timeout(SETTLE_EVERY) {
+                Ok(event) => match self.take(instrument, event, limits) {
+                    Ok(Some(e)) => {
+                        end = Some(e);
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err(err) => {
+                        export_error = Some(err);
+                        break;
+                    }
+                },
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            // The actor's thread ended before its last word was taken: that word, if it sent
+            // one, is taken below as the run stops; if it sent none, it died (see after the
+            // stop).
+            if !self.actor_ended && self.actor.as_ref().is_some_and(|h| h.is_finished()) {
+                break;
+            }
+            if let Some(e) = instrument.check() {
+                end = Some(e);
+                break;
+            }
+            if interrupt.load(Ordering::Relaxed) {
+                end = Some(interrupted_by_signal());
+                break;
+            }
+            if let Some(deadline) = limits.deadline_us
+                && self.clock.now_us() >= deadline
+            {
+                if has_actor && !self.actor_ended {
+                    end = Some(duration_before_plan());
+                }
+                break;
+            }
+            if last_tick.elapsed() >= TICK_EVERY {
+                last_tick = Instant::now();
+                instrument.tick();
+            }
+            if last_settle.elapsed() >= SETTLE_EVERY {
+                last_settle = Instant::now();
+                match self.settle(instrument, limits) {
+                    Ok(None) => {}
+                    Ok(Some(e)) => {
+                        end = Some(e);
+                        break;
+                    }
+                    Err(err) => {
+                        export_error = Some(err);
+                        break;
+                    }
+                }
+            }
+        }
+        let (status, status_reason) = end.unwrap_or((RunStatus::Complete, None));
+        let mut ended = Ended {
+            status,
+            status_reason,
+            export_error,
+        };
+
+        // The actor first: a write under way is finished and recorded while the instrument
+        // still measures. Its events keep being taken meanwhile (it sends them blocking).
+        self.actor_stop.store(true, Ordering::Relaxed);
+        let late = Limits {
+            ends_with_actor: true,
+            ..limits
+        };
+        let mut actor_panic = None;
+        if let Some(handle) = self.actor.take() {
+            while !handle.is_finished() {
+                if let Ok(event) = self.rx.recv_timeout(SETTLE_EVERY) {
+                    ended.late(self.take(instrument, event, late));
+                }
+            }
+            actor_panic = panicked(handle);
+        }
+        // Everything the actor sent, before the instrument's threads stop.
+        while let Ok(event) = self.rx.try_recv() {
+            ended.late(self.take(instrument, event, late));
+        }
+        let stop_panic = instrument.stop(&self.rx, &mut self.scope.keys);
+        while let Ok(event) = self.rx.try_recv() {
+            ended.late(self.take(instrument, event, late));
+        }
+        if ended.status == RunStatus::Complete {
+            let failure = instrument.failure().or_else(|| {
+                if has_actor && !self.actor_ended {
+                    // Its thread is gone and it never said done or failed: it died.
+                    Some(match &actor_panic {
+                        Some(panic) => format!("the writer thread panicked: {panic}{BUG}"),
+                        None => {
+                            format!("the writer thread stopped without finishing its plan{BUG}")
+                        }
+                    })
+                } else {
+                    actor_panic
+                        .map(|panic| format!("the writer thread panicked: {panic}{BUG}"))
+                        .or(stop_panic)
+                }
+            });
+            if let Some(failure) = failure {
+                (ended.status, ended.status_reason) = (RunStatus::Failed, Some(failure));
+            }
+        }
+        self.scope.remove_keys(self.target, &mut self.warnings);
+        self.scope.restore_settings(&mut self.warnings);
+        ended
+    }
+
+    /// One event: the actor's last word is the session's (it ends the run when the actor's
+    /// end does, or when it failed), every other goes to the instrument.
+    fn take(
+        &mut self,
+        instrument: &mut dyn Instrument,
+        event: Event,
+        limits: Limits,
+    ) -> Result<Option<EndOfRun>> {
+        if let Some(end) = actor_end(&event) {
+            self.actor_ended = true;
+            let ends = limits.ends_with_actor || end.0 == RunStatus::Failed;
+            return Ok(ends.then_some(end));
+        }
+        instrument.take(event, &mut self.scope.keys)?;
+        Ok(None)
+    }
+
+    /// The actor's mark, then every event in the channel, then the instrument's settle.
+    fn settle(
+        &mut self,
+        instrument: &mut dyn Instrument,
+        limits: Limits,
+    ) -> Result<Option<EndOfRun>> {
+        let writes_from_us = self.write_mark.writes_from(self.clock);
+        let mut end = None;
+        while let Ok(event) = self.rx.try_recv() {
+            if let Some(e) = self.take(instrument, event, limits)? {
+                end = Some(e);
+                break;
+            }
+        }
+        instrument.settle(writes_from_us, &self.warnings)?;
+        Ok(end)
+    }
+}
