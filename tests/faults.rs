@@ -558,6 +558,49 @@ fn a_panicking_thread_fails_the_run_with_its_message() {
     }
 }
 
+/// A load generator thread that panics fails the load run with its message, as the probe
+/// session's threads do (the run used to end `complete` without that thread's requests); the
+/// writer beside it is stopped and its keys removed.
+#[test]
+fn a_panicking_load_generator_thread_fails_the_load_run() {
+    let server = TestServer::start(&[]);
+    Command::new(probe_bin())
+        .args(["populate", "--url", &server.url(), "--keys", "1000"])
+        .output()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(probe_bin())
+        .env("HOLPROBE_TEST_PANIC", "load")
+        .args(["load", "--url", &server.url(), "--clients", "4", "--duration", "20s"])
+        .args(["--writer-sizes", "1M", "--repeat", "1000", "--gap", "1s"])
+        .arg("--out")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = wait_within(&mut child, Duration::from_secs(30));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    // It ends when the thread dies, not at the end of --duration.
+    assert!(started.elapsed() < Duration::from_secs(10), "{stderr}");
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "failed");
+    let reason = run["status_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("a load generator thread panicked: HOLPROBE_TEST_PANIC=load"),
+        "{reason}"
+    );
+    // The population stays (`probe clean` removes it); the writer's keys are gone.
+    assert!(
+        server.keys("holprobe:*").iter().all(|k| k.starts_with("holprobe:load:")),
+        "{:?}",
+        server.keys("holprobe:*")
+    );
+}
+
 /// Starts `probe` with an embedded server and a long plan; returns it and the server's port, once
 /// the tool has said it (the server is up by then).
 fn start_with_embedded_server() -> (std::process::Child, std::net::SocketAddr) {

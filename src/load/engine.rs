@@ -618,8 +618,14 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut last_housekeeping = 0u64;
         let mut drain_until = u64::MAX;
+        // Half a second in, the tests may ask for a panic (debug builds only).
+        let mut panic_point_us = Some(start_us + 500_000);
         loop {
             let now = self.clock.now_us();
+            if panic_point_us.is_some_and(|at| now >= at) {
+                panic_point_us = None;
+                crate::measure::test_panic_point("load");
+            }
             let stop_at = self.stop_at();
             if !self.draining && now >= stop_at {
                 self.enter_drain(now, stop_at);
