@@ -387,7 +387,8 @@ impl<'t> Session<'t> {
         }
     }
 
-    /// A sender into the run's channel, for a thread of the instrument's.
+    /// A sender into the run's channel, for a thread of the instrument's (once the loop has
+    /// begun, one into a closed channel: no thread may start then).
     pub fn events(&self) -> Sender<Event> {
         self.events.clone().unwrap_or_else(|| bounded::<Event>(0).0)
     }
