@@ -603,6 +603,19 @@ impl Correlator {
         self.settle_writes();
         self.settle_intervals();
         self.trim_memory();
+        self.release_spare();
+    }
+
+    /// Gives back what the probe heaps grew to in a backlog once it has drained. A collector
+    /// that fell behind (a starved host: the channel full, 65,536 probes taken in one step)
+    /// leaves them holding room for every probe of the backlog, 88 bytes each (11 MiB after one
+    /// at 2 x 10000/s), and a `Vec` never shrinks on its own: over hours the memory would
+    /// follow the longest backlog ever seen, not the one at hand.
+    fn release_spare(&mut self) {
+        shrink_when_spare(&mut self.ahead_intended);
+        shrink_when_spare(&mut self.ahead_replies);
+        shrink_when_spare(&mut self.wire);
+        shrink_when_spare(&mut self.unsorted);
     }
 
     /// Sweeps intended sends and replies in time order up to the probe horizon (an intended
@@ -858,6 +871,17 @@ impl Correlator {
         while self.memory.len() >= 2 && self.memory[1].at_us < needed_from {
             self.memory.pop_front();
         }
+    }
+}
+
+/// Room a probe heap keeps however far it drains: what a few 20 ms steps bring at 2 x 10000/s.
+const HEAP_ROOM_KEPT: usize = 4096;
+
+/// Halves a heap's room once it is a quarter full at most (so a heap that grows again doubles
+/// at most once before the next shrink: the copies stay amortized).
+fn shrink_when_spare<T: Ord>(heap: &mut BinaryHeap<T>) {
+    if heap.capacity() > HEAP_ROOM_KEPT && heap.len() <= heap.capacity() / 4 {
+        heap.shrink_to((heap.len() * 2).max(HEAP_ROOM_KEPT));
     }
 }
 
@@ -1525,6 +1549,36 @@ mod tests {
         assert!(held_max <= 200, "{held_max}");
         assert!(correlator.intervals.len() <= 2);
         assert_eq!(intervals, 599);
+    }
+
+    #[test]
+    fn a_backlog_taken_at_once_gives_its_room_back_once_swept() {
+        // A collector that fell behind takes 100,000 probes (5 s at 2 x 10000/s) before the
+        // horizon moves: the heaps grow to hold them all, and must not keep that room after.
+        let mut correlator = Correlator::new(THRESHOLD).with_intervals(1_000_000);
+        let mut t = 0;
+        while t < 5_000_000 {
+            for thread in 0..2u16 {
+                let at = t + u64::from(thread) * 50;
+                correlator.probe(&probe(thread, at, at, at + 30));
+            }
+            t += 100;
+        }
+        let grown = correlator.unsorted.capacity();
+        assert!(grown >= 100_000, "{grown}");
+        correlator.advance(Horizon {
+            probes_through_us: t - 50,
+            writes_from_us: t,
+        });
+        correlator.drain();
+        for heap_room in [
+            correlator.ahead_intended.capacity(),
+            correlator.ahead_replies.capacity(),
+            correlator.wire.capacity(),
+            correlator.unsorted.capacity(),
+        ] {
+            assert!(heap_room <= HEAP_ROOM_KEPT, "{heap_room}");
+        }
     }
 
     #[test]
