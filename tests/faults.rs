@@ -571,7 +571,15 @@ fn a_panicking_load_generator_thread_fails_the_load_run() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(probe_bin())
         .env("HOLPROBE_TEST_PANIC", "load")
-        .args(["load", "--url", &server.url(), "--clients", "4", "--duration", "20s"])
+        .args([
+            "load",
+            "--url",
+            &server.url(),
+            "--clients",
+            "4",
+            "--duration",
+            "20s",
+        ])
         .args(["--writer-sizes", "1M", "--repeat", "1000", "--gap", "1s"])
         .arg("--out")
         .arg(dir.path())
@@ -595,7 +603,10 @@ fn a_panicking_load_generator_thread_fails_the_load_run() {
     );
     // The population stays (`probe clean` removes it); the writer's keys are gone.
     assert!(
-        server.keys("holprobe:*").iter().all(|k| k.starts_with("holprobe:load:")),
+        server
+            .keys("holprobe:*")
+            .iter()
+            .all(|k| k.starts_with("holprobe:load:")),
         "{:?}",
         server.keys("holprobe:*")
     );

@@ -501,3 +501,30 @@ fn format_json_is_one_document_with_every_write() {
         .sum();
     assert!(requests > 0, "{doc}");
 }
+
+/// With a writer and `--duration`, the load lasts its duration: the writer's plan (a set and a
+/// delete, about 2 s) being done does not end it. (The session could also end it early when it
+/// saw the writer's thread finished before it had taken the writer's last word from the
+/// channel: a rare race, which this test does not provoke reliably.)
+#[test]
+fn a_writer_done_before_duration_leaves_the_load_its_duration() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "2000"]);
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..3 {
+        probe_cmd()
+            .args(["load", "--url", &server.url()])
+            .args(["--clients", "2", "--writer-sizes", "1M", "--gap", "1s"])
+            .args(["--duration", "5s", "--out"])
+            .arg(dir.path())
+            .arg("--force")
+            .assert()
+            .success();
+        let run = read_json(&dir.path().join("run.json"));
+        assert_eq!(run["status"], "complete", "{run}");
+        assert_eq!(run["writes"].as_array().unwrap().len(), 2, "{run}");
+        let runtime = run["runtime_s"].as_f64().unwrap();
+        // At least the duration; past it only by a slow host's delay in stopping.
+        assert!((4.9..15.0).contains(&runtime), "runtime {runtime} s: {run}");
+    }
+}

@@ -877,8 +877,9 @@ impl Correlator {
 /// Room a probe heap keeps however far it drains: what a few 20 ms steps bring at 2 x 10000/s.
 const HEAP_ROOM_KEPT: usize = 4096;
 
-/// Halves a heap's room once it is a quarter full at most (so a heap that grows again doubles
-/// at most once before the next shrink: the copies stay amortized).
+/// Shrinks a heap's room to twice what it holds (at least [`HEAP_ROOM_KEPT`]) once it is a
+/// quarter full at most (so a heap that grows again doubles at most once before the next
+/// shrink: the copies stay amortized).
 fn shrink_when_spare<T: Ord>(heap: &mut BinaryHeap<T>) {
     if heap.capacity() > HEAP_ROOM_KEPT && heap.len() <= heap.capacity() / 4 {
         heap.shrink_to((heap.len() * 2).max(HEAP_ROOM_KEPT));

@@ -291,8 +291,9 @@ const TIMER: Token = Token(usize::MAX);
 const HOUSEKEEPING_US: u64 = 20_000;
 /// Most per-thread messages held back while the collector is busy before samples are dropped.
 const OUTBOX_LIMIT: usize = 512;
-/// Samples per message.
-const SAMPLE_BATCH: usize = 8192;
+/// Samples per message: 64 KiB, under the mmap threshold `main` sets, so a batch's buffer comes
+/// from the heap and goes back to it (not a mapping of its own per batch).
+const SAMPLE_BATCH: usize = 4096;
 /// How many connection problems one thread reports in full.
 const NOTES_PER_THREAD: u32 = 3;
 

@@ -111,7 +111,7 @@ pub enum LoadNotice<'a> {
         /// Generator threads.
         threads: u16,
     },
-    /// About every 200 ms.
+    /// About every 100 ms.
     Tick {
         /// Since the load started.
         elapsed: Duration,
@@ -256,9 +256,10 @@ fn client_servers(servers: &[LoadServer<'_>]) -> Vec<u16> {
     order
 }
 
-/// Runs the load against `servers` until the duration is over, the writer's plan is done,
-/// `interrupt` is set, or every thread ends. Every exit path stops the threads, removes the
-/// writer's keys and writes the final exports.
+/// Runs the load against `servers` as a measuring session until `--duration` is over (with a
+/// writer and no `--duration`: until its plan is done), the writer fails, `interrupt` is set,
+/// or a generator thread dies. Every exit path stops the writer, then the generator threads,
+/// removes the writer's keys and writes the final exports.
 pub fn run_load(
     options: &LoadOptions,
     servers: &[LoadServer<'_>],

@@ -12,8 +12,9 @@
 //! failed), which is the session's. About every 20 ms the session reads the actor's
 //! [`WriteMark`], drains the channel and has the instrument move its horizon on and file what
 //! became final (and write its checkpoint when one is due). The loop ends when the actor is done
-//! (or failed, or its thread ended), the duration is over, `interrupt` is set, the instrument
-//! says its threads cannot go on, or an export cannot be written.
+//! (unless the run lasts its `--duration` whatever the actor does, as a load does), failed or
+//! its thread died, the duration is over, `interrupt` is set, the instrument says its threads
+//! cannot go on, or an export cannot be written.
 //!
 //! # Every way out
 //! Whatever ended the loop: the actor is stopped first and its events taken until its thread
@@ -192,7 +193,7 @@ impl RunScope {
 /// `DEL keys` on `conn`'s server. In a cluster whose master failed over during the run the
 /// keys' slot has moved: the MOVED error names where, and they are deleted there (keys of one
 /// run share a hash tag, so one slot).
-pub(crate) fn delete_keys(conn: &ConnInfo, keys: &[&String]) -> Result<i64> {
+fn delete_keys(conn: &ConnInfo, keys: &[&String]) -> Result<i64> {
     let delete = |conn: &ConnInfo| {
         conn.redis_connection().and_then(|mut conn| {
             redis::cmd("DEL")
@@ -217,12 +218,22 @@ pub(crate) fn delete_keys(conn: &ConnInfo, keys: &[&String]) -> Result<i64> {
 #[derive(Debug, Default)]
 pub struct KeyLedger {
     live: BTreeSet<String>,
+    /// Keys on other servers than the target (GET probes' keys on other shards' masters).
+    elsewhere: Vec<(ConnInfo, String)>,
 }
 
 impl KeyLedger {
     /// A key the run is about to create.
     pub fn created(&mut self, key: &str) {
         self.live.insert(key.to_string());
+    }
+
+    /// A key the run is about to create on another server than the target (a cluster's other
+    /// master); removed from there at the end.
+    pub fn created_on(&mut self, server: &ConnInfo, key: &str) {
+        if !self.elsewhere.iter().any(|(_, k)| k == key) {
+            self.elsewhere.push((server.clone(), key.to_string()));
+        }
     }
 
     /// A key the run deleted.
@@ -244,17 +255,20 @@ impl KeyLedger {
     /// Deletes every key left, on a fresh connection (the run's may be broken); a failure is a
     /// warning, never an error that hides the results.
     pub fn remove_all(&mut self, target: &Target, key_prefix: &str, warnings: &mut Vec<String>) {
-        if self.live.is_empty() {
-            return;
+        if !self.live.is_empty() {
+            let keys: Vec<&String> = self.live.iter().collect();
+            match delete_keys(&target.conn, &keys) {
+                Ok(_) => self.live.clear(),
+                Err(err) => warnings.push(format!(
+                    "could not remove {} key(s) under {key_prefix}: {err:#}",
+                    keys.len()
+                )),
+            }
         }
-        let keys: Vec<&String> = self.live.iter().collect();
-        let removed = delete_keys(&target.conn, &keys);
-        match removed {
-            Ok(_) => self.live.clear(),
-            Err(err) => warnings.push(format!(
-                "could not remove {} key(s) under {key_prefix}: {err:#}",
-                keys.len()
-            )),
+        for (server, key) in std::mem::take(&mut self.elsewhere) {
+            if let Err(err) = delete_keys(&server, &[&key]) {
+                warnings.push(format!("could not remove {key} from {server}: {err:#}"));
+            }
         }
     }
 }
@@ -455,11 +469,23 @@ impl<'t> Session<'t> {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
-            // The actor's thread ended before its last word was taken: that word, if it sent
-            // one, is taken below as the run stops; if it sent none, it died (see after the
-            // stop).
+            // The actor's thread ended: its last word, if it sent one, is in the channel behind
+            // what came before it. Taken now, it ends the run as it would have any other time
+            // (or not: load with --duration goes on); a thread that ended without one died (see
+            // after the stop).
             if !self.actor_ended && self.actor.as_ref().is_some_and(|h| h.is_finished()) {
-                break;
+                match self.drain(instrument, limits) {
+                    Ok(Some(e)) => {
+                        end = Some(e);
+                        break;
+                    }
+                    Ok(None) if self.actor_ended => {}
+                    Ok(None) => break,
+                    Err(err) => {
+                        export_error = Some(err);
+                        break;
+                    }
+                }
             }
             if let Some(e) = instrument.check() {
                 end = Some(e);
@@ -569,21 +595,32 @@ impl<'t> Session<'t> {
         Ok(None)
     }
 
-    /// The actor's mark, then every event in the channel, then the instrument's settle.
+    /// Every event in the channel: the run's end when one says it.
+    fn drain(
+        &mut self,
+        instrument: &mut dyn Instrument,
+        limits: Limits,
+    ) -> Result<Option<EndOfRun>> {
+        while let Ok(event) = self.rx.try_recv() {
+            if let Some(end) = self.take(instrument, event, limits)? {
+                return Ok(Some(end));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The actor's mark, then every event in the channel, then the instrument's settle (not
+    /// when an event ended the run: its final exports come after the stop).
     fn settle(
         &mut self,
         instrument: &mut dyn Instrument,
         limits: Limits,
     ) -> Result<Option<EndOfRun>> {
         let writes_from_us = self.write_mark.writes_from(self.clock);
-        let mut end = None;
-        while let Ok(event) = self.rx.try_recv() {
-            if let Some(e) = self.take(instrument, event, limits)? {
-                end = Some(e);
-                break;
-            }
+        if let Some(end) = self.drain(instrument, limits)? {
+            return Ok(Some(end));
         }
         instrument.settle(writes_from_us, &self.warnings)?;
-        Ok(end)
+        Ok(None)
     }
 }

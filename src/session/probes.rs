@@ -16,10 +16,11 @@
 //! writes by the plan.
 //!
 //! # Its threads at the end
-//! The session stops the actor first; then the probes and the memory sampler, the topology
-//! watcher, and the slow-log poller last (its final poll names the last stalls). They never
-//! block on the channel (a full one counts a probe as dropped), so they are joined without
-//! draining it.
+//! The session stops the actor first and drains the channel; then the probes and the memory
+//! sampler, the topology watcher, and the slow-log poller last (its final poll names the last
+//! stalls). They are joined without draining the channel: a probe record never blocks (a full
+//! channel counts it as dropped), and what may (a node's outage, a topology change, the poller's
+//! batch, for at most a second) is rare and finds a channel just drained.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -32,7 +33,7 @@ use anyhow::{Context, Result};
 use crossbeam_channel::Receiver;
 
 use super::{
-    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, Session, delete_keys, panicked,
+    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, Session, panicked,
     run_key_prefix, thread_died,
 };
 
@@ -362,7 +363,7 @@ pub fn measure_nodes(
     // GET probes of nodes of other shards read a key of their own shard, set on its master and
     // removed from it at the end.
     let run_base = run_key_prefix(&run_id);
-    let mut homed_probe_keys: Vec<(ConnInfo, String)> = Vec::new();
+    let mut homed_probe_keys: Vec<String> = Vec::new();
     // The actor prepares before the clock starts (the writer generates its value), so it
     // disturbs nothing measured.
     if let Some(actor) = actor.as_mut() {
@@ -400,10 +401,12 @@ pub fn measure_nodes(
         for node in &probed.nodes {
             if let Some((tag, master)) = &node.probe_key_home {
                 let key = format!("{run_base}{{{tag}}}:probe");
-                if homed_probe_keys.iter().any(|(_, k)| *k == key) {
+                if homed_probe_keys.contains(&key) {
                     continue;
                 }
-                homed_probe_keys.push((master.clone(), key.clone()));
+                homed_probe_keys.push(key.clone());
+                // In the ledger before it is set: removed at the end from its master.
+                scope.keys.created_on(master, &key);
                 let set = master.redis_connection().and_then(|mut conn| {
                     redis::cmd("SET")
                         .arg(&key)
@@ -414,7 +417,6 @@ pub fn measure_nodes(
                     Ok(())
                 });
                 if let Err(err) = set {
-                    remove_homed_keys(&homed_probe_keys, &mut scope.warnings);
                     scope.remove_keys(target, &mut Vec::new());
                     return Err(err.context(format!("preparing the probe key {key} on {master}")));
                 }
@@ -429,7 +431,6 @@ pub fn measure_nodes(
     // Gives up a run whose threads could not all start.
     let abandon = |session: &mut Session<'_>, threads: &mut Threads, err: anyhow::Error| {
         threads.stop_all();
-        remove_homed_keys(&homed_probe_keys, &mut session.warnings);
         session.abandon();
         Err(err)
     };
@@ -629,8 +630,7 @@ pub fn measure_nodes(
         ends_with_actor: true,
     };
     let ended = session.run(&mut probes, limits, interrupt);
-    let mut warnings = std::mem::take(&mut session.warnings);
-    remove_homed_keys(&homed_probe_keys, &mut warnings);
+    let warnings = std::mem::take(&mut session.warnings);
     probes.finish(ended, warnings, run_id.clone(), server_settings)
 }
 
@@ -714,7 +714,7 @@ impl Instrument for ProbeInstrument<'_, '_> {
     }
 
     fn stop(&mut self, _events: &Receiver<Event>, _keys: &mut KeyLedger) -> Option<String> {
-        // Its threads never block on the channel: they can be joined without draining it.
+        // Joined without draining the channel (see the module comment).
         self.threads.stop_all()
     }
 
@@ -833,16 +833,6 @@ impl ProbeInstrument<'_, '_> {
             started_unix_us: meta.clock.unix_start_us(),
             server_settings,
         })
-    }
-}
-
-/// Removes GET probes' keys of other shards from their masters; a failure is a warning.
-fn remove_homed_keys(keys: &[(ConnInfo, String)], warnings: &mut Vec<String>) {
-    for (master, key) in keys {
-        let removed = delete_keys(master, &[key]);
-        if let Err(err) = removed {
-            warnings.push(format!("could not remove {key} from {master}: {err:#}"));
-        }
     }
 }
 
