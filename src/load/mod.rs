@@ -18,7 +18,7 @@
 //! connection per master), `holprobe:load:meta` lives on the master of its own slot, load binds
 //! each connection to one node and reports a block per node, clean scans every master.
 //!
-//! `probe load` runs through the measuring session ([`crate::session::Session`]) as every
+//! `probe load` runs through the measuring session (`session::Session`) as every
 //! measuring command does, with the load generator as its instrument (`runner`'s
 //! `LoadInstrument`) and the main job's writer as its actor: the run id, key prefix, key ledger
 //! and settings guard, the one event channel, the stop order (the writer first, so a write under

@@ -1,5 +1,5 @@
-//! One load run, end to end, as a measuring session ([`crate::session::Session`]) with the
-//! load generator as its instrument ([`LoadInstrument`]) and the prober's writer, when asked, as
+//! One load run, end to end, as a measuring session (`session::Session`) with the
+//! load generator as its instrument (`LoadInstrument`) and the prober's writer, when asked, as
 //! its actor: the generator threads and the writer send into the session's one channel on one
 //! run clock; the instrument folds the per-second reports into the timeline and the blocks,
 //! writes the exports as the run goes, and at the end builds the per-write findings.

@@ -1,10 +1,10 @@
 //! The measuring session every command that measures runs through: the main job, observe
-//! mode and `probe calibrate` with the probes as their instrument ([`probes`]), `probe load`
+//! mode and `probe calibrate` with the probes as their instrument (`probes.rs`), `probe load`
 //! with the load generator (`crate::load::runner`). The session owns the run's scope (run id and
 //! key prefix, the server-settings guard, the key ledger and its cleanup), the run's clock, the
 //! one event channel every thread sends into, the actor's thread (the writer, the stall
 //! injector; none to observe), the collector loop, the stop order and the end-of-run reasons.
-//! A command supplies only what differs: its actor, and its [`Instrument`] (what watches the
+//! A command supplies only what differs: its actor, and its `Instrument` (what watches the
 //! server while the actor acts: its threads, its collector of their events, its exports).
 //!
 //! # The loop
