@@ -9,7 +9,7 @@ use crate::error::UsageError;
 
 const KIB: u64 = 1024;
 
-/// The one rule every size flag follows, stated in each one's `--help` (see [`size_help!`]).
+/// The one rule every size flag follows, stated in each one's `--help` (see `size_help!`).
 ///
 /// Why uppercase `M` stays binary although redis.conf reads `64M` as 64,000,000 (its `memtoll`
 /// ignores case): every size this tool has printed and every run in `data/` says `64M` for
