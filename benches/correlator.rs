@@ -155,6 +155,7 @@ fn timeline(rows: u64) -> (Vec<ProbeRecord>, Vec<WriteRecord>) {
                 server_request_bytes: None,
                 moved: 0,
                 asked: 0,
+                replicated_us: None,
                 sent_to: None,
             }
         })

@@ -536,6 +536,7 @@ impl InjectorThread {
             server_request_bytes: None,
             moved: 0,
             asked: 0,
+            replicated_us: None,
             sent_to: None,
         };
         let injection = Injection {

@@ -198,6 +198,13 @@ pub struct WriteRecord {
     /// ASK replies the write followed (a slot being migrated).
     #[serde(default)]
     pub asked: u32,
+    /// When the written master's replicas had applied the write, µs: the reply to the `WAIT`
+    /// the writer sends after each write when the run probes the master's replicas. A replica
+    /// applies a write only once its master has executed it, so each replica's figures of the
+    /// write cover its window up to here (empty: no replica probed, the WAIT timed out or was
+    /// refused, or the write was redirected).
+    #[serde(default)]
+    pub replicated_us: Option<u64>,
     /// Where a redirected write went in the end (`host:port`), when not to the run's written
     /// server; writes.csv's `node` column says it.
     #[serde(skip)]

@@ -122,6 +122,7 @@ mod tests {
             server_request_bytes: None,
             moved: 0,
             asked: 0,
+            replicated_us: None,
             sent_to: None,
         };
         assert_eq!(derived_header(&(&write, &node)), columns::WRITES);

@@ -126,9 +126,8 @@ fn cluster_run(server_bin: Option<&Path>) -> (PathBuf, tempfile::TempDir) {
 /// Redis 7.0 frees a deleted 64 MiB string in one go, on the master and, when the DEL reaches
 /// it, on its replica (~4 ms at 60-80 µs per MiB): a stall of that shard's nodes; the other
 /// shards' masters free nothing. The replica applies the DEL once its master has executed it,
-/// so its stall may start just after the master's reply, outside the write's window (and then
-/// untied to the write in stalls.csv): it is looked for from the delete's start to 50 ms after
-/// its reply.
+/// so its stall may start just after the master's reply: the writer waits for it (`WAIT`,
+/// writes.csv `replicated_us`) and the replica's window of the delete ends there.
 #[test]
 fn redis_7_cluster_every_node_probed_and_the_delete_stalls_its_shard_only() {
     let (out, _dir) = cluster_run(None);
@@ -151,6 +150,24 @@ fn redis_7_cluster_every_node_probed_and_the_delete_stalls_its_shard_only() {
     let on_replica = longest_stall_starting(&stalls, replica, del_start, del_reply + 50_000);
     assert!(on_master >= 2.0, "written master: {on_master} ms");
     assert!(on_replica >= 2.0, "its replica: {on_replica} ms");
+    // The writer waited for the replica to apply the delete, and the replica's figures of the
+    // delete cover its window up to then: its own stall is tied to the delete.
+    let replicated: u64 = del["replicated_us"]
+        .parse()
+        .unwrap_or_else(|_| panic!("the delete waited for its replica: {del:?}"));
+    assert!(replicated >= del_reply, "{del:?}");
+    let tied = longest_stall(&stalls, replica, delete);
+    assert!(
+        tied >= 2.0,
+        "its replica's stall tied to the delete: {tied} ms"
+    );
+    let summary = read_csv(&out.join("summary.csv"));
+    let replica_row = summary
+        .iter()
+        .find(|r| r["seq"] == delete && r["node"] == *replica)
+        .unwrap();
+    let hol: f64 = replica_row["hol_delay_ms"].parse().unwrap();
+    assert!(hol >= 2.0, "its replica's figure of the delete: {hol} ms");
     for shard in 1..3 {
         let other = run["topology"]["shards"][shard]["master"]["announced"]
             .as_str()

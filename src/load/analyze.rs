@@ -337,6 +337,7 @@ mod tests {
             server_request_bytes: None,
             moved: 0,
             asked: 0,
+            replicated_us: None,
             sent_to: None,
         }
     }

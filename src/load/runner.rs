@@ -359,7 +359,7 @@ pub fn run_load(
         );
     }
     if let Some(actor) = actor.take()
-        && let Err(err) = session.spawn_actor(actor, ViewSetup::default(), Vec::new())
+        && let Err(err) = session.spawn_actor(actor, ViewSetup::default(), Vec::new(), 0)
     {
         control.stop_at_us.store(0, Ordering::SeqCst);
         for handle in handles {

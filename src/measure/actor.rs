@@ -62,6 +62,9 @@ pub struct ActorContext {
     /// In a cluster, every node (where to go when the written master fails over); empty
     /// otherwise.
     pub cluster_nodes: Vec<ConnInfo>,
+    /// The written master's replicas the run probes: after each write the writer waits for
+    /// them to apply it (`WAIT`), so that their figures of the write cover it.
+    pub replicas: usize,
 }
 
 /// Tells the collector how far the writes are known: the actor marks the time right before it

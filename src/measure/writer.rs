@@ -316,6 +316,9 @@ pub struct WriterChecks {
     /// In a cluster, every node: where to go when the written master is gone (a failover);
     /// the next write's MOVED then leads to the new one. Empty outside a cluster.
     pub cluster_nodes: Vec<ConnInfo>,
+    /// The written master's replicas the run probes: after each write the writer waits (`WAIT`)
+    /// until they have applied it ([`WriteRecord::replicated_us`]).
+    pub replicas: usize,
 }
 
 /// The writer as a run's [`Actor`]: generates the value before the clock starts, then runs the
@@ -360,6 +363,7 @@ impl Actor for WriterActor {
             server_local: ctx.server_local,
             force_memory: self.force_memory,
             cluster_nodes: ctx.cluster_nodes,
+            replicas: ctx.replicas,
         };
         spawn_writer(
             self.plan, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop, ctx.mark, checks,
@@ -569,6 +573,12 @@ impl Writer {
             });
             reply = Instant::now();
         }
+        // The replicas apply the write once the master has executed it: wait until they have,
+        // so that their figures of the write cover it (a WAIT blocks this client only).
+        let written = matches!(&outcome, Ok(reply) if !matches!(reply, Reply::Error(_)));
+        let replicated = (moved + asked == 0 && written && self.checks.replicas > 0)
+            .then(|| self.wait_for_replicas())
+            .flatten();
         let (ok, error) = match &outcome {
             Ok(Reply::Status(s)) if s == "OK" => (true, None),
             Ok(Reply::Integer(_)) if step.op == WriteOp::Delete => (true, None),
@@ -623,6 +633,7 @@ impl Writer {
             server_request_bytes: figures.request_bytes,
             moved,
             asked,
+            replicated_us: replicated.map(|at| self.clock.us_at(at)),
             // A redirected write, or any write after a failover moved the writer.
             sent_to: went_to.or_else(|| {
                 let at = self.conn_info.address();
@@ -630,6 +641,24 @@ impl Writer {
             }),
         };
         (record, io_error)
+    }
+
+    /// `WAIT` for every probed replica: when they had all applied what the master executed,
+    /// `None` when they had not within the wait (a replica gone or far behind) or the server
+    /// refused it (an ACL). The wait stays well inside the connection's read timeout.
+    fn wait_for_replicas(&mut self) -> Option<Instant> {
+        let wait_ms = (self.conn_info.command_timeout.as_millis() / 2).clamp(1, 5_000);
+        let replicas = self.checks.replicas.to_string();
+        let wait_ms = wait_ms.to_string();
+        match self
+            .conn
+            .command(&[b"WAIT", replicas.as_bytes(), wait_ms.as_bytes()])
+        {
+            Ok(Reply::Integer(acked)) if acked >= self.checks.replicas as i64 => {
+                Some(Instant::now())
+            }
+            _ => None,
+        }
     }
 
     /// A new connection after the old one broke: to the same server, or in a cluster to any
@@ -719,6 +748,7 @@ impl Writer {
             server_request_bytes: None,
             moved: 0,
             asked: 0,
+            replicated_us: None,
             sent_to: None,
         }
     }

@@ -864,6 +864,7 @@ mod tests {
             server_request_bytes: None,
             moved: 0,
             asked: 0,
+            replicated_us: None,
             sent_to: None,
         };
         // 2026-12-01T10:00:00Z + 1.5 s.

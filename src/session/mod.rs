@@ -407,12 +407,14 @@ impl<'t> Session<'t> {
         self.events.clone().unwrap_or_else(|| bounded::<Event>(0).0)
     }
 
-    /// Starts the actor's thread on the target.
+    /// Starts the actor's thread on the target (`replicas`: the target's replicas the run
+    /// probes, whose application of each write the writer waits for).
     pub fn spawn_actor(
         &mut self,
         actor: Box<dyn Actor>,
         view: ViewSetup,
         cluster_nodes: Vec<ConnInfo>,
+        replicas: usize,
     ) -> Result<()> {
         let handle = actor.spawn(ActorContext {
             conn: self.target.conn.clone(),
@@ -423,6 +425,7 @@ impl<'t> Session<'t> {
             view,
             server_local: self.target.server.local,
             cluster_nodes,
+            replicas,
         })?;
         self.actor = Some(handle);
         Ok(())

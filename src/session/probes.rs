@@ -490,7 +490,13 @@ pub fn measure_nodes(
             } else {
                 Vec::new()
             };
-            session.spawn_actor(actor, view, cluster_nodes)
+            // The written master's replicas (the first node's shard).
+            let replicas = probed
+                .nodes
+                .iter()
+                .filter(|n| n.same_shard && n.cols.role == NodeRole::Replica)
+                .count();
+            session.spawn_actor(actor, view, cluster_nodes, replicas)
         });
         if let Err(err) = spawned {
             return abandon(&mut session, &mut threads, err);
@@ -1170,7 +1176,16 @@ impl Collector {
                 }
                 keys.track(&write);
                 for node in &mut self.nodes {
-                    node.correlator.write((*write).clone());
+                    let mut record = (*write).clone();
+                    // A replica of the written master applies the write after its master has
+                    // executed it: its window of the write ends when it had (the writer's WAIT).
+                    if node.same_shard.same_shard
+                        && node.cols.role == NodeRole::Replica
+                        && let Some(replicated_us) = write.replicated_us
+                    {
+                        record.reply_us = record.reply_us.max(replicated_us);
+                    }
+                    node.correlator.write(record);
                 }
                 self.writes.push(*write);
             }

@@ -139,6 +139,7 @@ pub mod columns {
         "server_request_bytes",
         "moved",
         "asked",
+        "replicated_us",
         "node",
         "role",
         "shard",

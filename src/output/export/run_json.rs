@@ -423,6 +423,7 @@ pub(crate) mod sample {
                 server_request_bytes: write.server_request_bytes,
                 moved: 0,
                 asked: 0,
+                replicated_us: None,
                 sent_to: None,
             })
             .collect()
