@@ -645,7 +645,10 @@ impl Writer {
 
     /// `WAIT` for every probed replica: when they had all applied what the master executed,
     /// `None` when they had not within the wait (a replica gone or far behind) or the server
-    /// refused it (an ACL). The wait stays well inside the connection's read timeout.
+    /// refused it (an ACL). The wait stays well inside the connection's read timeout. Later
+    /// writes wait only for the replicas that answered in time (none after a refusal, or once a
+    /// failover left the writer on a master without replicas): a replica that is gone costs
+    /// one wait, not one per write.
     fn wait_for_replicas(&mut self) -> Option<Instant> {
         let wait_ms = (self.conn_info.command_timeout.as_millis() / 2).clamp(1, 5_000);
         let replicas = self.checks.replicas.to_string();
@@ -657,7 +660,14 @@ impl Writer {
             Ok(Reply::Integer(acked)) if acked >= self.checks.replicas as i64 => {
                 Some(Instant::now())
             }
-            _ => None,
+            Ok(Reply::Integer(acked)) => {
+                self.checks.replicas = usize::try_from(acked).unwrap_or(0);
+                None
+            }
+            _ => {
+                self.checks.replicas = 0;
+                None
+            }
         }
     }
 
