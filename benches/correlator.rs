@@ -135,28 +135,14 @@ fn timeline(rows: u64) -> (Vec<ProbeRecord>, Vec<WriteRecord>) {
         .map(|i| {
             let start = i * 10_000_000 + 5_000_000;
             WriteRecord {
-                seq: i as u32 + 1,
-                op: WriteOp::Set,
-                key: format!("k{i}"),
-                size_bytes: 64 << 20,
-                start_us: start,
-                sent_us: start + 20_000,
-                reply_us: start + 40_000,
-                set_ms: 40.0,
-                ok: true,
-                error: None,
                 host_mem_pct: 10.0,
-                host_swap_pct: 0.0,
-                server_rss_bytes: None,
-                server_exec_us: None,
-                server_latency_event_ms: None,
-                server_latency_event: None,
-                server_eventloop_max_us: None,
-                server_request_bytes: None,
-                moved: 0,
-                asked: 0,
-                replicated_us: None,
-                sent_to: None,
+                ..WriteRecord::timed(
+                    i as u32 + 1,
+                    WriteOp::Set,
+                    format!("k{i}"),
+                    64 << 20,
+                    (start, start + 20_000, start + 40_000),
+                )
             }
         })
         .collect();

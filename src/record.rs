@@ -210,3 +210,41 @@ pub struct WriteRecord {
     #[serde(skip)]
     pub sent_to: Option<String>,
 }
+
+impl WriteRecord {
+    /// A write known only by its timing: `ok`, `set_ms` from `start_us` to `reply_us`, no
+    /// error, redirect, replication, memory or server reading. The writer's records fill in
+    /// the rest (`WriteRecord { ok: false, ..WriteRecord::timed(..) }`).
+    pub fn timed(
+        seq: u32,
+        op: WriteOp,
+        key: String,
+        size_bytes: u64,
+        (start_us, sent_us, reply_us): (u64, u64, u64),
+    ) -> WriteRecord {
+        WriteRecord {
+            seq,
+            op,
+            size_bytes,
+            start_us,
+            sent_us,
+            reply_us,
+            set_ms: reply_us.saturating_sub(start_us) as f64 / 1e3,
+            ok: true,
+            error: None,
+            host_mem_pct: 0.0,
+            host_swap_pct: 0.0,
+            server_rss_bytes: None,
+            key,
+            server_exec_us: None,
+            server_latency_event_ms: None,
+            server_latency_event: None,
+            server_eventloop_max_us: None,
+            server_request_bytes: None,
+            moved: 0,
+            asked: 0,
+            replicated_us: None,
+            sent_to: None,
+        }
+    }
+}

@@ -101,30 +101,7 @@ mod tests {
             error: None,
         };
         assert_eq!(derived_header(&(&probe, &node)), columns::PROBES);
-        let write = WriteRecord {
-            seq: 1,
-            op: WriteOp::Set,
-            size_bytes: 1,
-            start_us: 0,
-            sent_us: 0,
-            reply_us: 0,
-            set_ms: 0.0,
-            ok: true,
-            error: None,
-            host_mem_pct: 0.0,
-            host_swap_pct: 0.0,
-            server_rss_bytes: None,
-            key: String::new(),
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_latency_event: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            moved: 0,
-            asked: 0,
-            replicated_us: None,
-            sent_to: None,
-        };
+        let write = WriteRecord::timed(1, WriteOp::Set, String::new(), 1, (0, 0, 0));
         assert_eq!(derived_header(&(&write, &node)), columns::WRITES);
         let stall = Stall {
             start_us: 0,

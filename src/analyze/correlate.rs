@@ -1020,28 +1020,8 @@ mod tests {
 
     fn write(seq: u32, op: WriteOp, start: u64, sent: u64, reply: u64) -> WriteRecord {
         WriteRecord {
-            seq,
-            op,
-            key: format!("k{seq}"),
-            size_bytes: 64 << 20,
-            start_us: start,
-            sent_us: sent,
-            reply_us: reply,
-            set_ms: (reply - start) as f64 / 1e3,
-            ok: true,
-            error: None,
             host_mem_pct: 10.0,
-            host_swap_pct: 0.0,
-            server_rss_bytes: None,
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_latency_event: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            moved: 0,
-            asked: 0,
-            replicated_us: None,
-            sent_to: None,
+            ..WriteRecord::timed(seq, op, format!("k{seq}"), 64 << 20, (start, sent, reply))
         }
     }
 

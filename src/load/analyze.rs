@@ -316,30 +316,13 @@ mod tests {
     const THRESHOLD_US: u64 = 1_000;
 
     fn write(seq: u32, start_us: u64, reply_us: u64) -> WriteRecord {
-        WriteRecord {
+        WriteRecord::timed(
             seq,
-            op: WriteOp::Set,
-            size_bytes: 64 << 20,
-            start_us,
-            sent_us: reply_us,
-            reply_us,
-            set_ms: (reply_us - start_us) as f64 / 1e3,
-            ok: true,
-            error: None,
-            host_mem_pct: 0.0,
-            host_swap_pct: 0.0,
-            server_rss_bytes: None,
-            key: "k".into(),
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_latency_event: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            moved: 0,
-            asked: 0,
-            replicated_us: None,
-            sent_to: None,
-        }
+            WriteOp::Set,
+            "k".into(),
+            64 << 20,
+            (start_us, reply_us, reply_us),
+        )
     }
 
     fn sample(start_us: u64, latency_us: u32) -> Sample {

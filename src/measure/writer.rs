@@ -738,28 +738,18 @@ impl Writer {
         let now = self.clock.now_us();
         let memory = self.memory.sample();
         WriteRecord {
-            seq,
-            op: step.op,
-            key: step.key.clone(),
-            size_bytes: step.size_bytes,
-            start_us: now,
-            sent_us: now,
-            reply_us: now,
-            set_ms: 0.0,
             ok: false,
             error: Some(error),
             host_mem_pct: memory.mem_pct,
             host_swap_pct: memory.swap_pct,
             server_rss_bytes: rss,
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_latency_event: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            moved: 0,
-            asked: 0,
-            replicated_us: None,
-            sent_to: None,
+            ..WriteRecord::timed(
+                seq,
+                step.op,
+                step.key.clone(),
+                step.size_bytes,
+                (now, now, now),
+            )
         }
     }
 }

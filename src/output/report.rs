@@ -844,28 +844,14 @@ mod tests {
         write.stall_ms = 1096.1;
         write.probes_delayed = 12345;
         let record = WriteRecord {
-            seq: 3,
-            op: WriteOp::Set,
-            size_bytes: write.size_bytes,
-            start_us: 1_500_000,
-            sent_us: 0,
-            reply_us: 0,
             set_ms: write.set_ms,
-            ok: true,
-            error: None,
-            host_mem_pct: 0.0,
-            host_swap_pct: 0.0,
-            server_rss_bytes: None,
-            key: "k".into(),
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_latency_event: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            moved: 0,
-            asked: 0,
-            replicated_us: None,
-            sent_to: None,
+            ..WriteRecord::timed(
+                3,
+                WriteOp::Set,
+                "k".into(),
+                write.size_bytes,
+                (1_500_000, 0, 0),
+            )
         };
         // 2026-12-01T10:00:00Z + 1.5 s.
         let row = write_row(&record, &write, 1_796_119_200_000_000);
