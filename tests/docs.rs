@@ -328,6 +328,9 @@ fn the_column_tables_are_read_as_written() {
               **Which node**\n\n| column | meaning |\n|---|---|\n| `node` | n |\n";
     assert_eq!(
         doc_column_tables(md),
-        [("a.csv".to_string(), vec!["x".into(), "p50_us".into(), "p99_us".into()])]
+        [(
+            "a.csv".to_string(),
+            vec!["x".into(), "p50_us".into(), "p99_us".into()]
+        )]
     );
 }
