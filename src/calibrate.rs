@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analyze::correlate::Analysis;
 use crate::measure::actor::{Actor, ActorContext};
@@ -36,7 +36,7 @@ use crate::measure::target::ConnInfo;
 use crate::record::{WriteOp, WriteRecord};
 
 /// How stalls are injected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum StallMethod {
     /// `DEBUG SLEEP`.
@@ -81,7 +81,7 @@ const LUA_ITERATION_LOOP: &str =
 const TIME_PROBE_CALLS: u32 = 20_000;
 
 /// The method chosen for a server, with what it needs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MethodChoice {
     /// The method.
     pub method: StallMethod,
@@ -89,7 +89,7 @@ pub struct MethodChoice {
     pub loop_iterations_per_us: Option<f64>,
     /// Where that rate came from: `slowlog` or `client` (round trip, when SLOWLOG logged
     /// nothing).
-    pub loop_rate_source: Option<&'static str>,
+    pub loop_rate_source: Option<String>,
     /// Why this method (for the user).
     pub reason: String,
 }
@@ -144,7 +144,7 @@ pub fn choose_method(conn: &ConnInfo, forced: Option<StallMethod>) -> Result<Met
             Ok(MethodChoice {
                 method: StallMethod::LuaLoop,
                 loop_iterations_per_us: Some(rate),
-                loop_rate_source: Some(source),
+                loop_rate_source: Some(source.into()),
                 reason: if frozen {
                     format!(
                         "{debug_note}; TIME is frozen inside scripts (a TIME loop would never end), so an iteration loop calibrated against {source}"
@@ -262,7 +262,7 @@ pub fn busy_script_limit_ms(conn: &ConnInfo) -> u64 {
 
 /// What to inject: each length `times` times, interleaved (5, 20, 50, 5, 20, 50, ...) so that a
 /// drift in the machine's load touches every length alike.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InjectionPlan {
     /// Stall lengths, µs.
     pub stalls_us: Vec<u64>,
@@ -560,7 +560,7 @@ pub fn tolerance_ms(aggregate_interval_us: f64, baseline_p99_us: u64) -> f64 {
 }
 
 /// One injection against what was measured (a row of calibration.csv).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRow {
     /// Injection number (the write event's `seq`).
     pub seq: u32,
@@ -572,7 +572,7 @@ pub struct CalibrationRow {
     /// length (exact for DEBUG SLEEP and the TIME loop).
     pub injected_ms: f64,
     /// `slowlog`, `round-trip` or `requested`: where `injected_ms` came from.
-    pub injected_source: &'static str,
+    pub injected_source: String,
     /// The longest stall episode overlapping the injection, ms (empty: none found).
     pub stall_ms: Option<f64>,
     /// `stall_ms - injected_ms`.
@@ -626,7 +626,7 @@ pub fn evaluate(
                 seq: inj.seq,
                 requested_ms: inj.requested_us as f64 / 1e3,
                 injected_ms,
-                injected_source,
+                injected_source: injected_source.into(),
                 stall_ms,
                 stall_error_ms,
                 worst_delay_ms,
@@ -640,7 +640,7 @@ pub fn evaluate(
 }
 
 /// Per requested length: the median errors over its injections.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LengthSummary {
     /// Requested length, ms.
     pub requested_ms: f64,

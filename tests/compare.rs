@@ -627,3 +627,81 @@ fn the_three_server_versions_each_run_a_small_sweep_side_by_side() {
         );
     }
 }
+
+/// `probe load` and `probe calibrate` runs are not probe runs: compare names which they are, in
+/// one line, exit 2. And `probe load --format json` prints the run.json it writes, the run's
+/// key prefix included.
+#[test]
+fn load_and_calibrate_runs_are_named_not_compared() {
+    let tmp = tempfile::tempdir().unwrap();
+    let expect_2 = |dir: &Path, needles: &[&str]| {
+        let assert = probe_cmd()
+            .arg("compare")
+            .arg(dir)
+            .arg(dir)
+            .assert()
+            .code(2);
+        let stderr = stderr_of(&assert);
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+        }
+    };
+
+    let server = common::TestServer::start(&[]);
+    probe_cmd()
+        .args(["populate", "--url", &server.url(), "--keys", "2000"])
+        .assert()
+        .success();
+    let load = tmp.path().join("load");
+    let assert = {
+        let _turn = timing_lock();
+        probe_cmd()
+            .args(["load", "--url", &server.url()])
+            .args(["--clients", "2", "--writer-sizes", "1M", "--gap", "1s"])
+            .args(["--format", "json", "--out"])
+            .arg(&load)
+            .assert()
+            .success()
+    };
+    let printed: serde_json::Value =
+        serde_json::from_str(&stdout_of(&assert)).expect("stdout is one JSON document");
+    let written = read_json(&load.join("run.json"));
+    assert_eq!(printed, written, "--format json is the run.json written");
+    let prefix = written["key_prefix"].as_str().unwrap();
+    let run_id = written["run_id"].as_str().unwrap();
+    assert_eq!(prefix, format!("holprobe:{run_id}:"));
+    assert_eq!(written["options"]["writer"]["key_prefix"], prefix);
+    assert_eq!(written["mode"], "load");
+    expect_2(&load, &["BASELINE", "a `probe load` run"]);
+
+    let calibrate = tmp.path().join("calibrate");
+    let assert = {
+        let _turn = timing_lock();
+        probe_cmd()
+            .args([
+                "calibrate",
+                "--stalls",
+                "20",
+                "--times",
+                "1",
+                "--gap",
+                "100ms",
+            ])
+            .arg("--out")
+            .arg(&calibrate)
+            .assert()
+    };
+    let code = assert.get_output().status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "{code:?}: {}",
+        stderr_of(&assert)
+    );
+    assert_eq!(read_json(&calibrate.join("run.json"))["mode"], "probe");
+    assert_eq!(
+        read_json(&calibrate.join("calibration.json"))["mode"],
+        "calibrate"
+    );
+    expect_2(&calibrate, &["BASELINE", "a `probe calibrate` run"]);
+}

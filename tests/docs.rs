@@ -1,7 +1,8 @@
 //! The docs and `--help` do not part: every `--flag` that README.md or docs/*.md names (in
 //! backticks or in a code block) is a flag of `probe` or of one of its subcommands, as their
-//! `--help` lists them; the exceptions are other tools' flags, named below with their tool. And
-//! the README stays a page a newcomer reads: at most 15,000 bytes.
+//! `--help` lists them; the exceptions are other tools' flags, named below with their tool. Every
+//! CSV file docs/exports.md describes has, in its table, the columns the code writes, in their
+//! order. And the README stays a page a newcomer reads: at most 15,000 bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -242,5 +243,94 @@ fn readme_says_seed_at_most_once() {
     assert!(
         count <= 1,
         "README.md says \"seed\" {count} times: at most once, in the 2017 benchmark's history"
+    );
+}
+
+/// The column tables of an exports page: for each paragraph that opens with a CSV file's name
+/// in bold (`**probes.csv** — one row per probe`), the columns the first cells of the table
+/// after it name, in order (a cell may name several: `` `p50_us`, `p99_us` ``).
+fn doc_column_tables(markdown: &str) -> Vec<(String, Vec<String>)> {
+    let mut tables: Vec<(String, Vec<String>)> = Vec::new();
+    let mut file: Option<String> = None;
+    let mut in_table = false;
+    for line in markdown.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("**") {
+            let name = rest.split("**").next().unwrap_or_default();
+            file = name.ends_with(".csv").then(|| name.to_string());
+            if let Some(name) = &file {
+                tables.push((name.clone(), Vec::new()));
+            }
+            in_table = false;
+            continue;
+        }
+        if file.is_none() {
+            continue;
+        }
+        if !line.starts_with('|') {
+            if in_table {
+                // The table is over: prose after it names no column.
+                file = None;
+                in_table = false;
+            }
+            continue;
+        }
+        let first = line.split('|').nth(1).unwrap_or_default().trim();
+        let separator = first.chars().all(|c| c == '-' || c == ':');
+        if !in_table || separator {
+            // The header row (`| column | meaning |`), then the separator.
+            in_table = true;
+            continue;
+        }
+        let columns = first.split('`').skip(1).step_by(2).map(str::to_string);
+        tables.last_mut().expect("a file's table").1.extend(columns);
+    }
+    tables
+}
+
+#[test]
+fn the_exports_page_lists_every_csvs_columns_in_order() {
+    let path = root().join("docs/exports.md");
+    let text = std::fs::read_to_string(&path).expect("docs/exports.md");
+    let tables = doc_column_tables(&text);
+    let code = holprobe::output::export::columns::BY_FILE;
+    for (file, columns) in code {
+        let found: Vec<&Vec<String>> = tables
+            .iter()
+            .filter(|(name, _)| name == file)
+            .map(|(_, columns)| columns)
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "docs/exports.md should describe {file} in one table (a paragraph opening with \
+             **{file}**, then its table), not {}",
+            found.len()
+        );
+        assert_eq!(
+            found[0], columns,
+            "docs/exports.md's table of {file} (left) is not the columns the code writes (right), \
+             in order: add, remove or reorder its rows"
+        );
+    }
+    for (name, _) in &tables {
+        assert!(
+            code.iter().any(|(file, _)| file == name),
+            "docs/exports.md has a table of {name}, a file the code does not write"
+        );
+    }
+}
+
+#[test]
+fn the_column_tables_are_read_as_written() {
+    let md = "**a.csv** — rows\n\n| column | meaning |\n|---|---|\n| `x` | one |\n\
+              | `p50_us`, `p99_us` | two, `not_a_column` |\n\nProse `later`.\n\n\
+              **Which node**\n\n| column | meaning |\n|---|---|\n| `node` | n |\n";
+    assert_eq!(
+        doc_column_tables(md),
+        [(
+            "a.csv".to_string(),
+            vec!["x".into(), "p50_us".into(), "p99_us".into()]
+        )]
     );
 }

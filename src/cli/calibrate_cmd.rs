@@ -15,7 +15,10 @@ use crate::calibrate::{
     choose_method, evaluate, tolerance_ms,
 };
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::output::export::{RunStatus, csv_bytes, prepare_out_dir, write_atomic};
+use crate::output::export::{
+    CALIBRATION_CSV, CALIBRATION_JSON, CalibrationJson, Mode, RunStatus, ToolInfo, columns,
+    csv_bytes, prepare_out_dir, write_atomic,
+};
 use crate::output::format::{self, Format};
 use crate::output::report;
 use crate::record::ProbeCmd;
@@ -120,52 +123,14 @@ pub struct CalibrateArgs {
     format: Format,
 }
 
-/// The calibration file in `--out`.
-pub const CALIBRATION_CSV: &str = "calibration.csv";
-/// The calibration's settings and verdict in `--out`.
-pub const CALIBRATION_JSON: &str = "calibration.json";
-
-/// `calibration.json`: what was injected, how, and the verdict.
-#[derive(serde::Serialize)]
-struct CalibrationJson<'a> {
-    tool: crate::output::export::ToolInfo,
-    run_id: &'a str,
-    method: &'a crate::calibrate::MethodChoice,
-    plan: &'a InjectionPlan,
-    probe_threads: u16,
-    probe_rate: f64,
-    aggregate_interval_us: f64,
-    baseline_p99_us: u64,
-    tolerance_ms: f64,
-    injections: usize,
-    within: usize,
-    by_length: &'a [crate::calibrate::LengthSummary],
-    rows: &'a [CalibrationRow],
-}
-
 /// `probe calibrate --format json`: calibration.json's content and the run's findings.
 #[derive(serde::Serialize)]
 struct CalibrateDocument<'a> {
     #[serde(flatten)]
-    calibration: &'a CalibrationJson<'a>,
+    calibration: &'a CalibrationJson,
     /// The run's findings (and its status), as its run.json has them.
     run: &'a crate::output::export::RunJson,
 }
-
-/// Columns of calibration.csv.
-const CALIBRATION_COLUMNS: &[&str] = &[
-    "seq",
-    "requested_ms",
-    "injected_ms",
-    "injected_source",
-    "stall_ms",
-    "stall_error_ms",
-    "worst_delay_ms",
-    "delay_error_ms",
-    "tolerance_ms",
-    "within",
-    "error",
-];
 
 struct Validated {
     options: RunOptions,
@@ -389,10 +354,11 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
 
     let lengths = by_length(&rows);
     let summary = CalibrationJson {
-        tool: crate::output::export::ToolInfo::default(),
-        run_id: &report.run_id,
-        method: &choice,
-        plan: &validated.plan,
+        tool: ToolInfo::default(),
+        mode: Mode::Calibrate,
+        run_id: report.run_id.clone(),
+        method: choice.clone(),
+        plan: validated.plan.clone(),
         probe_threads: options.probe_threads,
         probe_rate: options.probe_rate,
         aggregate_interval_us: interval_us,
@@ -400,8 +366,8 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         tolerance_ms: tolerance,
         injections: rows.len(),
         within: rows.iter().filter(|r| r.within).count(),
-        by_length: &lengths,
-        rows: &rows,
+        by_length: lengths.clone(),
+        rows: rows.clone(),
     };
     match args.format {
         Format::Text => {
@@ -440,7 +406,7 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         ));
     }
     if let Some(dir) = &options.out {
-        let bytes = csv_bytes(&rows, CALIBRATION_COLUMNS)?;
+        let bytes = csv_bytes(&rows, columns::CALIBRATION)?;
         write_atomic(&dir.join(CALIBRATION_CSV), &bytes)
             .with_context(|| format!("writing {CALIBRATION_CSV}"))?;
         let json = serde_json::to_vec_pretty(&summary).context("encoding calibration.json")?;

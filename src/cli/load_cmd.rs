@@ -786,14 +786,7 @@ fn run_cluster(
             String::new()
         }
     ));
-    drive(
-        &options,
-        &load_servers,
-        std::slice::from_ref(url_target),
-        interrupt,
-        out,
-        format,
-    )
+    drive(&options, &load_servers, interrupt, out, format)
 }
 
 fn run_opened(
@@ -854,7 +847,7 @@ fn run_opened(
             role: None,
         })
         .collect();
-    drive(options, &load_servers, opened, interrupt, out, format)
+    drive(options, &load_servers, interrupt, out, format)
 }
 
 /// Runs the load on `load_servers` with progress, the write lines, the blocks and the exit
@@ -862,7 +855,6 @@ fn run_opened(
 fn drive(
     options: &LoadOptions,
     load_servers: &[LoadServer<'_>],
-    opened: &[Target],
     interrupt: &AtomicBool,
     out: &mut Output,
     format: crate::output::format::Format,
@@ -910,7 +902,7 @@ fn drive(
     if out.stdout_closed() {
         return Ok(EXIT_INTERRUPTED);
     }
-    if !super::load_format::print(format, &report, options, opened, out)? {
+    if !super::load_format::print(format, &report, out)? {
         for line in block_lines(&report.blocks) {
             out.line(&line);
         }

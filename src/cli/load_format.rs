@@ -1,70 +1,18 @@
-//! `probe load --format json|markdown`: the load run's findings as one JSON document (the
-//! content of load's run.json: servers, options, the blocks, the generator's verdict, every
-//! write and what the load saw during it) or as Markdown tables. Apart from `load_cmd.rs` so
-//! that load's own report stays as it is.
+//! `probe load --format json|markdown`: the load run's findings as one JSON document (load's
+//! run.json, the same value: [`crate::output::export::LoadRunJson`]) or as Markdown tables.
+//! Apart from `load_cmd.rs` so that load's own report stays as it is.
 
-use serde::Serialize;
-
-use crate::load::analyze::WriteUnderLoad;
-use crate::load::runner::{GeneratorReport, LoadOptions, LoadReport};
-use crate::load::stats::LoadBlock;
-use crate::measure::target::{ServerFacts, Target};
-use crate::output::export::{RunStatus, ToolInfo};
+use crate::load::runner::LoadReport;
 use crate::output::format::{self, Format};
 use crate::output::report::{fmt_us, wall_ms};
-use crate::record::WriteRecord;
 use crate::units::format_size;
-
-/// One JSON document of a load run, with the fields of load's run.json.
-#[derive(Serialize)]
-struct LoadDocument<'a> {
-    tool: ToolInfo,
-    mode: &'static str,
-    status: RunStatus,
-    status_reason: &'a Option<String>,
-    run_id: &'a str,
-    started_unix_us: u64,
-    load_start_us: u64,
-    runtime_s: f64,
-    servers: Vec<&'a ServerFacts>,
-    options: &'a LoadOptions,
-    blocks: &'a [LoadBlock],
-    generator: &'a GeneratorReport,
-    writes: &'a [WriteRecord],
-    writes_under_load: &'a [WriteUnderLoad],
-    warnings: &'a [String],
-    problems: &'a [String],
-}
 
 /// Prints the report in `format` when it is not text (text is load's own report); returns
 /// whether it did.
-pub fn print(
-    format: Format,
-    report: &LoadReport,
-    options: &LoadOptions,
-    opened: &[Target],
-    out: &mut super::Output,
-) -> anyhow::Result<bool> {
+pub fn print(format: Format, report: &LoadReport, out: &mut super::Output) -> anyhow::Result<bool> {
     let text = match format {
         Format::Text => return Ok(false),
-        Format::Json => format::json(&LoadDocument {
-            tool: ToolInfo::default(),
-            mode: "load",
-            status: report.status,
-            status_reason: &report.status_reason,
-            run_id: &report.run_id,
-            started_unix_us: report.started_unix_us,
-            load_start_us: report.load_start_us,
-            runtime_s: report.runtime_s,
-            servers: opened.iter().map(|t| &t.server).collect(),
-            options,
-            blocks: &report.blocks,
-            generator: &report.generator,
-            writes: &report.writes,
-            writes_under_load: &report.writes_under_load,
-            warnings: &report.warnings,
-            problems: &report.problems,
-        })?,
+        Format::Json => format::json(&report.run_json)?,
         Format::Markdown => markdown(report),
     };
     for line in text.trim_end().lines() {

@@ -3,7 +3,7 @@
 //! repeats), their ratio, and a verdict: regression, improvement, no change or inconclusive.
 //! Also the side-by-side view of several runs (one column per server).
 //!
-//! Everything here but [`load`] is pure: runs in, findings out, so the rules are unit-tested on
+//! Everything here but [`runs`] is pure: runs in, findings out, so the rules are unit-tested on
 //! synthetic runs. Rendering (table, markdown, JSON) is in [`render`].
 //!
 //! # The rule
@@ -46,15 +46,15 @@
 //! own backlog), so their `hol_delay_ms` rows are [`Verdict::NotComparable`] and the rows are
 //! judged on `set_ms` alone.
 
-pub mod load;
 pub mod render;
+pub mod runs;
 pub mod stats;
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-pub use load::{PROBE_ENGINE_BEFORE_KEY, RunData, RunMeta, WriteSample, load_run};
+pub use runs::{PROBE_ENGINE_BEFORE_KEY, RunData, RunMeta, WriteSample, load_run};
 pub use stats::{
     MannWhitney, Spread, mann_whitney, repeats_for_separation, repeats_to_reach,
     smallest_one_sided_p,

@@ -32,7 +32,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analyze::correlate::{CorrelateConfig, Correlator, Finding, Horizon, WriteSummary};
 use crate::record::{WriteOp, WriteRecord};
@@ -161,7 +161,7 @@ impl LoadCorrelator {
 }
 
 /// What the load clients saw during one writer event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WriteUnderLoad {
     /// Write number, from 1 (as in the prober's writes.csv).
     pub seq: u32,
@@ -285,27 +285,6 @@ pub fn writes_under_load(
         })
         .collect()
 }
-
-/// Column names of `load_writes.csv`; a unit test checks them against [`WriteUnderLoad`].
-pub const WRITES_UNDER_LOAD_COLUMNS: &[&str] = &[
-    "seq",
-    "op",
-    "size_bytes",
-    "set_ms",
-    "start_us",
-    "reply_us",
-    "ok",
-    "requests_in_window",
-    "worst_latency_us",
-    "delayed_requests",
-    "second",
-    "seconds",
-    "rps_during",
-    "rps_around",
-    "throughput_lost_pct",
-    "requests_lost",
-    "unanswered_requests",
-];
 
 #[cfg(test)]
 mod tests {
@@ -739,7 +718,7 @@ mod tests {
         writer.serialize(&found[0]).unwrap();
         let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
         let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
-        assert_eq!(header, WRITES_UNDER_LOAD_COLUMNS);
+        assert_eq!(header, crate::output::export::columns::LOAD_WRITES);
         assert_eq!(WriteUnderLoad::tag(&write(7, 0, 1)), "7:set:64M");
     }
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::UsageError;
 use crate::measure::target::{ServerFacts, info_field};
@@ -99,7 +99,7 @@ pub fn decimal_len(n: u64) -> usize {
 }
 
 /// Value sizes of a population: uniform in `min_bytes..=max_bytes` (one size when equal).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValueSize {
     /// Smallest value, bytes.
     pub min_bytes: u64,
@@ -224,7 +224,7 @@ pub fn mean_bytes_per_key(key_len: u64, size: ValueSize) -> u64 {
 }
 
 /// What the population says of itself, in the hash [`META_KEY`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PopulationMeta {
     /// Keys `0..keys` were written (some may have been evicted or removed since).
     pub keys: u64,

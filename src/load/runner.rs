@@ -18,37 +18,33 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::analyze::{
     LoadCorrelator, LoadTimeline, RequestFigures, WriteUnderLoad, writes_under_load,
 };
 use super::engine::{self, Control, EngineConfig, EngineMsg, EngineServer, OpMix, ThreadSummary};
 use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
-use super::stats::{LoadBlock, SecondAgg, TIMELINE_COLUMNS, TimelineRow, new_histogram};
+use super::stats::{LoadBlock, LoadSecondRow, SecondAgg, new_histogram};
 use crate::analyze::correlate::Horizon;
 use crate::measure::actor::Actor;
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::serverview::ViewSetup;
-use crate::measure::target::{ServerFacts, Target};
+use crate::measure::target::Target;
 use crate::measure::writer::{WriterActor, WriterPlan};
-use crate::output::export::{HostInfo, RUN_JSON, RunStatus, ToolInfo, csv_bytes, write_atomic};
+use crate::output::export::{
+    HostInfo, LOAD_LATENCY_HGRM, LOAD_TIMELINE_CSV, LOAD_WRITES_CSV, LoadRunJson, Mode, RUN_JSON,
+    RunStatus, ToolInfo, columns, csv_bytes, write_atomic,
+};
 use crate::record::WriteRecord;
 use crate::session::{
     BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, SETTLE_EVERY, Session, panicked,
 };
 use crate::units::option_duration_ms;
 
-/// The timeline, one row per second (and per server when there are several).
-pub const TIMELINE_CSV: &str = "load_timeline.csv";
-/// The whole run's latency distribution in HdrHistogram's percentile text format.
-pub const LATENCY_HGRM: &str = "load_latency.hgrm";
-/// One row per writer event: what the load clients saw.
-pub const WRITES_CSV: &str = "load_writes.csv";
-
 /// Validated options of a load run (stored in run.json).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadOptions {
     /// Connections in total, spread over the servers (client `c` on server `c % servers`).
     pub clients: u32,
@@ -131,7 +127,7 @@ pub enum LoadNotice<'a> {
 }
 
 /// Whether the load generator itself was the limit.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GeneratorReport {
     /// Generator threads.
     pub threads: u16,
@@ -193,7 +189,7 @@ pub struct LoadReport {
     /// One block per server when there are several, then the total (`server = all`).
     pub blocks: Vec<LoadBlock>,
     /// Every timeline row.
-    pub timeline: Vec<TimelineRow>,
+    pub timeline: Vec<LoadSecondRow>,
     /// Every writer event.
     pub writes: Vec<WriteRecord>,
     /// What the load saw during each.
@@ -211,6 +207,9 @@ pub struct LoadReport {
     pub load_start_us: u64,
     /// Wall-clock time of the run clock's zero, µs since the Unix epoch.
     pub started_unix_us: u64,
+    /// The run's findings as run.json has them (the same value, written there with --out):
+    /// what `--format json` prints.
+    pub run_json: LoadRunJson,
 }
 
 /// Default generator threads: one per core not taken by a server on this host, but at least
@@ -374,7 +373,7 @@ pub fn run_load(
     });
 
     let requests = has_writer.then(|| LoadCorrelator::new(options.stall_threshold_us));
-    let mut state = Collector::new(threads, labels.clone(), load_start_us, requests);
+    let mut state = LoadCollector::new(threads, labels.clone(), load_start_us, requests);
     state.clients_per_server = clients_per_server(servers, options.clients);
     state.roles = servers.iter().map(|s| s.role.clone()).collect();
     // run.json stores the options as the run used them (the writer with its real key prefix).
@@ -392,7 +391,7 @@ pub fn run_load(
         panics: Vec::new(),
         control,
         out: options.out.as_deref().map(OutDir::new),
-        meta: Meta {
+        meta: LoadMeta {
             run_id: &run_id,
             key_prefix: &key_prefix,
             clock,
@@ -428,14 +427,14 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// The load generator as a session's instrument: its threads, the collector of their
 /// per-second reports and of the written server's requests, and the load exports.
 struct LoadInstrument<'a, 'n> {
-    state: Collector,
+    state: LoadCollector,
     /// The generator threads, `None` once joined.
     handles: Vec<Option<JoinHandle<()>>>,
     /// What generator threads that ended early panicked with.
     panics: Vec<String>,
     control: Arc<Control>,
     out: Option<OutDir>,
-    meta: Meta<'a>,
+    meta: LoadMeta<'a>,
     notify: &'n mut dyn FnMut(LoadNotice<'_>),
     last_checkpoint: Instant,
 }
@@ -564,7 +563,7 @@ impl LoadInstrument<'_, '_> {
     }
 }
 
-struct Meta<'a> {
+struct LoadMeta<'a> {
     run_id: &'a str,
     key_prefix: &'a str,
     clock: RunClock,
@@ -583,11 +582,11 @@ struct SecondSlot {
 }
 
 struct FinalSecond {
-    per_server: Vec<TimelineRow>,
-    all: TimelineRow,
+    per_server: Vec<LoadSecondRow>,
+    all: LoadSecondRow,
 }
 
-struct Collector {
+struct LoadCollector {
     threads: u16,
     labels: Vec<String>,
     load_start_us: u64,
@@ -615,15 +614,15 @@ struct Collector {
     roles: Vec<Option<String>>,
 }
 
-impl Collector {
+impl LoadCollector {
     fn new(
         threads: u16,
         labels: Vec<String>,
         load_start_us: u64,
         requests: Option<LoadCorrelator>,
-    ) -> Collector {
+    ) -> LoadCollector {
         let servers = labels.len();
-        Collector {
+        LoadCollector {
             clients_per_server: vec![0; servers],
             roles: vec![None; servers],
             threads,
@@ -743,7 +742,7 @@ impl Collector {
             for ((agg, label), run) in aggs.iter().zip(&self.labels).zip(&mut self.run_aggs) {
                 all.merge(agg);
                 run.merge(agg);
-                per_server.push(TimelineRow::from_agg(
+                per_server.push(LoadSecondRow::from_agg(
                     second,
                     label,
                     agg,
@@ -754,7 +753,7 @@ impl Collector {
             }
             self.finals.push(FinalSecond {
                 per_server,
-                all: TimelineRow::from_agg(
+                all: LoadSecondRow::from_agg(
                     second,
                     "all",
                     &all,
@@ -833,7 +832,7 @@ impl Collector {
         self.writes_notified += ready;
     }
 
-    fn timeline(&self) -> Vec<TimelineRow> {
+    fn timeline(&self) -> Vec<LoadSecondRow> {
         let several = self.labels.len() > 1;
         let mut rows = Vec::with_capacity(self.finals.len() * (1 + self.labels.len()));
         for second in &self.finals {
@@ -866,7 +865,7 @@ impl Collector {
 
     fn report(
         &self,
-        meta: &Meta<'_>,
+        meta: &LoadMeta<'_>,
         status: RunStatus,
         status_reason: Option<String>,
         mut warnings: Vec<String>,
@@ -908,6 +907,36 @@ impl Collector {
                 generator.disconnected_at_end
             ));
         }
+        let writes_under_load = self.findings();
+        let run_json = LoadRunJson {
+            tool: ToolInfo::default(),
+            mode: Mode::Load,
+            status,
+            status_reason: status_reason.clone(),
+            run_id: meta.run_id.to_string(),
+            key_prefix: meta.key_prefix.to_string(),
+            load_key_prefix: LOAD_PREFIX.to_string(),
+            started_unix_us: meta.clock.unix_start_us(),
+            load_start_us: meta.load_start_us,
+            elapsed_us: meta.clock.now_us(),
+            runtime_s,
+            servers: meta
+                .servers
+                .iter()
+                .map(|s| s.target.server.clone())
+                .collect(),
+            populations: meta.servers.iter().map(|s| s.population.clone()).collect(),
+            keys_used: meta.servers.iter().map(|s| s.keys).collect(),
+            host: meta.host.clone(),
+            options: meta.options.clone(),
+            threads: meta.threads,
+            blocks: blocks.clone(),
+            generator: generator.clone(),
+            writes: self.writes.clone(),
+            writes_under_load: writes_under_load.clone(),
+            warnings: warnings.clone(),
+            problems: self.problems.clone(),
+        };
         LoadReport {
             run_id: meta.run_id.to_string(),
             status,
@@ -916,17 +945,18 @@ impl Collector {
             blocks,
             timeline: self.timeline(),
             writes: self.writes.clone(),
-            writes_under_load: self.findings(),
+            writes_under_load,
             generator,
             warnings,
             problems: self.problems.clone(),
             latency: total.hist,
             load_start_us: self.load_start_us,
             started_unix_us: meta.clock.unix_start_us(),
+            run_json,
         }
     }
 
-    fn generator(&self, meta: &Meta<'_>) -> GeneratorReport {
+    fn generator(&self, meta: &LoadMeta<'_>) -> GeneratorReport {
         let mut summaries: Vec<&ThreadSummary> = self.summaries.iter().collect();
         summaries.sort_by_key(|s| s.thread);
         let share = |part: Option<u64>, wall: u64| {
@@ -1022,7 +1052,7 @@ fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-fn add_counts(row: &mut TimelineRow, agg: &SecondAgg) {
+fn add_counts(row: &mut LoadSecondRow, agg: &SecondAgg) {
     row.requests += agg.requests;
     row.bytes += agg.bytes;
     row.errors += agg.errors;
@@ -1032,36 +1062,6 @@ fn add_counts(row: &mut TimelineRow, agg: &SecondAgg) {
     if !agg.hist.is_empty() {
         row.max_us = row.max_us.max(agg.hist.max());
     }
-}
-
-/// `run.json` of a load run.
-#[derive(Serialize)]
-struct LoadRunJson<'a> {
-    tool: ToolInfo,
-    mode: &'static str,
-    status: RunStatus,
-    status_reason: &'a Option<String>,
-    run_id: &'a str,
-    /// The writer's keys (removed at the end).
-    key_prefix: &'a str,
-    /// The load data's keys (kept: `probe clean` removes them).
-    load_key_prefix: &'static str,
-    started_unix_us: u64,
-    load_start_us: u64,
-    elapsed_us: u64,
-    runtime_s: f64,
-    servers: Vec<&'a ServerFacts>,
-    populations: Vec<&'a Option<PopulationMeta>>,
-    keys_used: Vec<u64>,
-    host: &'a HostInfo,
-    options: &'a LoadOptions,
-    threads: u16,
-    blocks: &'a [LoadBlock],
-    generator: &'a GeneratorReport,
-    writes: &'a [WriteRecord],
-    writes_under_load: &'a [WriteUnderLoad],
-    warnings: &'a [String],
-    problems: &'a [String],
 }
 
 struct OutDir {
@@ -1075,50 +1075,22 @@ impl OutDir {
         }
     }
 
-    fn write(&mut self, meta: &Meta<'_>, report: &LoadReport) -> Result<()> {
+    fn write(&mut self, meta: &LoadMeta<'_>, report: &LoadReport) -> Result<()> {
         write_atomic(
-            &self.dir.join(TIMELINE_CSV),
-            &csv_bytes(&report.timeline, TIMELINE_COLUMNS)?,
+            &self.dir.join(LOAD_TIMELINE_CSV),
+            &csv_bytes(&report.timeline, columns::LOAD_TIMELINE)?,
         )?;
         write_atomic(
-            &self.dir.join(LATENCY_HGRM),
+            &self.dir.join(LOAD_LATENCY_HGRM),
             super::hgrm::percentile_distribution(&report.latency).as_bytes(),
         )?;
         if meta.options.writer.is_some() {
             write_atomic(
-                &self.dir.join(WRITES_CSV),
-                &csv_bytes(
-                    &report.writes_under_load,
-                    super::analyze::WRITES_UNDER_LOAD_COLUMNS,
-                )?,
+                &self.dir.join(LOAD_WRITES_CSV),
+                &csv_bytes(&report.writes_under_load, columns::LOAD_WRITES)?,
             )?;
         }
-        let json = LoadRunJson {
-            tool: ToolInfo::default(),
-            mode: "load",
-            status: report.status,
-            status_reason: &report.status_reason,
-            run_id: meta.run_id,
-            key_prefix: meta.key_prefix,
-            load_key_prefix: LOAD_PREFIX,
-            started_unix_us: meta.clock.unix_start_us(),
-            load_start_us: meta.load_start_us,
-            elapsed_us: meta.clock.now_us(),
-            runtime_s: report.runtime_s,
-            servers: meta.servers.iter().map(|s| &s.target.server).collect(),
-            populations: meta.servers.iter().map(|s| &s.population).collect(),
-            keys_used: meta.servers.iter().map(|s| s.keys).collect(),
-            host: meta.host,
-            options: meta.options,
-            threads: meta.threads,
-            blocks: &report.blocks,
-            generator: &report.generator,
-            writes: &report.writes,
-            writes_under_load: &report.writes_under_load,
-            warnings: &report.warnings,
-            problems: &report.problems,
-        };
-        let bytes = serde_json::to_vec_pretty(&json).context("encoding run.json")?;
+        let bytes = serde_json::to_vec_pretty(&report.run_json).context("encoding run.json")?;
         write_atomic(&self.dir.join(RUN_JSON), &bytes)
     }
 }

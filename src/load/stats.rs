@@ -1,14 +1,14 @@
 //! Load figures: per-second aggregates with their HdrHistograms, the timeline rows built from
 //! them, and the seed's block (counts, rates, round-trip percentiles) per server and in total.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::measure::generator::{SecondAgg, new_histogram, record};
 
 /// One row of `load_timeline.csv`: one second, for all servers together (`server = all`) or
 /// for one of several.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TimelineRow {
+pub struct LoadSecondRow {
     /// Seconds since the load started (the row covers `[second, second + 1)`; the last row
     /// may be partial and also holds the replies drained after the stop).
     pub second: u64,
@@ -44,26 +44,7 @@ pub struct TimelineRow {
     pub client_wait_pct: Option<f64>,
 }
 
-/// Column names of `load_timeline.csv`; a unit test checks them against [`TimelineRow`].
-pub const TIMELINE_COLUMNS: &[&str] = &[
-    "second",
-    "requests",
-    "bytes",
-    "p50_us",
-    "p99_us",
-    "max_us",
-    "errors",
-    "server",
-    "timeouts",
-    "misses",
-    "delayed",
-    "start_us",
-    "writes",
-    "client_cpu_pct",
-    "client_wait_pct",
-];
-
-impl TimelineRow {
+impl LoadSecondRow {
     /// The row of one second's aggregate.
     pub fn from_agg(
         second: u64,
@@ -72,8 +53,8 @@ impl TimelineRow {
         start_us: u64,
         cpu: Option<f64>,
         wait: Option<f64>,
-    ) -> TimelineRow {
-        TimelineRow {
+    ) -> LoadSecondRow {
+        LoadSecondRow {
             second,
             requests: agg.requests,
             bytes: agg.bytes,
@@ -98,7 +79,7 @@ impl TimelineRow {
 }
 
 /// The seed's block for one server or for all: what `probe load` prints and run.json keeps.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadBlock {
     /// `all`, or the server's `host:port`.
     pub server: String,
@@ -143,7 +124,7 @@ pub struct LoadBlock {
     /// Cluster `ASK` replies, each followed (after `ASKING`).
     pub asked: u64,
     /// On a cluster: the node's part, `master` or `replica`, and its shard (`master, shard 0`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
 }
 
@@ -289,18 +270,18 @@ mod tests {
             (2, 15, 1, 2, 1, 1)
         );
         assert_eq!(a.hist.len(), 2);
-        let row = TimelineRow::from_agg(3, "all", &a, 4_000_000, Some(12.34), None);
+        let row = LoadSecondRow::from_agg(3, "all", &a, 4_000_000, Some(12.34), None);
         assert_eq!(row.max_us, 100);
         assert_eq!(row.client_cpu_pct, Some(12.3));
     }
 
     #[test]
     fn timeline_columns_match_the_struct() {
-        let row = TimelineRow::from_agg(0, "all", &SecondAgg::new(), 0, None, None);
+        let row = LoadSecondRow::from_agg(0, "all", &SecondAgg::new(), 0, None, None);
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.serialize(&row).unwrap();
         let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
         let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
-        assert_eq!(header, TIMELINE_COLUMNS);
+        assert_eq!(header, crate::output::export::columns::LOAD_TIMELINE);
     }
 }

@@ -56,7 +56,7 @@ use crate::measure::topology::{Shard, Topology, TopologyKind};
 use crate::measure::topology_watch::{TopologyWatcher, spawn_topology_watch};
 pub use crate::options::{ProbesExport, RunOptions};
 use crate::output::export::{
-    HostInfo, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
+    HostInfo, Mode, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
     SUMMARY_CSV, TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
 };
 use crate::output::export::{NodeEvent, NodeFindings};
@@ -1565,6 +1565,7 @@ fn run_json(
     let analysis = &first.analysis;
     RunJson {
         tool: ToolInfo::default(),
+        mode: Mode::Probe,
         status,
         status_reason,
         run_id: meta.run_id.to_string(),

@@ -5,8 +5,15 @@
 //!   `timeline.csv`) are appended in whole rows only ([`RowAppender`]): a file cut short still
 //!   parses; `probes.hlog` likewise in whole lines;
 //! - `summary.csv` and `run.json` are rewritten after each write, every few seconds and at the
-//!   end, each to a temporary file renamed into place ([`write_atomic`]).
+//!   end, each to a temporary file renamed into place ([`write_atomic`]);
+//! - `probe load`'s files (`load_timeline.csv`, `load_writes.csv`, `load_latency.hgrm`,
+//!   `run.json`) are rewritten whole, about every second, in the same way; `probe calibrate`
+//!   writes the main job's files and, at the end, `calibration.csv` and `calibration.json`.
+//!
+//! Each JSON file is one type, written and read back ([`RunJson`], [`LoadRunJson`],
+//! [`CalibrationJson`]); each CSV's columns are one list ([`columns`]).
 
+pub mod columns;
 mod csv_rows;
 mod run_json;
 mod timeline;
@@ -20,12 +27,15 @@ use anyhow::{Context, Result};
 pub use csv_rows::{RowAppender, csv_bytes};
 #[cfg(test)]
 pub(crate) use run_json::sample;
-pub use run_json::{HostInfo, NodeEvent, NodeFindings, RunJson, RunStatus, ToolInfo};
+pub use run_json::{
+    CalibrationJson, HostInfo, LoadRunJson, Mode, NodeEvent, NodeFindings, RunJson, RunStatus,
+    ToolInfo,
+};
 pub use timeline::TimelineRow;
 
 use crate::error::UsageError;
 
-/// The files of one run directory.
+/// The files of a run directory (each CSV's columns: [`columns`]). One row per probe.
 pub const PROBES_CSV: &str = "probes.csv";
 /// Every write event.
 pub const WRITES_CSV: &str = "writes.csv";
@@ -39,6 +49,16 @@ pub const RUN_JSON: &str = "run.json";
 pub const TIMELINE_CSV: &str = "timeline.csv";
 /// The probes' latency per interval as an HdrHistogram interval log.
 pub const PROBES_HLOG: &str = "probes.hlog";
+/// `probe calibrate`: one row per injection.
+pub const CALIBRATION_CSV: &str = "calibration.csv";
+/// `probe calibrate`: the calibration's settings and verdict ([`CalibrationJson`]).
+pub const CALIBRATION_JSON: &str = "calibration.json";
+/// `probe load`: one row per second (and per server when there are several).
+pub const LOAD_TIMELINE_CSV: &str = "load_timeline.csv";
+/// `probe load`: the whole run's latency distribution in HdrHistogram's percentile text format.
+pub const LOAD_LATENCY_HGRM: &str = "load_latency.hgrm";
+/// `probe load`: one row per writer event, what the load clients saw.
+pub const LOAD_WRITES_CSV: &str = "load_writes.csv";
 
 /// Makes sure `dir` can take a new run, before anything is measured or sent: creates it if
 /// needed, refuses one that already holds a run unless `force`, and checks it can be written.
@@ -97,114 +117,4 @@ pub(crate) fn open_fresh(path: &Path) -> Result<File> {
         .truncate(true)
         .open(path)
         .with_context(|| format!("creating {}", path.display()))
-}
-
-/// Column names of the CSV exports; a unit test checks them against the structs.
-pub mod columns {
-    /// probes.csv
-    pub const PROBES: &[&str] = &[
-        "thread",
-        "seq",
-        "cmd",
-        "intended_us",
-        "sent_us",
-        "reply_us",
-        "latency_us",
-        "ok",
-        "error",
-        "read_us",
-        "node",
-        "role",
-        "shard",
-    ];
-    /// writes.csv
-    pub const WRITES: &[&str] = &[
-        "seq",
-        "op",
-        "size_bytes",
-        "start_us",
-        "sent_us",
-        "reply_us",
-        "set_ms",
-        "ok",
-        "error",
-        "host_mem_pct",
-        "host_swap_pct",
-        "server_rss_bytes",
-        "key",
-        "server_exec_us",
-        "server_latency_event_ms",
-        "server_latency_event",
-        "server_eventloop_max_us",
-        "server_request_bytes",
-        "moved",
-        "asked",
-        "replicated_us",
-        "node",
-        "role",
-        "shard",
-    ];
-    /// stalls.csv
-    pub const STALLS: &[&str] = &[
-        "start_us",
-        "end_us",
-        "duration_ms",
-        "probes_delayed",
-        "write_seq",
-        "wall_start",
-        "server_command",
-        "server_client",
-        "server_event",
-        "node",
-        "role",
-        "shard",
-    ];
-    /// timeline.csv
-    pub const TIMELINE: &[&str] = &[
-        "time",
-        "unix_us",
-        "target",
-        "start_us",
-        "length_us",
-        "probes",
-        "errors",
-        "p50_us",
-        "p99_us",
-        "p999_us",
-        "max_us",
-        "stalls",
-        "stall_ms",
-        "longest_stall_ms",
-        "role",
-        "shard",
-    ];
-    /// summary.csv
-    pub const SUMMARY: &[&str] = &[
-        "seq",
-        "op",
-        "size_bytes",
-        "set_ms",
-        "hol_delay_ms",
-        "stall_ms",
-        "probes_delayed",
-        "stall_during_send_ms",
-        "stall_after_send_ms",
-        "host_mem_pct",
-        "host_swap_pct",
-        "probes_in_window",
-        "worst_latency_ms",
-        "ok",
-        "server_exec_us",
-        "server_latency_event_ms",
-        "server_eventloop_max_us",
-        "server_request_bytes",
-        "memory_pressure",
-        "host_mem_peak_pct",
-        "host_swap_grew_bytes",
-        "hol_probe_send_lag_ms",
-        "node",
-        "role",
-        "shard",
-        "same_shard",
-    ];
 }

@@ -1,5 +1,6 @@
-//! `run.json`: everything needed to read a run later — tool and server versions, host, every
-//! option, the start time as Unix µs, the status, and the findings.
+//! The main job's and observe mode's `run.json` (also the run.json of `probe calibrate`, whose
+//! own findings are in calibration.json): everything needed to read a run later — tool and
+//! server versions, host, every option, the start time as Unix µs, the status, and the findings.
 //!
 //! [`RunJson`] is the one type of the file: the run writes it and `probe compare` reads it back,
 //! so the two cannot part. Fields added after the first release carry `#[serde(default)]` (here
@@ -16,90 +17,18 @@ use crate::measure::topology::Topology;
 use crate::options::RunOptions;
 use crate::record::NodeCols;
 
-/// How the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    /// Still measuring (the file is a checkpoint).
-    Running,
-    /// Ran its whole plan.
-    Complete,
-    /// Stopped by Ctrl-C or SIGTERM.
-    Interrupted,
-    /// Stopped by an error (server gone, connection lost).
-    Failed,
-}
-
-impl RunStatus {
-    /// Lower-case name as in run.json.
-    pub fn name(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Complete => "complete",
-            RunStatus::Interrupted => "interrupted",
-            RunStatus::Failed => "failed",
-        }
-    }
-}
-
-/// The tool that made the run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolInfo {
-    /// `holprobe`.
-    pub name: String,
-    /// Crate version.
-    pub version: String,
-}
-
-impl Default for ToolInfo {
-    fn default() -> Self {
-        ToolInfo {
-            name: env!("CARGO_PKG_NAME").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        }
-    }
-}
-
-/// The machine the tool ran on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostInfo {
-    /// Host name.
-    pub hostname: Option<String>,
-    /// Logical CPUs.
-    pub cpus: usize,
-    /// Physical memory, bytes.
-    pub memory_total_bytes: u64,
-    /// Swap, bytes.
-    pub swap_total_bytes: u64,
-    /// Operating system and kernel, as sysinfo reports them.
-    pub os: Option<String>,
-}
-
-impl HostInfo {
-    /// Reads the host now.
-    pub fn read() -> HostInfo {
-        let memory = crate::measure::hostmem::HostMemorySampler::new().sample();
-        HostInfo {
-            hostname: sysinfo::System::host_name().ok(),
-            cpus: crate::measure::hostmem::logical_cpus(),
-            memory_total_bytes: memory.total_bytes,
-            swap_total_bytes: memory.swap_total_bytes,
-            os: sysinfo::System::long_os_version().ok().map(|os| {
-                match sysinfo::System::kernel_version() {
-                    Ok(kernel) => format!("{os} (kernel {kernel})"),
-                    Err(_) => os,
-                }
-            }),
-        }
-    }
-}
+use super::{HostInfo, Mode, RunStatus, ToolInfo};
 
 /// The whole of `run.json`: written as the run goes ([`crate::session`]) and read back by
-/// `probe compare` ([`crate::compare::load`]).
+/// `probe compare` ([`crate::compare::runs`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunJson {
     /// Tool name and version.
     pub tool: ToolInfo,
+    /// [`Mode::Probe`]: what wrote the file (absent in runs recorded before it was said, all of
+    /// them probe runs: `probe load`'s run.json has always said `load`).
+    #[serde(default = "Mode::probe")]
+    pub mode: Mode,
     /// `running`, `complete`, `interrupted` or `failed`.
     pub status: RunStatus,
     /// Why the run stopped early, when it did.
@@ -360,6 +289,7 @@ pub(crate) mod sample {
                 name: "holprobe".into(),
                 version: "0.0.0-golden".into(),
             },
+            mode: Mode::Probe,
             status: RunStatus::Interrupted,
             status_reason: Some("interrupted by SIGTERM".into()),
             run_id: "feedf00d".into(),
@@ -447,6 +377,7 @@ pub(crate) mod sample {
     /// The fields run.json gained after the first release, as (object, key); stalls and
     /// hiccups gained the same four columns.
     pub(crate) const ADDED_LATER: &[(&str, &str)] = &[
+        ("", "mode"),
         ("", "probe_engine"),
         ("", "stalls_found"),
         ("", "stall_ms_total"),
@@ -545,6 +476,7 @@ mod tests {
             remove(&mut json, pointer, key);
         }
         let read: RunJson = serde_json::from_value(json).unwrap();
+        assert_eq!(read.mode, Mode::Probe);
         assert_eq!(read.probe_engine, None);
         assert_eq!(read.stalls_found, None);
         assert_eq!(read.stall_ms_total, None);

@@ -1,5 +1,6 @@
 //! Reads a run back from its `--out` directory through the types that wrote it: `run.json`
-//! ([`RunJson`]: server, host, options, status), `summary.csv` ([`WriteSummary`]: per write,
+//! ([`RunJson`]: server, host, options, status; its `mode` first, so that a `probe load` or
+//! `probe calibrate` run is named as such), `summary.csv` ([`WriteSummary`]: per write,
 //! set_ms and hol_delay_ms) and `writes.csv` ([`WriteRecord`]: per write, outcome and error).
 //! Fields those types gained after the first release have defaults, so runs recorded by older
 //! builds still read; unknown fields and columns are ignored, so runs made by a later version
@@ -19,7 +20,9 @@ use crate::analyze::correlate::Analysis;
 use crate::analyze::findings::WriteSummary;
 use crate::error::UsageError;
 use crate::measure::writer::WriterPlan;
-use crate::output::export::{RUN_JSON, RunJson, SUMMARY_CSV, ToolInfo, WRITES_CSV, columns};
+use crate::output::export::{
+    CALIBRATION_JSON, Mode, RUN_JSON, RunJson, SUMMARY_CSV, ToolInfo, WRITES_CSV, columns,
+};
 use crate::record::WriteRecord;
 
 /// What the compare needs to know about a run, from its `run.json`.
@@ -263,21 +266,35 @@ fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
     };
     let json: Value = serde_json::from_str(&text)
         .map_err(|err| format!("{RUN_JSON} is not valid JSON ({err})"))?;
-    // Whose file it is comes first, so that another tool's JSON, or the run.json of
-    // `probe load` (another shape), is named as such rather than by a field it lacks.
-    match Stamp::deserialize(&json) {
-        Ok(stamp) if stamp.tool.name == "holprobe" => {
-            if let Some(mode) = stamp.mode {
-                return Err(format!(
-                    "a `probe {mode}` run: compare reads the runs of `probe --writer-sizes`"
-                ));
-            }
-        }
+    // Whose file it is and which command wrote it come first, so that another tool's JSON,
+    // or the run.json of `probe load` (another type), is named as such rather than by a field
+    // it lacks.
+    let mode = match Stamp::deserialize(&json) {
+        Ok(stamp) if stamp.tool.name == "holprobe" => match stamp.mode.as_deref() {
+            None => Mode::probe(),
+            Some(name) => Mode::from_name(name).ok_or_else(|| {
+                format!(
+                    "{RUN_JSON}: mode '{name}' is not one this version knows (probe, load, calibrate): a run of a later version?"
+                )
+            })?,
+        },
         _ => {
             return Err(format!(
                 "{RUN_JSON} was not written by holprobe (no tool.name)"
             ));
         }
+    };
+    // `probe calibrate` writes the probe run's run.json, its injections as the writes, and
+    // its own findings beside it.
+    let mode = match mode {
+        Mode::Probe if dir.join(CALIBRATION_JSON).is_file() => Mode::Calibrate,
+        mode => mode,
+    };
+    if mode != Mode::Probe {
+        return Err(format!(
+            "a `probe {}` run: compare reads the runs of `probe --writer-sizes`",
+            mode.name()
+        ));
     }
     let run: RunJson = serde_path_to_error::deserialize(&json).map_err(|err| {
         // The findings are flattened into run.json, and an error inside them comes without its
@@ -324,7 +341,8 @@ impl SummaryNode {
 #[derive(Deserialize)]
 struct Stamp {
     tool: ToolInfo,
-    /// Written by `probe load` only (`load`).
+    /// [`Mode`]'s name (absent in probe runs recorded before it was written); read as text so
+    /// that a mode this version does not know is named as such.
     #[serde(default)]
     mode: Option<String>,
 }
@@ -566,6 +584,28 @@ mod tests {
         );
     }
 
+    /// The mode is read first: a probe run says `probe` (or nothing, before it was written); a
+    /// directory holding calibration.json is `probe calibrate`'s, whose run.json is a probe
+    /// run's.
+    #[test]
+    fn the_mode_says_whose_run_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = sample::run_json();
+        write_run(dir.path(), &written);
+        assert_eq!(sample_json()["mode"], "probe");
+        assert_eq!(
+            load_run("BASELINE", dir.path()).unwrap().meta.run_id,
+            "feedf00d"
+        );
+        fs::write(dir.path().join(CALIBRATION_JSON), "{}").unwrap();
+        let err = load_run("BASELINE", dir.path()).unwrap_err().to_string();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(
+            err.contains("BASELINE") && err.contains("a `probe calibrate` run"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn unknown_fields_and_columns_are_ignored() {
         let dir = tempfile::tempdir().unwrap();
@@ -757,6 +797,13 @@ mod tests {
         );
         let err = load_with(&|json| json["mode"] = "load".into());
         assert!(err.contains("a `probe load` run"), "{err}");
+        let err = load_with(&|json| json["mode"] = "calibrate".into());
+        assert!(err.contains("a `probe calibrate` run"), "{err}");
+        let err = load_with(&|json| json["mode"] = "scan".into());
+        assert!(
+            err.contains("run.json: mode 'scan' is not one this version knows"),
+            "{err}"
+        );
         let err = load_with(&|json| json["options"]["writer"] = Value::Null);
         assert!(err.contains("observe-mode"), "{err}");
     }
