@@ -30,7 +30,8 @@ use crate::measure::target::{ConnInfo, info_field};
 use crate::record::{WriteOp, WriteRecord};
 use crate::units::format_size;
 
-/// What the writer does, validated.
+/// What the writer does, validated: what the user asked for, nothing of the run (its key
+/// prefix and the value bytes come with the run, see [`WriterActor`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WriterPlan {
     /// Value sizes in bytes, in the order given.
@@ -49,10 +50,64 @@ pub struct WriterPlan {
     /// use; the `probe` command line has none). Empty: the plan is SET and DEL only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<CustomCommand>,
+}
+
+/// The writer's plan as run.json records it: with the run's key prefix and the seed of its
+/// value bytes (both also at run.json's top level; kept here, where every run has had them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "RecordedWriterFields")]
+pub struct RecordedWriter {
+    /// What was planned.
+    #[serde(flatten)]
+    pub plan: WriterPlan,
     /// The run's key prefix, `holprobe:<run-id>:`.
     pub key_prefix: String,
     /// Seed of the value bytes.
     pub seed: u64,
+}
+
+/// How a [`RecordedWriter`] is read back: field by field, so that an error names the field
+/// (`options.writer.gap`), which reading through the flattened plan would not. Every field of
+/// [`WriterPlan`] is here (a test writes and reads back one of each).
+#[derive(Deserialize)]
+struct RecordedWriterFields {
+    sizes: Vec<u64>,
+    repeat: u32,
+    #[serde(with = "crate::units::duration_ms")]
+    gap: Duration,
+    overwrite: bool,
+    keep: bool,
+    #[serde(default)]
+    commands: Vec<CustomCommand>,
+    #[serde(default)]
+    key_prefix: String,
+    #[serde(default)]
+    seed: u64,
+}
+
+impl From<RecordedWriterFields> for RecordedWriter {
+    fn from(fields: RecordedWriterFields) -> RecordedWriter {
+        RecordedWriter {
+            plan: WriterPlan {
+                sizes: fields.sizes,
+                repeat: fields.repeat,
+                gap: fields.gap,
+                overwrite: fields.overwrite,
+                keep: fields.keep,
+                commands: fields.commands,
+            },
+            key_prefix: fields.key_prefix,
+            seed: fields.seed,
+        }
+    }
+}
+
+impl std::ops::Deref for RecordedWriter {
+    type Target = WriterPlan;
+
+    fn deref(&self) -> &WriterPlan {
+        &self.plan
+    }
 }
 
 /// The argument of a [`CustomCommand`] that stands for the key just written.
@@ -123,8 +178,7 @@ pub const DEFAULT_GAP: Duration = Duration::from_millis(500);
 
 impl Default for WriterPlan {
     /// The command line's defaults: no sizes yet, each written once, a 500 ms gap, fresh keys
-    /// deleted after their gap, no custom commands. [`crate::run::run`] fills in the key
-    /// prefix, and the seed from [`crate::run::RunOptions::seed`].
+    /// deleted after their gap, no custom commands.
     fn default() -> Self {
         WriterPlan {
             sizes: Vec::new(),
@@ -133,8 +187,6 @@ impl Default for WriterPlan {
             overwrite: false,
             keep: false,
             commands: Vec::new(),
-            key_prefix: String::new(),
-            seed: 0,
         }
     }
 }
@@ -169,17 +221,14 @@ impl WriterPlan {
     /// work) then touches one repeat of several sizes rather than every repeat of one size, so
     /// it shows as an outlier among the repeats instead of shifting that size's median: what
     /// a comparison over the repeats (`probe compare`) needs.
-    pub fn steps(&self) -> Vec<WriteStep> {
+    ///
+    /// Every key is under `key_prefix` (the run's, `holprobe:<run-id>:`).
+    pub fn steps(&self, key_prefix: &str) -> Vec<WriteStep> {
         let mut steps = Vec::new();
         let mut kept = Vec::new();
         for rep in 1..=self.repeat {
             for (index, &size) in self.sizes.iter().enumerate() {
-                let key = format!(
-                    "{}w{}:{}:{rep}",
-                    self.key_prefix,
-                    index + 1,
-                    format_size(size)
-                );
+                let key = format!("{key_prefix}w{}:{}:{rep}", index + 1, format_size(size));
                 steps.push(WriteStep {
                     op: WriteOp::Set,
                     key: key.clone(),
@@ -222,10 +271,47 @@ impl WriterPlan {
         steps
     }
 
+    /// How many steps [`WriterPlan::steps`] lays out, without laying them out: per size and
+    /// repeat its SET, the overwrite, each custom command and the deletion (unless a custom
+    /// command removes the key).
+    pub fn step_count(&self) -> usize {
+        let delete = usize::from(!self.commands.iter().any(|c| c.removes_key));
+        let per_key = 1 + usize::from(self.overwrite) + self.commands.len() + delete;
+        self.sizes.len() * self.repeat as usize * per_key
+    }
+
     /// How long the plan takes at least: its gaps (the writes themselves add to this).
     pub fn minimum_duration(&self) -> Duration {
-        let steps = u32::try_from(self.steps().len()).unwrap_or(u32::MAX);
+        let steps = u32::try_from(self.step_count()).unwrap_or(u32::MAX);
         self.gap.saturating_mul(steps.saturating_add(1))
+    }
+}
+
+/// Refuses, before anything is sent, a value larger than the server's `proto-max-bulk-len`
+/// (it would answer the SET with an error after the whole value was sent), saying how to raise
+/// the limit.
+pub fn check_bulk_len(
+    plan: &WriterPlan,
+    server: &crate::measure::target::ServerFacts,
+) -> Result<(), crate::error::UsageError> {
+    let Some(limit) = server.proto_max_bulk_len_bytes else {
+        return Ok(());
+    };
+    match plan.sizes.iter().find(|&&s| s > limit) {
+        Some(&too_big) => Err(crate::error::UsageError::invalid(
+            "--writer-sizes",
+            format_size(too_big),
+            format!(
+                "larger than the server's proto-max-bulk-len ({}): raise it with {}",
+                format_size(limit),
+                if server.embedded {
+                    "--server-arg \"proto-max-bulk-len 1gb\""
+                } else {
+                    "CONFIG SET proto-max-bulk-len on that server"
+                }
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -321,20 +407,26 @@ pub struct WriterChecks {
     pub replicas: usize,
 }
 
-/// The writer as a run's [`Actor`]: generates the value before the clock starts, then runs the
-/// plan on its own thread.
+/// The writer as a run's [`Actor`]: once the run has its key prefix (and before its clock
+/// starts) it lays out its steps and generates its value, once; then it runs the steps on its
+/// own thread.
 pub struct WriterActor {
     plan: WriterPlan,
+    seed: u64,
     force_memory: bool,
+    /// Laid out by [`Actor::prepare`], under the run's key prefix.
+    steps: Vec<WriteStep>,
     value: Arc<Vec<u8>>,
 }
 
 impl WriterActor {
-    /// A writer for `plan` (its key prefix and seed are filled in by the run).
-    pub fn new(plan: WriterPlan, force_memory: bool) -> WriterActor {
+    /// A writer for `plan`, its value bytes from `seed` (`--seed`).
+    pub fn new(plan: WriterPlan, seed: u64, force_memory: bool) -> WriterActor {
         WriterActor {
             plan,
+            seed,
             force_memory,
+            steps: Vec::new(),
             value: Arc::new(Vec::new()),
         }
     }
@@ -342,19 +434,13 @@ impl WriterActor {
 
 impl Actor for WriterActor {
     fn steps_total(&self) -> usize {
-        self.plan.steps().len()
+        self.plan.step_count()
     }
 
-    fn keys(&self, key_prefix: &str) -> Vec<String> {
-        let mut plan = self.plan.clone();
-        plan.key_prefix = key_prefix.to_string();
-        plan.steps().into_iter().map(|step| step.key).collect()
-    }
-
-    fn prepare(&mut self, key_prefix: &str) -> Result<()> {
-        self.plan.key_prefix = key_prefix.to_string();
-        self.value = Arc::new(random_value(self.plan.max_size(), self.plan.seed));
-        Ok(())
+    fn prepare(&mut self, key_prefix: &str) -> Result<Vec<String>> {
+        self.steps = self.plan.steps(key_prefix);
+        self.value = Arc::new(random_value(self.plan.max_size(), self.seed));
+        Ok(self.steps.iter().map(|step| step.key.clone()).collect())
     }
 
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
@@ -366,7 +452,8 @@ impl Actor for WriterActor {
             replicas: ctx.replicas,
         };
         spawn_writer(
-            self.plan, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop, ctx.mark, checks,
+            self.plan, self.steps, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop,
+            ctx.mark, checks,
         )
     }
 }
@@ -375,6 +462,7 @@ impl Actor for WriterActor {
 #[allow(clippy::too_many_arguments)] // each is a different piece of the run the writer joins
 pub fn spawn_writer(
     plan: WriterPlan,
+    steps: Vec<WriteStep>,
     value: Arc<Vec<u8>>,
     conn_info: &ConnInfo,
     clock: RunClock,
@@ -389,7 +477,7 @@ pub fn spawn_writer(
     let mut conn = RawConn::connect(conn_info).context("opening the writer's connection")?;
     conn.set_limits(reply_limits(&plan));
     let worker = Writer {
-        steps: plan.steps(),
+        steps,
         plan,
         value,
         conn,
@@ -824,13 +912,13 @@ mod tests {
             overwrite,
             keep,
             commands: Vec::new(),
-            key_prefix: "holprobe:t:".into(),
-            seed: 1,
         }
     }
 
     fn ops(plan: &WriterPlan) -> Vec<&'static str> {
-        plan.steps().iter().map(|s| s.op.name()).collect()
+        let steps = plan.steps("holprobe:t:");
+        assert_eq!(steps.len(), plan.step_count(), "{plan:?}");
+        steps.iter().map(|s| s.op.name()).collect()
     }
 
     #[test]
@@ -842,7 +930,7 @@ mod tests {
                 "set", "delete", "set", "delete", "set", "delete", "set", "delete"
             ]
         );
-        let steps = p.steps();
+        let steps = p.steps("holprobe:t:");
         assert_eq!(steps[0].key, steps[1].key);
         assert_ne!(steps[0].key, steps[2].key);
         assert!(steps.iter().all(|s| s.key.starts_with("holprobe:t:")));
@@ -870,7 +958,7 @@ mod tests {
         let mut p = plan(false, false);
         p.commands = vec![CustomCommand::new(["GET", KEY_PLACEHOLDER])];
         assert_eq!(ops(&p)[..3], ["set", "command", "delete"]);
-        let steps = p.steps();
+        let steps = p.steps("holprobe:t:");
         assert_eq!(
             steps[1].command.as_deref(),
             Some(&["GET".to_string(), steps[0].key.clone()][..])
@@ -890,6 +978,26 @@ mod tests {
         // Arguments other than the placeholder are sent as given.
         let c = CustomCommand::new(["OBJECT", "ENCODING", "{key}", "{key}x"]);
         assert_eq!(c.resolve("k"), ["OBJECT", "ENCODING", "k", "{key}x"]);
+    }
+
+    /// run.json's writer reads back whole: writing what was read gives the same bytes, so no
+    /// field of the plan is forgotten on the way back.
+    #[test]
+    fn a_recorded_writer_reads_back_every_field() {
+        let mut plan = plan(true, true);
+        plan.commands = vec![CustomCommand::removing(["UNLINK", KEY_PLACEHOLDER])];
+        let recorded = RecordedWriter {
+            plan,
+            key_prefix: "holprobe:feedf00d:".into(),
+            seed: 99,
+        };
+        let json = serde_json::to_string(&recorded).unwrap();
+        let read: RecordedWriter = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&read).unwrap(), json);
+        assert!(
+            json.ends_with(r#""key_prefix":"holprobe:feedf00d:","seed":99}"#),
+            "{json}"
+        );
     }
 
     #[test]

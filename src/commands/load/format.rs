@@ -1,7 +1,7 @@
 //! `probe load --format json|markdown`: the load run's findings as one JSON document (the
 //! content of load's run.json: servers, options, the blocks, the generator's verdict, every
-//! write and what the load saw during it) or as Markdown tables. Apart from `load_cmd.rs` so
-//! that load's own report stays as it is.
+//! write and what the load saw during it) or as Markdown tables. Apart from the run so that
+//! load's own report stays as it is.
 
 use serde::Serialize;
 
@@ -43,7 +43,7 @@ pub fn print(
     report: &LoadReport,
     options: &LoadOptions,
     opened: &[Target],
-    out: &mut super::Output,
+    out: &mut crate::commands::Output,
 ) -> anyhow::Result<bool> {
     let text = match format {
         Format::Text => return Ok(false),
