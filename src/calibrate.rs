@@ -309,7 +309,6 @@ pub struct Injector {
     plan: InjectionPlan,
     choice: MethodChoice,
     injections: Arc<Mutex<Vec<Injection>>>,
-    key_prefix: String,
 }
 
 impl Injector {
@@ -323,7 +322,6 @@ impl Injector {
             plan,
             choice,
             injections,
-            key_prefix: String::new(),
         }
     }
 }
@@ -331,11 +329,6 @@ impl Injector {
 impl Actor for Injector {
     fn steps_total(&self) -> usize {
         self.plan.order().len()
-    }
-
-    fn prepare(&mut self, key_prefix: &str) -> Result<()> {
-        self.key_prefix = key_prefix.to_string();
-        Ok(())
     }
 
     fn server_settings(&self) -> Vec<(&'static str, Want)> {
@@ -353,7 +346,7 @@ impl Actor for Injector {
             method: self.choice.method,
             rates: self.choice.loop_iterations_per_us.into_iter().collect(),
             injections: self.injections,
-            key_prefix: self.key_prefix,
+            key_prefix: ctx.key_prefix,
             conn,
             clock: ctx.clock,
             events: ctx.events,

@@ -3,9 +3,10 @@
 //!
 //! The modules are grouped by role, in the order the data flows (ARCHITECTURE.md has the map):
 //! [`measure`] (threads, connections, one clock, one event stream) -> [`analyze`] (pure:
-//! timeline in, findings out) -> [`output`] (terminal, files). The commands ([`run`] for the
-//! main job and observe mode, [`calibrate`], [`load`], [`compare`]) are built from them, and
-//! [`cli`] parses the command line.
+//! timeline in, findings out) -> [`output`] (terminal, files). The library's runs ([`run`] for
+//! the main job and observe mode, [`calibrate`], [`load`], [`compare`]) are built from them;
+//! [`cli`] parses the command line into the flag sections, and [`commands`] has a folder per
+//! subcommand (its plan, its dry run, its run).
 //!
 //! The library is what the binary uses: examples and other programs can start or connect to a
 //! server ([`measure::target::Target`]), run probes and writes ([`run::run`]), and correlate any
@@ -14,6 +15,7 @@
 pub mod analyze;
 pub mod calibrate;
 pub mod cli;
+pub mod commands;
 pub mod compare;
 pub mod error;
 pub mod load;

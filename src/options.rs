@@ -7,15 +7,17 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::measure::writer::WriterPlan;
+use crate::measure::writer::{RecordedWriter, WriterPlan};
 use crate::record::{ProbeCmd, ProbeRecord};
 use crate::units::option_duration_ms;
 
-/// Validated options of a probe run (also stored in run.json, and read back from it by
-/// `probe compare`: options added after the first release carry `#[serde(default)]`, the value
-/// a run recorded before them had).
+/// Validated options of a probe run: what the user asked for, nothing that exists only once the
+/// run has begun (its id, key prefix, metrics handle: the session's). Also stored in run.json,
+/// and read back from it by `probe compare`, with the writer as the run recorded it
+/// (`RunOptions<RecordedWriter>`, see [`RunOptions::recorded`]): options added after the first
+/// release carry `#[serde(default)]`, the value a run recorded before them had.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunOptions {
+pub struct RunOptions<W = WriterPlan> {
     /// Probe threads, each with its own connection.
     pub probe_threads: u16,
     /// Probes per second per thread.
@@ -23,13 +25,13 @@ pub struct RunOptions {
     /// `ping` or `get`.
     pub probe_cmd: ProbeCmd,
     /// The writer's plan; `None` in observe mode.
-    pub writer: Option<WriterPlan>,
+    pub writer: Option<W>,
     /// Observe mode's length (or a cap on a writer run).
     #[serde(with = "option_duration_ms", rename = "duration_ms")]
     pub duration: Option<Duration>,
     /// Latency past which a probe counts as delayed, µs.
     pub stall_threshold_us: u64,
-    /// Seed of the value bytes.
+    /// Seed of the value bytes (`--seed`): the one place a plan has it.
     pub seed: u64,
     /// Ask for real-time (SCHED_FIFO) priority for the probe threads.
     #[serde(default)]
@@ -51,13 +53,10 @@ pub struct RunOptions {
     /// the flag).
     #[serde(rename = "probes", default = "ProbesExport::all")]
     pub probes_export: ProbesExport,
-    /// Where the Prometheus endpoint listens (`--metrics-addr`), for run.json.
+    /// Where the Prometheus endpoint listens (`--metrics-addr`), for run.json (the endpoint
+    /// itself is the run's, handed to the session beside the options).
     #[serde(default)]
     pub metrics_addr: Option<String>,
-    /// The endpoint's figures, updated as the run goes (bound by the caller before anything
-    /// starts, see [`crate::output::metrics::MetricsEndpoint`]).
-    #[serde(skip)]
-    pub metrics: Option<std::sync::Arc<crate::output::metrics::ProbeMetrics>>,
     /// Length of one row of timeline.csv (and of probes.hlog) (`--interval`; the default in
     /// runs recorded before the flag, which wrote no timeline).
     #[serde(
@@ -142,8 +141,49 @@ impl Default for RunOptions {
             probes_export: ProbesExport::All,
             interval: DEFAULT_INTERVAL,
             metrics_addr: None,
-            metrics: None,
         }
+    }
+}
+
+impl<W> RunOptions<W> {
+    /// The time between two probes of all threads together, µs: the resolution of every stall
+    /// figure.
+    pub fn aggregate_interval_us(&self) -> f64 {
+        crate::measure::probe::aggregate_interval_us(self.probe_threads, self.probe_rate)
+    }
+
+    /// The same options with the writer turned into another form by `writer`.
+    fn map_writer<V>(self, writer: impl FnOnce(W) -> V) -> RunOptions<V> {
+        RunOptions {
+            probe_threads: self.probe_threads,
+            probe_rate: self.probe_rate,
+            probe_cmd: self.probe_cmd,
+            writer: self.writer.map(writer),
+            duration: self.duration,
+            stall_threshold_us: self.stall_threshold_us,
+            seed: self.seed,
+            realtime: self.realtime,
+            out: self.out,
+            tune_server: self.tune_server,
+            force_memory: self.force_memory,
+            predict_bytes: self.predict_bytes,
+            probes_export: self.probes_export,
+            metrics_addr: self.metrics_addr,
+            interval: self.interval,
+        }
+    }
+}
+
+impl RunOptions {
+    /// The options as run.json records them: the writer with the run's key prefix (from the
+    /// session's scope) and the seed of its values.
+    pub fn recorded(&self, key_prefix: &str) -> RunOptions<RecordedWriter> {
+        let seed = self.seed;
+        self.clone().map_writer(|plan| RecordedWriter {
+            plan,
+            key_prefix: key_prefix.to_string(),
+            seed,
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! its actor, or none. The binary and the examples both drive runs through [`run`]; the options
 //! and the report are re-exported here, where a user of the library looks for them.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
@@ -14,6 +15,7 @@ pub use crate::options::{
     DEFAULT_INTERVAL, DEFAULT_PROBE_RATE, DEFAULT_PROBE_THREADS, DEFAULT_SEED,
     DEFAULT_STALL_THRESHOLD_US, PROBES_ALL_UP_TO, ProbesExport, RunOptions,
 };
+use crate::output::metrics::ProbeMetrics;
 pub use crate::session::{KEY_NAMESPACE, Notice, RunReport, new_run_id};
 
 /// Runs probes (and the writer, when planned) against `target` until the plan is done, the
@@ -25,26 +27,35 @@ pub fn run(
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
-    let actor = options.writer.clone().map(|mut plan| {
-        plan.seed = options.seed;
-        Box::new(WriterActor::new(plan, options.force_memory)) as Box<dyn Actor>
-    });
-    run_with_actor(options, target, actor, interrupt, notify)
+    run_with_actor(options, target, writer_actor(options), interrupt, notify)
 }
 
 /// [`run`] with probes on every node of `probed`; the writes go to `target` (its first node).
+/// `metrics`: the `--metrics-addr` endpoint's figures, which the run updates as it goes.
 pub fn run_nodes(
     options: &RunOptions,
     target: &Target,
     probed: &crate::session::Probed,
+    metrics: Option<Arc<ProbeMetrics>>,
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
-    let actor = options.writer.clone().map(|mut plan| {
-        plan.seed = options.seed;
-        Box::new(WriterActor::new(plan, options.force_memory)) as Box<dyn Actor>
-    });
-    crate::session::measure_nodes(options, target, probed, actor, interrupt, notify)
+    crate::session::measure_nodes(
+        options,
+        target,
+        probed,
+        writer_actor(options),
+        metrics,
+        interrupt,
+        notify,
+    )
+}
+
+/// The writer of `options`' plan, its values from `options.seed`; none in observe mode.
+fn writer_actor(options: &RunOptions) -> Option<Box<dyn Actor>> {
+    options.writer.clone().map(|plan| {
+        Box::new(WriterActor::new(plan, options.seed, options.force_memory)) as Box<dyn Actor>
+    })
 }
 
 /// Runs probes with `actor` (in place of the writer `options` may plan) beside them: the same
@@ -208,5 +219,8 @@ mod tests {
         assert_eq!(cli_plan.overwrite, lib_plan.overwrite);
         assert_eq!(cli_plan.keep, lib_plan.keep);
         assert_eq!(cli_plan.commands, lib_plan.commands);
+        assert_eq!(cli.realtime, lib.realtime);
+        assert_eq!(cli.tune_server, lib.tune_server);
+        assert_eq!(cli.interval, lib.interval);
     }
 }

@@ -1,34 +1,24 @@
-//! The `probe` command line: parse (clap), validate into typed options, run, print.
+//! The `probe` command line: the clap wiring (the `Cli`, its subcommands, the usage error in
+//! one line, the signal handler) and the flag sections every subcommand is built from
+//! ([`sections`]). Each subcommand checks its flags into its plan and runs in
+//! [`crate::commands`].
 
-mod calibrate_cmd;
-mod clean_cmd;
-mod compare_cmd;
-mod load_cmd;
-mod load_format;
-mod output;
-mod populate_cmd;
-mod probe_args;
-mod probe_cmd;
-mod target_args;
-mod topology_args;
-mod versions;
+pub mod sections;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
-pub use clean_cmd::CleanArgs;
-pub use compare_cmd::{CompareArgs, RulesArgs};
-pub use load_cmd::{LoadArgs, LoadTargets};
-pub use output::Output;
-pub use populate_cmd::PopulateArgs;
-pub use probe_args::{
-    MAX_PROBE_RATE, MAX_PROBE_THREADS, ProbeArgs, parse_probe_threads, parse_rate,
-    parse_stall_threshold,
+pub use crate::commands::{
+    CleanArgs, CompareArgs, LoadArgs, LoadTargets, Output, PopulateArgs, ProbeArgs, RulesArgs,
 };
-pub use target_args::TargetArgs;
-pub use topology_args::TopologyArgs;
+use crate::commands::{calibrate, clean, compare, load, populate, probe};
+pub use sections::probing::{
+    MAX_PROBE_RATE, MAX_PROBE_THREADS, parse_probe_threads, parse_rate, parse_stall_threshold,
+};
+pub use sections::target::TargetArgs;
+pub use sections::topology::TopologyArgs;
 
 use crate::error::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_status};
 
@@ -60,16 +50,16 @@ pub struct Cli {
     probe: ProbeArgs,
 
     #[command(flatten)]
-    baseline: versions::BaselineArgs,
+    baseline: probe::versions::BaselineArgs,
 }
 
-/// The subcommands. Each lives in its own `cli/<name>_cmd.rs` with its own `Args` struct and a
+/// The subcommands. Each lives in its own `commands/<name>` with its own `Args` struct and a
 /// `run(args, interrupt, output) -> anyhow::Result<i32>` returning the exit status.
 #[derive(Debug, clap::Subcommand)]
 enum Command {
     /// Inject stalls of known length while probing, and check the measured stalls against the
     /// accuracy the tool claims (exit 0 when all are within it, 1 otherwise).
-    Calibrate(calibrate_cmd::CalibrateArgs),
+    Calibrate(calibrate::CalibrateArgs),
     /// Fill holprobe:load:0..N-1 with random values for `probe load`.
     Populate(PopulateArgs),
     /// Concurrent clients against populated servers (requests, requests per second, MiB/s and round-trip
@@ -106,18 +96,18 @@ pub fn main_entry() -> i32 {
     install_signal_handler(Arc::clone(&interrupt));
     let mut output = Output::new(Arc::clone(&interrupt));
     let result = match &cli.command {
-        Some(Command::Calibrate(args)) => calibrate_cmd::run(args, &interrupt, &mut output),
-        Some(Command::Populate(args)) => populate_cmd::run(args, &interrupt, &mut output),
-        Some(Command::Load(args)) => load_cmd::run(args, &interrupt, &mut output),
-        Some(Command::Clean(args)) => clean_cmd::run(args, &interrupt, &mut output),
-        None => versions::run(
+        Some(Command::Calibrate(args)) => calibrate::run(args, &interrupt, &mut output),
+        Some(Command::Populate(args)) => populate::run(args, &interrupt, &mut output),
+        Some(Command::Load(args)) => load::run(args, &interrupt, &mut output),
+        Some(Command::Clean(args)) => clean::run(args, &interrupt, &mut output),
+        None => probe::versions::run(
             &cli.target,
             &cli.probe,
             &cli.baseline,
             &interrupt,
             &mut output,
         ),
-        Some(Command::Compare(args)) => compare_cmd::run(args, &mut output),
+        Some(Command::Compare(args)) => compare::run(args, &mut output),
     };
     match result {
         Ok(code) => code,

@@ -95,9 +95,9 @@ impl RunMeta {
     /// One aggregate probe interval, ms: the resolution of head-of-line delay.
     pub fn probe_interval_ms(&self) -> Option<f64> {
         match (self.probe_threads, self.probe_rate) {
-            (Some(threads), Some(rate)) if threads > 0 && rate > 0.0 => {
-                Some(1e3 / (threads as f64 * rate))
-            }
+            (Some(threads), Some(rate)) if threads > 0 && rate > 0.0 => u16::try_from(threads)
+                .ok()
+                .map(|threads| crate::measure::probe::aggregate_interval_us(threads, rate) / 1e3),
             _ => None,
         }
     }

@@ -32,7 +32,7 @@ use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::serverview::ViewSetup;
 use crate::measure::target::Target;
-use crate::measure::writer::{WriterActor, WriterPlan};
+use crate::measure::writer::{RecordedWriter, WriterActor, WriterPlan};
 use crate::output::export::{
     HostInfo, LOAD_LATENCY_HGRM, LOAD_TIMELINE_CSV, LOAD_WRITES_CSV, LoadRunJson, Mode, RUN_JSON,
     RunStatus, ToolInfo, columns, csv_bytes, write_atomic,
@@ -43,9 +43,11 @@ use crate::session::{
 };
 use crate::units::option_duration_ms;
 
-/// Validated options of a load run (stored in run.json).
+/// Validated options of a load run: what the user asked for. Stored in run.json with the
+/// writer as the run recorded it (`LoadOptions<RecordedWriter>`, see
+/// [`LoadOptions::recorded`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LoadOptions {
+pub struct LoadOptions<W = WriterPlan> {
     /// Connections in total, spread over the servers (client `c` on server `c % servers`).
     pub clients: u32,
     /// Generator threads; `None`: chosen from the cores (see [`default_threads`]).
@@ -62,7 +64,7 @@ pub struct LoadOptions {
     /// Relative weight of SETs.
     pub set_weight: u32,
     /// The prober's writer, run while the load runs.
-    pub writer: Option<WriterPlan>,
+    pub writer: Option<W>,
     /// A request slower than this is delayed, µs.
     pub stall_threshold_us: u64,
     /// A request unanswered this long is a timeout, µs.
@@ -74,6 +76,33 @@ pub struct LoadOptions {
     /// The hash tag the writer's keys carry (`holprobe:<run>:{tag}:`), so that on a cluster
     /// they land on the written server's shard; `None` off a cluster.
     pub writer_hash_tag: Option<String>,
+}
+
+impl LoadOptions {
+    /// The options as run.json records them: the writer with the run's key prefix (from the
+    /// session's scope) and the seed of its values.
+    pub fn recorded(&self, key_prefix: &str) -> LoadOptions<RecordedWriter> {
+        let o = self.clone();
+        LoadOptions {
+            clients: o.clients,
+            threads: o.threads,
+            duration: o.duration,
+            rate: o.rate,
+            pipeline: o.pipeline,
+            get_weight: o.get_weight,
+            set_weight: o.set_weight,
+            writer: o.writer.map(|plan| RecordedWriter {
+                plan,
+                key_prefix: key_prefix.to_string(),
+                seed: o.seed,
+            }),
+            stall_threshold_us: o.stall_threshold_us,
+            timeout_us: o.timeout_us,
+            seed: o.seed,
+            out: o.out,
+            writer_hash_tag: o.writer_hash_tag,
+        }
+    }
 }
 
 /// One server to load, with its population.
@@ -269,19 +298,24 @@ pub fn run_load(
     // The writer is the same actor as the main job's; under load it changes no server setting
     // and resets no counter (it only reads the server's view), and it refuses a value that
     // would not fit, as in the main job.
-    let mut actor: Option<Box<dyn Actor>> = options.writer.clone().map(|mut plan| {
-        plan.seed = options.seed;
-        Box::new(WriterActor::new(plan, false)) as Box<dyn Actor>
-    });
+    let mut actor: Option<Box<dyn Actor>> = options
+        .writer
+        .clone()
+        .map(|plan| Box::new(WriterActor::new(plan, options.seed, false)) as Box<dyn Actor>);
     let written = servers[0].target;
-    let own_keys = |key_prefix: &str| actor.as_ref().map_or(Vec::new(), |a| a.keys(key_prefix));
+    // The writer prepares once, before the clock starts (its steps and its value), so it
+    // disturbs nothing measured.
+    let prepare = |key_prefix: &str| match actor.as_mut() {
+        Some(actor) => actor.prepare(key_prefix),
+        None => Ok(Vec::new()),
+    };
     // On a cluster the writer's keys carry the written master's shard's hash tag.
     let scope = RunScope::open(
         written,
         options.writer_hash_tag.as_deref(),
         &[],
         false,
-        own_keys,
+        prepare,
     )?;
     let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
     let local = servers.iter().filter(|s| s.target.server.local).count();
@@ -327,10 +361,6 @@ pub fn run_load(
         naming: KeyNaming::load(),
     });
     let has_writer = actor.is_some();
-    // The writer's value is generated before the clock starts, so it disturbs nothing measured.
-    if let Some(actor) = actor.as_mut() {
-        actor.prepare(&key_prefix)?;
-    }
     let host = HostInfo::read();
     let mut session = Session::start(written, scope, CHANNEL_SLOTS);
     let clock = session.clock;
@@ -377,14 +407,7 @@ pub fn run_load(
     state.clients_per_server = clients_per_server(servers, options.clients);
     state.roles = servers.iter().map(|s| s.role.clone()).collect();
     // run.json stores the options as the run used them (the writer with its real key prefix).
-    let effective_options = LoadOptions {
-        writer: options.writer.clone().map(|mut plan| {
-            plan.key_prefix = key_prefix.clone();
-            plan.seed = options.seed;
-            plan
-        }),
-        ..options.clone()
-    };
+    let effective_options = options.recorded(&key_prefix);
     let mut load = LoadInstrument {
         state,
         handles: handles.into_iter().map(Some).collect(),
@@ -569,7 +592,7 @@ struct LoadMeta<'a> {
     clock: RunClock,
     servers: &'a [LoadServer<'a>],
     host: &'a HostInfo,
-    options: &'a LoadOptions,
+    options: &'a LoadOptions<RecordedWriter>,
     threads: u16,
     load_start_us: u64,
 }

@@ -22,15 +22,11 @@ pub trait Actor: Send {
     /// Steps it will take, for progress.
     fn steps_total(&self) -> usize;
 
-    /// The keys it will create under `key_prefix` (checked to be free before the run).
-    fn keys(&self, _key_prefix: &str) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Work done before the run's clock starts (e.g. generating the value bytes), so that it
-    /// disturbs nothing measured. `key_prefix` is the run's, `holprobe:<run-id>:`.
-    fn prepare(&mut self, _key_prefix: &str) -> Result<()> {
-        Ok(())
+    /// Work done once the run has its key prefix (`holprobe:<run-id>:`) and before its clock
+    /// starts, so that it disturbs nothing measured (the writer lays out its steps and
+    /// generates its value). Returns the keys it will create, checked free before the run.
+    fn prepare(&mut self, _key_prefix: &str) -> Result<Vec<String>> {
+        Ok(Vec::new())
     }
 
     /// The server settings it needs for the server's own view (applied on the embedded server,
@@ -43,8 +39,10 @@ pub trait Actor: Send {
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>>;
 }
 
-/// What an [`Actor`] gets to run with.
+/// What an [`Actor`] gets to run with: the run's context, made once by the session.
 pub struct ActorContext {
+    /// The run's key prefix, `holprobe:<run-id>:` (every key the actor touches is under it).
+    pub key_prefix: String,
     /// How to connect to the server.
     pub conn: ConnInfo,
     /// The run's clock.

@@ -119,7 +119,8 @@ pub(crate) struct RunScope {
 
 impl RunScope {
     /// A new run id; the server's settings tuned toward `wants` (changed only when `may_tune`);
-    /// then every key `own_keys` names under the new prefix checked free (the prefix is new by
+    /// then the actor prepared under the new prefix (`prepare`, once: it names the keys the run
+    /// will create) and every key it names checked free (the prefix is new by
     /// construction: still, the run never touches a key that is already there) and put in the
     /// ledger from the start, so that one written by a thread that dies before reporting it is
     /// still removed (DEL of a key never made does nothing).
@@ -130,7 +131,7 @@ impl RunScope {
         tag: Option<&str>,
         wants: &[(&str, Want)],
         may_tune: bool,
-        own_keys: impl FnOnce(&str) -> Vec<String>,
+        prepare: impl FnOnce(&str) -> Result<Vec<String>>,
     ) -> Result<RunScope> {
         let run_id = new_run_id();
         let key_prefix = match tag {
@@ -139,7 +140,7 @@ impl RunScope {
         };
         let mut tuning = ServerTuning::apply(&target.conn, wants, may_tune);
         let warnings = std::mem::take(&mut tuning.notes);
-        let own_keys = own_keys(&key_prefix);
+        let own_keys = prepare(&key_prefix)?;
         let mut keys = KeyLedger::default();
         if !own_keys.is_empty() {
             let mut control = target.conn.redis_connection()?;
@@ -417,6 +418,7 @@ impl<'t> Session<'t> {
         replicas: usize,
     ) -> Result<()> {
         let handle = actor.spawn(ActorContext {
+            key_prefix: self.scope.key_prefix.clone(),
             conn: self.target.conn.clone(),
             clock: self.clock,
             events: self.events(),

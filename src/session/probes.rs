@@ -54,6 +54,7 @@ use crate::measure::target::ConnInfo;
 use crate::measure::target::Target;
 use crate::measure::topology::{Shard, Topology, TopologyKind};
 use crate::measure::topology_watch::{TopologyWatcher, spawn_topology_watch};
+use crate::measure::writer::RecordedWriter;
 pub use crate::options::{ProbesExport, RunOptions};
 use crate::output::export::{
     HostInfo, Mode, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
@@ -309,18 +310,20 @@ pub fn measure(
         target,
         &Probed::single(target),
         actor,
+        None,
         interrupt,
         notify,
     )
 }
 
 /// [`measure`] with probes on every node of `probed` (its first node is `target`, the one the
-/// actor works on).
+/// actor works on); `metrics`, the `--metrics-addr` endpoint's figures, updated as the run goes.
 pub fn measure_nodes(
     options: &RunOptions,
     target: &Target,
     probed: &Probed,
     mut actor: Option<Box<dyn Actor>>,
+    metrics: Option<Arc<ProbeMetrics>>,
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
@@ -337,10 +340,15 @@ pub fn measure_nodes(
             None => settings_for_observing(options.stall_threshold_us),
         },
         target.server.embedded || options.tune_server,
+        // The actor prepares once, before the clock starts (the writer lays out its steps and
+        // generates its value), so it disturbs nothing measured.
         |key_prefix| {
-            let mut keys = actor.as_ref().map_or(Vec::new(), |a| a.keys(key_prefix));
+            let mut keys = match actor.as_mut() {
+                Some(actor) => actor.prepare(key_prefix)?,
+                None => Vec::new(),
+            };
             keys.push(probe_get_key(key_prefix));
-            keys
+            Ok(keys)
         },
     )?;
     let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
@@ -364,11 +372,6 @@ pub fn measure_nodes(
     // removed from it at the end.
     let run_base = run_key_prefix(&run_id);
     let mut homed_probe_keys: Vec<String> = Vec::new();
-    // The actor prepares before the clock starts (the writer generates its value), so it
-    // disturbs nothing measured.
-    if let Some(actor) = actor.as_mut() {
-        actor.prepare(&key_prefix)?;
-    }
     // The export files first: if they cannot be created, nothing has been written to the
     // server yet.
     let mut out = match &options.out {
@@ -597,7 +600,7 @@ pub fn measure_nodes(
         writes: Vec::new(),
         probes_recorded: 0,
         wrote_since_checkpoint: false,
-        metrics: options.metrics.clone(),
+        metrics,
         node_events: Vec::new(),
         new_node_events: 0,
         naming,
@@ -605,14 +608,7 @@ pub fn measure_nodes(
         unix_start_us: clock.unix_start_us(),
     };
     // run.json stores the options as the run used them (the writer with its real key prefix).
-    let effective_options = RunOptions {
-        writer: options.writer.clone().map(|mut plan| {
-            plan.key_prefix = key_prefix.clone();
-            plan.seed = options.seed;
-            plan
-        }),
-        ..options.clone()
-    };
+    let effective_options = options.recorded(&key_prefix);
     let mut probes = ProbeInstrument {
         state,
         threads,
@@ -906,7 +902,7 @@ struct Meta<'a> {
     target: &'a Target,
     topology: Option<&'a Topology>,
     host: &'a HostInfo,
-    options: &'a RunOptions,
+    options: &'a RunOptions<RecordedWriter>,
 }
 
 struct Collector {

@@ -73,16 +73,11 @@ pub struct ProbeConfig {
 /// How often a thread whose server is down tries to connect again.
 pub const RETRY_EVERY: Duration = Duration::from_millis(500);
 
-impl ProbeConfig {
-    /// Time between two probes of one thread.
-    pub fn period(&self) -> Duration {
-        Duration::from_secs_f64(1.0 / self.rate_per_thread)
-    }
-
-    /// Time between two probes of all threads together: the resolution of every stall figure.
-    pub fn aggregate_interval(&self) -> Duration {
-        Duration::from_secs_f64(1.0 / (self.rate_per_thread * f64::from(self.threads)))
-    }
+/// Time between two probes of all `threads` together, each sending `rate_per_thread` probes a
+/// second (staggered), µs: the resolution of every stall figure. The one place it is worked
+/// out: the plan's description, calibrate's tolerance and `probe compare` all use it.
+pub fn aggregate_interval_us(threads: u16, rate_per_thread: f64) -> f64 {
+    1e6 / (rate_per_thread * f64::from(threads))
 }
 
 /// Shared counters and switches of a running probe set.

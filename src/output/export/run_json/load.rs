@@ -9,6 +9,7 @@ use crate::load::keyspace::PopulationMeta;
 use crate::load::runner::{GeneratorReport, LoadOptions};
 use crate::load::stats::LoadBlock;
 use crate::measure::target::ServerFacts;
+use crate::measure::writer::RecordedWriter;
 use crate::record::WriteRecord;
 
 use super::{HostInfo, Mode, RunStatus, ToolInfo};
@@ -47,7 +48,7 @@ pub struct LoadRunJson {
     /// The machine the tool ran on.
     pub host: HostInfo,
     /// Every option, as the run used them (the writer with its real key prefix).
-    pub options: LoadOptions,
+    pub options: LoadOptions<RecordedWriter>,
     /// Generator threads.
     pub threads: u16,
     /// One block per server when there are several, then the total (`server = all`).

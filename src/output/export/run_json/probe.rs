@@ -47,7 +47,7 @@ pub struct RunJson {
     /// The machine the tool ran on.
     pub host: HostInfo,
     /// Every option of the run, as the command line gave it.
-    pub options: RunOptions,
+    pub options: RunOptions<crate::measure::writer::RecordedWriter>,
     /// How the probes were taken: the engine's version (runs of different engines have
     /// `hol_delay_ms` that are not comparable) and the clock of `reply_us`. Always written;
     /// empty only in runs recorded by engine 1, before it was.
@@ -179,8 +179,6 @@ pub(crate) mod sample {
                 overwrite: true,
                 keep: true,
                 commands: vec![CustomCommand::removing(["UNLINK", "{key}"])],
-                key_prefix: "holprobe:feedf00d:".into(),
-                seed: 99,
             }),
             duration: Some(Duration::from_millis(90_500)),
             stall_threshold_us: 2500,
@@ -192,7 +190,6 @@ pub(crate) mod sample {
             predict_bytes: vec![1 << 30],
             probes_export: ProbesExport::Delayed,
             metrics_addr: Some("127.0.0.1:9100".into()),
-            metrics: None,
             interval: Duration::from_millis(1500),
         };
         let stall = Stall {
@@ -298,7 +295,7 @@ pub(crate) mod sample {
             elapsed_us: 54_356_608,
             server,
             host,
-            options,
+            options: options.recorded("holprobe:feedf00d:"),
             probe_engine: Some(ProbeEngineInfo {
                 version: 2,
                 mode: "pipelined".into(),

@@ -5,6 +5,9 @@
 //! The value bytes are generated once, at the largest size, and every write sends a prefix slice
 //! of that one buffer straight to the socket ([`RawConn::send_set`]): the client holds about one
 //! largest value, never the sum.
+//!
+//! What the writer does is its plan (`plan.rs`: the steps, the custom commands, how run.json
+//! records it); the thread that carries it out is here.
 
 use std::io::ErrorKind;
 use std::sync::Arc;
@@ -15,7 +18,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam_channel::Sender;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 
 use crate::analyze::pressure::{
     HostRoom, ServerRoom, check_host, check_maxmemory, server_growth_bytes,
@@ -30,202 +32,37 @@ use crate::measure::target::{ConnInfo, info_field};
 use crate::record::{WriteOp, WriteRecord};
 use crate::units::format_size;
 
-/// What the writer does, validated.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WriterPlan {
-    /// Value sizes in bytes, in the order given.
-    pub sizes: Vec<u64>,
-    /// How many times each size is written.
-    pub repeat: u32,
-    /// Quiet probing before and after each write.
-    #[serde(with = "crate::units::duration_ms")]
-    pub gap: Duration,
-    /// Write each size twice to the same key, so the second write frees the first value.
-    pub overwrite: bool,
-    /// Keep every key until the end of the run (as the seed did) instead of deleting each one
-    /// after its quiet gap.
-    pub keep: bool,
-    /// Commands of the caller's own, run on each freshly written key after its SET (library
-    /// use; the `probe` command line has none). Empty: the plan is SET and DEL only.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<CustomCommand>,
-    /// The run's key prefix, `holprobe:<run-id>:`.
-    pub key_prefix: String,
-    /// Seed of the value bytes.
-    pub seed: u64,
-}
+mod plan;
 
-/// The argument of a [`CustomCommand`] that stands for the key just written.
-pub const KEY_PLACEHOLDER: &str = "{key}";
+pub use plan::{
+    CustomCommand, DEFAULT_GAP, KEY_PLACEHOLDER, RecordedWriter, WriteStep, WriterPlan,
+};
 
-/// A command of the caller's own, measured with the writer's machinery: the writer sends it on
-/// its connection right after a size's SET (each after its own quiet gap) and records it as a
-/// write event with op `command` — start, last byte sent, reply — so the correlator reports
-/// what the other clients saw during it, exactly as for a SET.
-///
-/// This is how to measure other commands that may block on large values: `GET {key}` (the
-/// server must write the whole value out), `UNLINK {key}` against the plan's own `DEL`,
-/// `STRLEN {key}` as a control. Use only [`KEY_PLACEHOLDER`] to name keys, so the command
-/// touches nothing outside the run's prefix. Any reply but an error counts as success; a
-/// reply is read whole into memory (a `GET` of a 512 MiB value holds 512 MiB in the client).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CustomCommand {
-    /// The command and its arguments, e.g. `["UNLINK", "{key}"]`; every argument equal to
-    /// [`KEY_PLACEHOLDER`] is replaced by the key just written.
-    pub args: Vec<String>,
-    /// The command removes the key (`DEL`, `UNLINK`, `GETDEL`): the plan then skips its own
-    /// deletion of that key.
-    pub removes_key: bool,
-}
-
-impl CustomCommand {
-    /// A command that leaves the key in place, e.g. `CustomCommand::new(["GET", "{key}"])`.
-    pub fn new<I, S>(args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        CustomCommand {
-            args: args.into_iter().map(Into::into).collect(),
-            removes_key: false,
-        }
-    }
-
-    /// A command that removes the key, e.g. `CustomCommand::removing(["UNLINK", "{key}"])`.
-    pub fn removing<I, S>(args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        CustomCommand {
-            removes_key: true,
-            ..CustomCommand::new(args)
-        }
-    }
-
-    /// The arguments with the placeholder replaced by `key`.
-    pub fn resolve(&self, key: &str) -> Vec<String> {
-        self.args
-            .iter()
-            .map(|arg| {
-                if arg == KEY_PLACEHOLDER {
-                    key.to_string()
+/// Refuses, before anything is sent, a value larger than the server's `proto-max-bulk-len`
+/// (it would answer the SET with an error after the whole value was sent), saying how to raise
+/// the limit.
+pub fn check_bulk_len(
+    plan: &WriterPlan,
+    server: &crate::measure::target::ServerFacts,
+) -> Result<(), crate::error::UsageError> {
+    let Some(limit) = server.proto_max_bulk_len_bytes else {
+        return Ok(());
+    };
+    match plan.sizes.iter().find(|&&s| s > limit) {
+        Some(&too_big) => Err(crate::error::UsageError::invalid(
+            "--writer-sizes",
+            format_size(too_big),
+            format!(
+                "larger than the server's proto-max-bulk-len ({}): raise it with {}",
+                format_size(limit),
+                if server.embedded {
+                    "--server-arg \"proto-max-bulk-len 1gb\""
                 } else {
-                    arg.clone()
+                    "CONFIG SET proto-max-bulk-len on that server"
                 }
-            })
-            .collect()
-    }
-}
-
-/// Default of [`WriterPlan::gap`] (and of `--gap`).
-pub const DEFAULT_GAP: Duration = Duration::from_millis(500);
-
-impl Default for WriterPlan {
-    /// The command line's defaults: no sizes yet, each written once, a 500 ms gap, fresh keys
-    /// deleted after their gap, no custom commands. [`crate::run::run`] fills in the key
-    /// prefix, and the seed from [`crate::run::RunOptions::seed`].
-    fn default() -> Self {
-        WriterPlan {
-            sizes: Vec::new(),
-            repeat: 1,
-            gap: DEFAULT_GAP,
-            overwrite: false,
-            keep: false,
-            commands: Vec::new(),
-            key_prefix: String::new(),
-            seed: 0,
-        }
-    }
-}
-
-/// One step of the writer's plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteStep {
-    /// What to do.
-    pub op: WriteOp,
-    /// The key.
-    pub key: String,
-    /// The value's size (the deleted value's size for a delete, the key's value size for a
-    /// custom command).
-    pub size_bytes: u64,
-    /// For op `command`: the command to send, the key already in place of the placeholder.
-    pub command: Option<Vec<String>>,
-}
-
-impl WriterPlan {
-    /// The largest value: the size of the one buffer the writer holds.
-    pub fn max_size(&self) -> u64 {
-        self.sizes.iter().copied().max().unwrap_or(0)
-    }
-
-    /// The ordered steps: every size to a fresh key; with `overwrite` a second SET to the same
-    /// key; then each custom command; then, unless `keep`, the key's deletion. With `keep`,
-    /// every key is deleted at the end, each deletion measured like any write. A key that a
-    /// custom command removes is not deleted again.
-    ///
-    /// Repeats are interleaved: the plan goes through all the sizes once, then again, `repeat`
-    /// times. A disturbance of the host that lasts a few seconds (another process's burst of
-    /// work) then touches one repeat of several sizes rather than every repeat of one size, so
-    /// it shows as an outlier among the repeats instead of shifting that size's median: what
-    /// a comparison over the repeats (`probe compare`) needs.
-    pub fn steps(&self) -> Vec<WriteStep> {
-        let mut steps = Vec::new();
-        let mut kept = Vec::new();
-        for rep in 1..=self.repeat {
-            for (index, &size) in self.sizes.iter().enumerate() {
-                let key = format!(
-                    "{}w{}:{}:{rep}",
-                    self.key_prefix,
-                    index + 1,
-                    format_size(size)
-                );
-                steps.push(WriteStep {
-                    op: WriteOp::Set,
-                    key: key.clone(),
-                    size_bytes: size,
-                    command: None,
-                });
-                if self.overwrite {
-                    steps.push(WriteStep {
-                        op: WriteOp::Overwrite,
-                        key: key.clone(),
-                        size_bytes: size,
-                        command: None,
-                    });
-                }
-                for custom in &self.commands {
-                    steps.push(WriteStep {
-                        op: WriteOp::Command,
-                        key: key.clone(),
-                        size_bytes: size,
-                        command: Some(custom.resolve(&key)),
-                    });
-                }
-                if self.commands.iter().any(|c| c.removes_key) {
-                    continue;
-                }
-                let delete = WriteStep {
-                    op: WriteOp::Delete,
-                    key,
-                    size_bytes: size,
-                    command: None,
-                };
-                if self.keep {
-                    kept.push(delete);
-                } else {
-                    steps.push(delete);
-                }
-            }
-        }
-        steps.extend(kept);
-        steps
-    }
-
-    /// How long the plan takes at least: its gaps (the writes themselves add to this).
-    pub fn minimum_duration(&self) -> Duration {
-        let steps = u32::try_from(self.steps().len()).unwrap_or(u32::MAX);
-        self.gap.saturating_mul(steps.saturating_add(1))
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -321,20 +158,26 @@ pub struct WriterChecks {
     pub replicas: usize,
 }
 
-/// The writer as a run's [`Actor`]: generates the value before the clock starts, then runs the
-/// plan on its own thread.
+/// The writer as a run's [`Actor`]: once the run has its key prefix (and before its clock
+/// starts) it lays out its steps and generates its value, once; then it runs the steps on its
+/// own thread.
 pub struct WriterActor {
     plan: WriterPlan,
+    seed: u64,
     force_memory: bool,
+    /// Laid out by [`Actor::prepare`], under the run's key prefix.
+    steps: Vec<WriteStep>,
     value: Arc<Vec<u8>>,
 }
 
 impl WriterActor {
-    /// A writer for `plan` (its key prefix and seed are filled in by the run).
-    pub fn new(plan: WriterPlan, force_memory: bool) -> WriterActor {
+    /// A writer for `plan`, its value bytes from `seed` (`--seed`).
+    pub fn new(plan: WriterPlan, seed: u64, force_memory: bool) -> WriterActor {
         WriterActor {
             plan,
+            seed,
             force_memory,
+            steps: Vec::new(),
             value: Arc::new(Vec::new()),
         }
     }
@@ -342,19 +185,13 @@ impl WriterActor {
 
 impl Actor for WriterActor {
     fn steps_total(&self) -> usize {
-        self.plan.steps().len()
+        self.plan.step_count()
     }
 
-    fn keys(&self, key_prefix: &str) -> Vec<String> {
-        let mut plan = self.plan.clone();
-        plan.key_prefix = key_prefix.to_string();
-        plan.steps().into_iter().map(|step| step.key).collect()
-    }
-
-    fn prepare(&mut self, key_prefix: &str) -> Result<()> {
-        self.plan.key_prefix = key_prefix.to_string();
-        self.value = Arc::new(random_value(self.plan.max_size(), self.plan.seed));
-        Ok(())
+    fn prepare(&mut self, key_prefix: &str) -> Result<Vec<String>> {
+        self.steps = self.plan.steps(key_prefix);
+        self.value = Arc::new(random_value(self.plan.max_size(), self.seed));
+        Ok(self.steps.iter().map(|step| step.key.clone()).collect())
     }
 
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
@@ -366,7 +203,8 @@ impl Actor for WriterActor {
             replicas: ctx.replicas,
         };
         spawn_writer(
-            self.plan, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop, ctx.mark, checks,
+            self.plan, self.steps, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop,
+            ctx.mark, checks,
         )
     }
 }
@@ -375,6 +213,7 @@ impl Actor for WriterActor {
 #[allow(clippy::too_many_arguments)] // each is a different piece of the run the writer joins
 pub fn spawn_writer(
     plan: WriterPlan,
+    steps: Vec<WriteStep>,
     value: Arc<Vec<u8>>,
     conn_info: &ConnInfo,
     clock: RunClock,
@@ -389,7 +228,7 @@ pub fn spawn_writer(
     let mut conn = RawConn::connect(conn_info).context("opening the writer's connection")?;
     conn.set_limits(reply_limits(&plan));
     let worker = Writer {
-        steps: plan.steps(),
+        steps,
         plan,
         value,
         conn,
@@ -815,82 +654,6 @@ struct Room {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn plan(overwrite: bool, keep: bool) -> WriterPlan {
-        WriterPlan {
-            sizes: vec![1 << 20, 4 << 20],
-            repeat: 2,
-            gap: Duration::from_millis(10),
-            overwrite,
-            keep,
-            commands: Vec::new(),
-            key_prefix: "holprobe:t:".into(),
-            seed: 1,
-        }
-    }
-
-    fn ops(plan: &WriterPlan) -> Vec<&'static str> {
-        plan.steps().iter().map(|s| s.op.name()).collect()
-    }
-
-    #[test]
-    fn default_plan_deletes_each_key_after_its_write() {
-        let p = plan(false, false);
-        assert_eq!(
-            ops(&p),
-            [
-                "set", "delete", "set", "delete", "set", "delete", "set", "delete"
-            ]
-        );
-        let steps = p.steps();
-        assert_eq!(steps[0].key, steps[1].key);
-        assert_ne!(steps[0].key, steps[2].key);
-        assert!(steps.iter().all(|s| s.key.starts_with("holprobe:t:")));
-        // Repeats interleave: 1M, 4M, then 1M, 4M again.
-        let sizes: Vec<u64> = steps.iter().step_by(2).map(|s| s.size_bytes).collect();
-        assert_eq!(sizes, [1 << 20, 4 << 20, 1 << 20, 4 << 20]);
-        assert_ne!(steps[0].key, steps[4].key);
-    }
-
-    #[test]
-    fn overwrite_and_keep() {
-        assert_eq!(ops(&plan(true, false))[..3], ["set", "overwrite", "delete"]);
-        let keep = plan(false, true);
-        assert_eq!(
-            ops(&keep),
-            [
-                "set", "set", "set", "set", "delete", "delete", "delete", "delete"
-            ]
-        );
-        assert_eq!(keep.max_size(), 4 << 20);
-    }
-
-    #[test]
-    fn custom_commands_follow_each_set_and_may_replace_the_delete() {
-        let mut p = plan(false, false);
-        p.commands = vec![CustomCommand::new(["GET", KEY_PLACEHOLDER])];
-        assert_eq!(ops(&p)[..3], ["set", "command", "delete"]);
-        let steps = p.steps();
-        assert_eq!(
-            steps[1].command.as_deref(),
-            Some(&["GET".to_string(), steps[0].key.clone()][..])
-        );
-        assert_eq!(steps[1].size_bytes, steps[0].size_bytes);
-        assert!(steps[0].command.is_none() && steps[2].command.is_none());
-
-        p.commands = vec![CustomCommand::removing(["UNLINK", "{key}"])];
-        assert_eq!(
-            ops(&p),
-            [
-                "set", "command", "set", "command", "set", "command", "set", "command"
-            ]
-        );
-        p.keep = true;
-        assert!(!ops(&p).contains(&"delete"));
-        // Arguments other than the placeholder are sent as given.
-        let c = CustomCommand::new(["OBJECT", "ENCODING", "{key}", "{key}x"]);
-        assert_eq!(c.resolve("k"), ["OBJECT", "ENCODING", "k", "{key}x"]);
-    }
 
     #[test]
     fn values_are_seeded_and_incompressible_looking() {

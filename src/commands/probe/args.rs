@@ -1,125 +1,37 @@
-//! The main job's flags (`probe --writer-sizes 64M,128M ...`) and their validation into
-//! [`RunOptions`].
+//! The main job's flags (`probe --writer-sizes 64M,128M ...`): the shared sections (topology,
+//! probing, workload, output) and the main job's own, checked into its one [`MainPlan`].
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
+use crate::cli::sections::output::{OutputArgs, OutputPlan};
+use crate::cli::sections::probing::ProbingArgs;
+use crate::cli::sections::target::TargetArgs;
+use crate::cli::sections::topology::{TopologyArgs, TopologyPlan};
+use crate::cli::sections::workload::WorkloadArgs;
 use crate::error::UsageError;
+use crate::measure::target::TargetSpec;
 use crate::measure::writer::WriterPlan;
-use crate::output::format::Format;
-use crate::record::ProbeCmd;
 use crate::run::{ProbesExport, RunOptions};
 use crate::units::{parse_duration, parse_size_list};
-
-/// Most probes per second one probe thread is allowed to attempt: at about 30 µs per loopback
-/// round trip a thread cannot sustain much more, and past it the schedule only falls behind.
-pub const MAX_PROBE_RATE: f64 = 20_000.0;
-/// Most probe threads (each an OS thread with its own connection).
-pub const MAX_PROBE_THREADS: u16 = 64;
 
 /// Probing, writing and export options of the main job.
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
     #[command(flatten)]
-    pub topology: super::TopologyArgs,
+    pub topology: TopologyArgs,
 
-    /// Dedicated probe threads, each with its own connection.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub probe_threads: u32,
+    #[command(flatten)]
+    pub probing: ProbingArgs,
 
-    /// Probes per second per thread, on a fixed schedule; the threads are staggered so that
-    /// together they sample every 1/(N·R) s.
-    #[arg(
-        long,
-        value_name = "R",
-        default_value = "1000",
-        allow_negative_numbers = true
-    )]
-    pub probe_rate: String,
-
-    /// The probe command: PING, or GET of a small key the tool prepares.
-    #[arg(long, value_enum, default_value_t = ProbeCmd::Ping)]
-    pub probe_cmd: ProbeCmd,
-
-    // --help: value sizes to write, and the one rule of every size flag.
-    #[arg(
-        long,
-        value_name = "LIST",
-        allow_hyphen_values = true,
-        help = crate::size_help!(
-            "Value sizes to write, comma-separated, e.g. 1M,64M,512M. Without it the tool observes: for --duration, or until Ctrl-C."
-        )
-    )]
-    pub writer_sizes: Option<String>,
-
-    /// Writes per size.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value = "1",
-        allow_negative_numbers = true
-    )]
-    pub repeat: String,
-
-    /// Quiet probing before and after each write, so the baseline shows.
-    #[arg(
-        long,
-        allow_hyphen_values = true,
-        value_name = "DURATION",
-        default_value = "500ms"
-    )]
-    pub gap: String,
-
-    /// Write each size twice to the same key: the second SET also frees the first value on the
-    /// server's main thread.
-    #[arg(long)]
-    pub overwrite: bool,
-
-    /// Keep every written key until the end (server memory grows with the sum of the sizes)
-    /// instead of deleting each after its gap. Deletions are measured either way.
-    #[arg(long)]
-    pub keep: bool,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
 
     /// Observe mode (no --writer-sizes): probe for this long (without it: until Ctrl-C or
     /// SIGTERM). With a writer: a cap on the run.
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub duration: Option<String>,
-
-    /// A probe waiting longer than this is delayed; a silence longer than this is a stall.
-    #[arg(
-        long,
-        allow_hyphen_values = true,
-        value_name = "DURATION",
-        default_value = "1ms"
-    )]
-    pub stall_threshold: String,
-
-    /// Seed of the random value bytes, so runs repeat.
-    #[arg(long, value_name = "N", default_value_t = 0x5eed)]
-    pub seed: u64,
-
-    /// Give the probe threads real-time (SCHED_FIFO) priority where permitted (root or
-    /// CAP_SYS_NICE): a busy host then delays their wake-ups less.
-    #[arg(long)]
-    pub realtime: bool,
-
-    /// Write probes.csv, writes.csv, stalls.csv, summary.csv, timeline.csv, probes.hlog and
-    /// run.json here, as the run goes.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-
-    /// Replace a run already in --out.
-    #[arg(long)]
-    pub force: bool,
-
-    /// On a server given by --url, lower slowlog-log-slower-than and switch the latency
-    /// monitor on for the run, so the server's own view of each write is complete (observe
-    /// mode: so that stalls as short as --stall-threshold are named); the old values are
-    /// restored afterwards, also on failure. (The embedded server is always tuned.)
-    #[arg(long)]
-    pub tune_server: bool,
 
     /// Send values even when they would pass the server's maxmemory or push this host into
     /// swap (by default such a write is refused with how much memory it needs).
@@ -173,12 +85,8 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "N|all", default_value = "5")]
     pub show_stalls: String,
 
-    /// What stdout gets: `text`, a line per write (time, op, size, others blocked, own time,
-    /// stalled, delayed probes) and a short footer; `json`, one document at the end with the
-    /// findings run.json has (notes and progress stay on stderr); `markdown`, the per-write
-    /// table and the footer.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// Text: the long per-write line (every figure: the stall split into during and after the
     /// send, host memory and swap, the server's own view: SLOWLOG execution, latency event,
@@ -194,13 +102,52 @@ pub struct ProbeArgs {
     pub dry_run: bool,
 }
 
+/// The main job's plan: everything its flags say, checked, before anything connects; it does
+/// not change afterwards.
+#[derive(Debug, Clone)]
+pub struct MainPlan {
+    /// The server (or the one to start).
+    pub target: TargetSpec,
+    /// Which of its nodes to probe, which shard to write to, what to start.
+    pub topology: TopologyPlan,
+    /// The run's options (what the library's [`crate::run::run`] takes).
+    pub run: RunOptions,
+    /// `--out`, `--force`, `--format`.
+    pub output: OutputPlan,
+    /// `--report-every`: `None` for 0.
+    pub report_every: Option<Duration>,
+    /// `--show-stalls`: how many to list (`all`: every one kept).
+    pub show_stalls: usize,
+    /// `--verbose`.
+    pub verbose: bool,
+    /// `--dry-run`.
+    pub dry_run: bool,
+}
+
 impl ProbeArgs {
-    /// Checks every value and builds the run's options. Nothing is sent anywhere before this
-    /// succeeds.
+    /// Checks every flag, `target`'s too, into the main job's plan. Nothing is sent anywhere
+    /// before this succeeds.
+    pub fn to_plan(&self, target: &TargetArgs) -> Result<MainPlan, UsageError> {
+        let run = self.to_options()?;
+        let report_every = self.report_every()?;
+        let show_stalls = self.show_stalls()?;
+        let target_spec = target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+        let topology = self.topology.to_plan(target.url.is_some())?;
+        Ok(MainPlan {
+            target: target_spec,
+            topology,
+            run,
+            output: self.output.to_plan(),
+            report_every,
+            show_stalls,
+            verbose: self.verbose,
+            dry_run: self.dry_run,
+        })
+    }
+
+    /// Checks the probing, writing and export flags into the run's options.
     pub fn to_options(&self) -> Result<RunOptions, UsageError> {
-        let probe_threads = parse_probe_threads(self.probe_threads)?;
-        let probe_rate = parse_rate("--probe-rate", &self.probe_rate)?;
-        let stall_threshold = parse_stall_threshold(&self.stall_threshold)?;
+        let probing = self.probing.to_plan()?;
         let duration = match &self.duration {
             Some(text) => {
                 let d = parse_duration("--duration", text)?;
@@ -215,50 +162,22 @@ impl ProbeArgs {
             }
             None => None,
         };
-        let writer = match &self.writer_sizes {
-            Some(list) => {
-                let sizes = parse_size_list("--writer-sizes", list)?;
-                let repeat: u32 = self
-                    .repeat
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|&n| (1..=10_000).contains(&n))
-                    .ok_or_else(|| {
-                        UsageError::invalid(
-                            "--repeat",
-                            &self.repeat,
-                            "expected a whole number from 1 to 10000",
-                        )
-                    })?;
-                let gap = parse_duration("--gap", &self.gap)?;
-                Some(WriterPlan {
-                    sizes,
-                    repeat,
-                    gap,
-                    overwrite: self.overwrite,
-                    keep: self.keep,
-                    commands: Vec::new(),
-                    key_prefix: String::new(),
-                    seed: self.seed,
-                })
-            }
-            None => {
-                for (flag, set) in [
-                    ("--overwrite", self.overwrite),
-                    ("--keep", self.keep),
-                    ("--force-memory", self.force_memory),
-                    ("--predict", self.predict.is_some()),
-                ] {
-                    if set {
-                        return Err(UsageError::Conflict(format!(
-                            "{flag} applies to writes: it needs --writer-sizes"
-                        )));
-                    }
+        let writer = self.workload.to_plan()?;
+        if writer.is_none() {
+            let [overwrite, keep] = self.workload.writer_only_flags();
+            for (flag, set) in [
+                overwrite,
+                keep,
+                ("--force-memory", self.force_memory),
+                ("--predict", self.predict.is_some()),
+            ] {
+                if set {
+                    return Err(UsageError::Conflict(format!(
+                        "{flag} applies to writes: it needs --writer-sizes"
+                    )));
                 }
-                None
             }
-        };
+        }
         let predict_bytes = match &self.predict {
             Some(list) => {
                 let sizes = parse_size_list("--predict", list)?;
@@ -294,33 +213,27 @@ impl ProbeArgs {
             ));
         }
         Ok(RunOptions {
-            probe_threads,
-            probe_rate,
-            probe_cmd: self.probe_cmd,
             writer,
             duration,
-            stall_threshold_us: stall_threshold.as_micros() as u64,
-            seed: self.seed,
-            realtime: self.realtime,
-            out: self.out.clone(),
-            tune_server: self.tune_server,
+            seed: self.workload.seed,
+            out: self.output.out.clone(),
             force_memory: self.force_memory,
             predict_bytes,
             probes_export,
             interval,
             metrics_addr: self.metrics_addr.clone(),
-            metrics: None,
+            ..probing.run_options()
         })
     }
 
     /// `--report-every`: `None` for 0.
-    pub fn report_every(&self) -> Result<Option<Duration>, UsageError> {
+    fn report_every(&self) -> Result<Option<Duration>, UsageError> {
         let every = parse_duration("--report-every", &self.report_every)?;
         Ok((!every.is_zero()).then_some(every))
     }
 
     /// `--show-stalls`: how many to list (`all`: every one kept).
-    pub fn show_stalls(&self) -> Result<usize, UsageError> {
+    fn show_stalls(&self) -> Result<usize, UsageError> {
         let text = self.show_stalls.trim();
         if text.eq_ignore_ascii_case("all") {
             return Ok(usize::MAX);
@@ -343,57 +256,6 @@ fn expected_length(duration: Option<Duration>, writer: &Option<WriterPlan>) -> O
         (Some(d), Some(p)) => Some(d.min(p)),
         (d, p) => d.or(p),
     }
-}
-
-/// Checks `--probe-threads`: 1 to [`MAX_PROBE_THREADS`].
-pub fn parse_probe_threads(threads: u32) -> Result<u16, UsageError> {
-    u16::try_from(threads)
-        .ok()
-        .filter(|&n| (1..=MAX_PROBE_THREADS).contains(&n))
-        .ok_or_else(|| {
-            UsageError::invalid(
-                "--probe-threads",
-                threads,
-                format!("expected 1 to {MAX_PROBE_THREADS}"),
-            )
-        })
-}
-
-/// Parses `--stall-threshold`: a duration of at least 10 µs.
-pub fn parse_stall_threshold(text: &str) -> Result<Duration, UsageError> {
-    let threshold = parse_duration("--stall-threshold", text)?;
-    if threshold < Duration::from_micros(10) {
-        return Err(UsageError::invalid(
-            "--stall-threshold",
-            text,
-            "must be at least 10us: below that, every loopback round trip would count",
-        ));
-    }
-    Ok(threshold)
-}
-
-/// Parses a per-thread rate: positive, finite, at most [`MAX_PROBE_RATE`].
-pub fn parse_rate(flag: &'static str, text: &str) -> Result<f64, UsageError> {
-    let rate: f64 = text.trim().parse().map_err(|_| {
-        UsageError::invalid(
-            flag,
-            text,
-            "expected a number of probes per second, such as 1000",
-        )
-    })?;
-    if !rate.is_finite() || rate <= 0.0 {
-        return Err(UsageError::invalid(flag, text, "must be more than 0"));
-    }
-    if rate > MAX_PROBE_RATE {
-        return Err(UsageError::invalid(
-            flag,
-            text,
-            format!(
-                "the tool sends at most {MAX_PROBE_RATE} probes/s per thread (each thread also reads every reply, and the server serves them all); add --probe-threads instead"
-            ),
-        ));
-    }
-    Ok(rate)
 }
 
 #[cfg(test)]

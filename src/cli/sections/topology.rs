@@ -1,5 +1,6 @@
-//! Which servers the main job probes: the `--url` server alone, or every node of its
-//! deployment (its replicas; every shard of a Redis Cluster), and which shard it writes to.
+//! Which servers a command reaches: the `--url` server alone, or every node of its deployment
+//! (its replicas; every shard of a Redis Cluster), which shard the main job writes to, and the
+//! throwaway deployments it may start.
 
 use clap::Args;
 
@@ -7,9 +8,10 @@ use crate::error::UsageError;
 use crate::measure::local_cluster::LocalTopologySpec;
 use crate::measure::topology::{NodeAddressMap, Topology, TopologyMode};
 
-/// The topology flags of the main job.
+/// How to find the nodes behind the `--url` server: shared by every command that reaches a
+/// deployment (the main job probes them; populate, load and clean work on a cluster's masters).
 #[derive(Debug, Clone, Args)]
-pub struct TopologyArgs {
+pub struct DiscoveryArgs {
     /// Which servers to probe: auto (the --url server and every node of its deployment: a
     /// master's replicas from INFO replication; every master and replica of a Redis Cluster from
     /// CLUSTER SHARDS, or CLUSTER SLOTS before Redis 7.0), or single (only the --url server).
@@ -21,6 +23,45 @@ pub struct TopologyArgs {
     /// that cannot be reached from here (NAT, containers). Repeatable.
     #[arg(long, value_name = "FROM=TO")]
     pub node_address: Vec<String>,
+}
+
+/// [`DiscoveryArgs`], checked.
+#[derive(Debug, Clone)]
+pub struct DiscoveryPlan {
+    /// `--topology`.
+    pub mode: TopologyMode,
+    /// Every `--node-address`.
+    pub addresses: NodeAddressMap,
+}
+
+impl DiscoveryArgs {
+    /// Checks `--topology` and every `--node-address`.
+    pub fn to_plan(&self) -> Result<DiscoveryPlan, UsageError> {
+        Ok(DiscoveryPlan {
+            mode: self.topology.parse()?,
+            addresses: NodeAddressMap::parse(&self.node_address)?,
+        })
+    }
+}
+
+/// The topology flags of populate, load and clean: the discovery flags, worded for a command
+/// that works on a cluster's masters.
+#[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("topology", |a| a.help("auto: on a Redis Cluster node, work on the whole cluster (every master, each key on its slot's master; a block per node); single: only the --url server, refused on a cluster node (most keys would be answered MOVED)")),
+    mut_arg("node_address", |a| a.help("Reach a cluster node that announces FROM (host:port) at TO (host:port) instead (NAT, containers). Repeatable"))
+)]
+pub struct LoadTopologyArgs {
+    #[command(flatten)]
+    pub discovery: DiscoveryArgs,
+}
+
+/// The topology flags of the main job: discovery, the written shard, and the throwaway
+/// deployments it may start.
+#[derive(Debug, Clone, Args)]
+pub struct TopologyArgs {
+    #[command(flatten)]
+    pub discovery: DiscoveryArgs,
 
     /// The shard the writes go to, by index (0 = the shard of the lowest slots), by a node's
     /// id, or by a node's host:port [default: 0]. The writes' keys carry a hash tag of that
@@ -39,30 +80,36 @@ pub struct TopologyArgs {
     pub replicas: usize,
 }
 
-impl TopologyArgs {
-    /// `--topology`, checked.
-    pub fn mode(&self) -> Result<TopologyMode, UsageError> {
-        self.topology.parse()
-    }
+/// [`TopologyArgs`], checked.
+#[derive(Debug, Clone)]
+pub struct TopologyPlan {
+    /// `--topology` and `--node-address`.
+    pub discovery: DiscoveryPlan,
+    /// `--shard`, resolved against the topology once it is known ([`choose_shard`]).
+    pub shard: Option<String>,
+    /// `--cluster` and `--replicas`.
+    pub local: LocalTopologySpec,
+}
 
-    /// `--cluster` and `--replicas`, checked; `--url` cannot have them.
-    pub fn local(&self, url_given: bool) -> Result<LocalTopologySpec, UsageError> {
-        let spec = LocalTopologySpec {
+impl TopologyArgs {
+    /// Checks every flag; `--url` (`url_given`) cannot have `--cluster` or `--replicas`.
+    pub fn to_plan(&self, url_given: bool) -> Result<TopologyPlan, UsageError> {
+        let discovery = self.discovery.to_plan()?;
+        let local = LocalTopologySpec {
             cluster: self.cluster,
             replicas: self.replicas,
         };
-        spec.validate()?;
-        if url_given && !spec.is_single_server() {
+        local.validate()?;
+        if url_given && !local.is_single_server() {
             return Err(UsageError::Conflict(
                 "--cluster and --replicas start servers of the tool's own: they cannot be used with --url (which discovers the replicas and cluster nodes of that server)".into(),
             ));
         }
-        Ok(spec)
-    }
-
-    /// Every `--node-address`, checked.
-    pub fn address_map(&self) -> Result<NodeAddressMap, UsageError> {
-        NodeAddressMap::parse(&self.node_address)
+        Ok(TopologyPlan {
+            discovery,
+            shard: self.shard.clone(),
+            local,
+        })
     }
 }
 

@@ -5,8 +5,11 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Result;
 use clap::Args;
 
-use super::load_cmd::{LoadTopologyArgs, open_external, parse_count};
-use super::{Output, TargetArgs};
+use super::Output;
+use super::deployment::KeyspaceDeployment;
+use crate::cli::sections::parse_count;
+use crate::cli::sections::target::TargetArgs;
+use crate::cli::sections::topology::LoadTopologyArgs;
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
 use crate::load::keyspace::{
     KeyNaming, LOAD_PREFIX, MemoryRoom, ValueSize, check_fit, default_keys, read_meta,
@@ -67,12 +70,10 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         .map(|k| parse_count("--keys", k, 1, 1_000_000_000))
         .transpose()?;
     let value_size = ValueSize::parse("--value-size", &args.value_size)?;
-    let target = open_external(&args.target, "populate", false)?;
-    let cluster = args.topology.cluster_of(&target.conn, out)?;
-    let mut control = match &cluster {
-        Some(cluster) => cluster.meta_conn.redis_connection()?,
-        None => target.conn.redis_connection()?,
-    };
+    let discovery = args.topology.discovery.to_plan()?;
+    let deployment = KeyspaceDeployment::open(&args.target, &discovery, "populate", false, out)?;
+    let (target, cluster) = (&deployment.target, &deployment.cluster);
+    let mut control = deployment.meta_conn().redis_connection()?;
     let previous = read_meta(&mut control)?;
     let room = MemoryRoom::read(&mut control, &target.server)?;
     let naming = KeyNaming::load();
@@ -120,7 +121,7 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
     let outcome = match &cluster {
         // Each master gets the keys of its slots, on a connection of its own.
         Some(cluster) => {
-            let masters = LoadTopologyArgs::masters(cluster, &target.conn, keys)?;
+            let masters = cluster.masters(&target.conn, keys)?;
             populate_cluster(
                 &masters,
                 &cluster.meta_conn,

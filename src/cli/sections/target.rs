@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::UsageError;
-use crate::measure::target::{ConnInfo, Target, TargetSpec};
+use crate::measure::target::{ConnInfo, TargetSpec};
 use crate::units::parse_duration;
 
 /// `--url`, or the embedded server's `--server-bin` / `--server-arg`; timeouts.
@@ -19,6 +19,16 @@ pub struct TargetArgs {
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
 
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// How to reach the server or start one, beside the URL: `--host`/`--port` (redis-cli's way),
+/// the embedded server's `--server-bin`/`--server-arg`, timeouts and TLS. `probe load` takes
+/// these with its own (repeatable) `--url`.
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
     /// The server's host, as redis-cli's -h (instead of --url) [default with --port:
     /// 127.0.0.1].
     #[arg(long, value_name = "HOST")]
@@ -85,6 +95,19 @@ pub struct TargetArgs {
 }
 
 impl TargetArgs {
+    /// The server named by `--host` / `--port`, as [`ServerArgs::host_port_url`] with this
+    /// `--url`.
+    pub fn host_port_url(&self) -> Result<Option<String>, UsageError> {
+        self.server.host_port_url(self.url.is_some())
+    }
+
+    /// Validates the flags into a [`TargetSpec`]. `env_password` is `REDISCLI_AUTH`.
+    pub fn to_spec(&self, env_password: Option<String>) -> Result<TargetSpec, UsageError> {
+        self.server.to_spec(self.url.as_deref(), env_password)
+    }
+}
+
+impl ServerArgs {
     fn tls_flag_given(&self) -> Option<&'static str> {
         [
             ("--tls-ca", self.tls_ca.is_some()),
@@ -100,7 +123,7 @@ impl TargetArgs {
     /// (`--password` is passed beside it, so it never enters a string that might be printed);
     /// `None` when neither is given. `--url` with any of them is an error: one server, named
     /// one way.
-    pub fn host_port_url(&self) -> Result<Option<String>, UsageError> {
+    pub fn host_port_url(&self, url_given: bool) -> Result<Option<String>, UsageError> {
         let named: Vec<&str> = [
             ("--host", self.host.is_some()),
             ("--port", self.port.is_some()),
@@ -113,7 +136,7 @@ impl TargetArgs {
         if named.is_empty() {
             return Ok(None);
         }
-        if self.url.is_some() {
+        if url_given {
             return Err(UsageError::Conflict(format!(
                 "--url and {} both name the server: give either --url redis://[user:password@]host:port or --host/--port (with --user/--password)",
                 named.join("/")
@@ -153,19 +176,23 @@ impl TargetArgs {
         Ok(Some(format!("redis://{host}:{port}")))
     }
 
-    /// Validates the flags into a [`TargetSpec`]. `env_password` is `REDISCLI_AUTH`.
-    pub fn to_spec(&self, env_password: Option<String>) -> Result<TargetSpec, UsageError> {
-        if let Some(url) = self.host_port_url()? {
+    /// Validates the flags, with `url` (`--url`, when given), into a [`TargetSpec`].
+    /// `env_password` is `REDISCLI_AUTH`.
+    pub fn to_spec(
+        &self,
+        url: Option<&str>,
+        env_password: Option<String>,
+    ) -> Result<TargetSpec, UsageError> {
+        if let Some(url) = self.host_port_url(url.is_some())? {
             let password = self.password.clone().or(env_password);
-            let one = TargetArgs {
-                url: Some(url),
+            let one = ServerArgs {
                 host: None,
                 port: None,
                 password: None,
                 user: None,
                 ..self.clone()
             };
-            let mut spec = one.to_spec(password).map_err(|err| match err {
+            let mut spec = one.to_spec(Some(&url), password).map_err(|err| match err {
                 // The URL was made from --host: name the flag the user typed.
                 UsageError::InvalidValue {
                     flag: "--url",
@@ -193,7 +220,7 @@ impl TargetArgs {
                 return Err(UsageError::invalid(flag, value, "must be longer than 0"));
             }
         }
-        match &self.url {
+        match url {
             Some(url) => {
                 if !self.server_bin.is_empty() || !self.server_arg.is_empty() {
                     return Err(UsageError::Conflict(
@@ -266,14 +293,4 @@ impl TargetArgs {
             }
         }
     }
-}
-
-/// Opens a command's target. A server the tool did not start is first asked `INFO server` on a
-/// bounded reader ([`crate::measure::resp::first_contact`]), so that a peer that is not a Redis
-/// server ends the command with one line instead of holding the control connection.
-pub fn open_target(spec: &TargetSpec) -> anyhow::Result<Target> {
-    if let TargetSpec::External(conn) = spec {
-        crate::measure::resp::first_contact(conn)?;
-    }
-    Target::open(spec)
 }

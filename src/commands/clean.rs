@@ -5,8 +5,11 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Result;
 use clap::Args;
 
-use super::load_cmd::{LoadTopologyArgs, open_external, parse_count};
-use super::{Output, TargetArgs};
+use super::Output;
+use super::deployment::KeyspaceDeployment;
+use crate::cli::sections::parse_count;
+use crate::cli::sections::target::TargetArgs;
+use crate::cli::sections::topology::LoadTopologyArgs;
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
 use crate::load::keyspace::{LOAD_PREFIX, META_KEY, read_meta};
 use crate::load::populate::{CleanOutcome, clean};
@@ -35,8 +38,9 @@ pub struct CleanArgs {
 /// Runs `probe clean`; returns the exit status.
 pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let batch = parse_count("--batch", &args.batch, 1, 100_000)?;
-    let target = open_external(&args.target, "clean", true)?;
-    let cluster = args.topology.cluster_of(&target.conn, out)?;
+    let discovery = args.topology.discovery.to_plan()?;
+    let deployment = KeyspaceDeployment::open(&args.target, &discovery, "clean", true, out)?;
+    let (target, cluster) = (&deployment.target, &deployment.cluster);
     // On a cluster every master is scanned, one after the other.
     let masters = match &cluster {
         Some(cluster) => cluster
@@ -47,7 +51,7 @@ pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result
             .collect::<Result<Vec<_>>>()?,
         None => vec![target.conn.clone()],
     };
-    let meta_conn = cluster.as_ref().map_or(&target.conn, |c| &c.meta_conn);
+    let meta_conn = deployment.meta_conn();
     let meta = read_meta(&mut meta_conn.redis_connection()?)?;
     // The population's keys and its description, holprobe:load:meta.
     let expected = meta.as_ref().map(|m| m.keys + 1);

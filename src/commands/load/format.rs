@@ -1,6 +1,6 @@
 //! `probe load --format json|markdown`: the load run's findings as one JSON document (load's
 //! run.json, the same value: [`crate::output::export::LoadRunJson`]) or as Markdown tables.
-//! Apart from `load_cmd.rs` so that load's own report stays as it is.
+//! Apart from the run so that load's own report stays as it is.
 
 use crate::load::runner::LoadReport;
 use crate::output::format::{self, Format};
@@ -9,7 +9,11 @@ use crate::units::format_size;
 
 /// Prints the report in `format` when it is not text (text is load's own report); returns
 /// whether it did.
-pub fn print(format: Format, report: &LoadReport, out: &mut super::Output) -> anyhow::Result<bool> {
+pub fn print(
+    format: Format,
+    report: &LoadReport,
+    out: &mut crate::commands::Output,
+) -> anyhow::Result<bool> {
     let text = match format {
         Format::Text => return Ok(false),
         Format::Json => format::json(&report.run_json)?,

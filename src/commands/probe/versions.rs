@@ -10,8 +10,10 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::compare_cmd::RulesArgs;
-use super::{Output, ProbeArgs, TargetArgs, probe_cmd};
+use super::ProbeArgs;
+use crate::cli::sections::target::TargetArgs;
+use crate::commands::Output;
+use crate::commands::compare::RulesArgs;
 use crate::compare::render::{Format, render};
 use crate::compare::{compare_all, load_run};
 use crate::error::{EXIT_OK, UsageError};
@@ -41,12 +43,12 @@ pub fn run(
     interrupt: &AtomicBool,
     out: &mut Output,
 ) -> Result<i32> {
-    let several = target.server_bin.len() > 1;
+    let several = target.server.server_bin.len() > 1;
     if !several && baseline_args.baseline.is_none() {
-        return probe_cmd::run(target, probe, interrupt, out);
+        return super::run(&probe.to_plan(target)?, interrupt, out);
     }
     // Check everything before anything runs.
-    if !probe.format.is_text() {
+    if !probe.output.format.is_text() {
         return Err(UsageError::Conflict(
             "--format json|markdown prints one run: with --baseline or several --server-bin, read each run's run.json in --out, or run `probe compare --format json|markdown` on them".into(),
         )
@@ -60,7 +62,10 @@ pub fn run(
         )
         .into());
     };
-    let first = single(target, target.server_bin.first().map(PathBuf::as_path));
+    let first = single(
+        target,
+        target.server.server_bin.first().map(PathBuf::as_path),
+    );
     first.to_spec(None)?;
     let baseline = match &baseline_args.baseline {
         Some(dir) => {
@@ -85,6 +90,7 @@ pub fn run(
     };
     let binaries = if several {
         target
+            .server
             .server_bin
             .iter()
             .map(|bin| ServerBinary::resolve(Some(bin)))
@@ -94,7 +100,7 @@ pub fn run(
     };
 
     let _temp;
-    let root = match &probe.out {
+    let root = match &probe.output.out {
         Some(dir) => dir.clone(),
         None => {
             let temp = tempfile::Builder::new()
@@ -119,15 +125,15 @@ pub fn run(
         vec![root.clone()]
     };
     for dir in &dirs {
-        prepare_out_dir(dir, probe.force)?;
+        prepare_out_dir(dir, probe.output.force)?;
     }
 
     for (i, dir) in dirs.iter().enumerate() {
-        let bin = target.server_bin.get(i).map(PathBuf::as_path);
+        let bin = target.server.server_bin.get(i).map(PathBuf::as_path);
         let this_target = single(target, bin);
         let mut this_probe = probe.clone();
-        this_probe.out = Some(dir.clone());
-        this_probe.force = true; // checked above for every directory
+        this_probe.output.out = Some(dir.clone());
+        this_probe.output.force = true; // checked above for every directory
         if several {
             out.note(&format!(
                 "== run {} of {}: {} {} ({}) -> {}",
@@ -139,7 +145,7 @@ pub fn run(
                 dir.display()
             ));
         }
-        let code = probe_cmd::run(&this_target, &this_probe, interrupt, out)?;
+        let code = super::run(&this_probe.to_plan(&this_target)?, interrupt, out)?;
         if code != EXIT_OK {
             if several && i + 1 < dirs.len() {
                 out.note(&format!(
@@ -162,13 +168,13 @@ pub fn run(
     for line in render(&report, Format::Table).lines() {
         out.line(line);
     }
-    Ok(super::compare_cmd::exit_status(&report))
+    Ok(crate::commands::compare::exit_status(&report))
 }
 
 /// The target flags with one server binary (or the default).
 fn single(target: &TargetArgs, bin: Option<&Path>) -> TargetArgs {
     let mut one = target.clone();
-    one.server_bin = bin.map(Path::to_path_buf).into_iter().collect();
+    one.server.server_bin = bin.map(Path::to_path_buf).into_iter().collect();
     one
 }
 

@@ -1,0 +1,143 @@
+//! The main job's `--dry-run`: the plan, the memory it needs and the commands it would send,
+//! without starting, connecting to or sending anything.
+
+use anyhow::Result;
+
+use crate::measure::target::{ServerBinary, TargetSpec};
+use crate::run::{self, RunOptions};
+use crate::units::format_size;
+
+/// `target: ...` of a dry run: the server named (never its password), or the binary that would
+/// be started (resolved, but not run beyond `--version`).
+pub(crate) fn dry_run_target(spec: &TargetSpec) -> Result<String> {
+    Ok(match spec {
+        TargetSpec::External(conn) => format!(
+            "target: {conn} (password: {})",
+            if conn.password.is_some() {
+                "given, not shown"
+            } else {
+                "none"
+            }
+        ),
+        TargetSpec::Embedded { binary, .. } => {
+            let binary = ServerBinary::resolve(binary.as_deref())?;
+            format!(
+                "target: start {} ({:?} {}) on a free loopback port, persistence off, in a temporary directory; stopped at the end",
+                binary.path.display(),
+                binary.flavor,
+                binary.version
+            )
+        }
+    })
+}
+
+/// The plan of a run, without starting, connecting to or sending anything.
+pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Vec<String>> {
+    let mut lines = vec!["dry run: nothing is started, connected to or sent".to_string()];
+    lines.push(dry_run_target(spec)?);
+    let every_us = options.aggregate_interval_us();
+    lines.push(format!(
+        "probes: {} thread(s) x {}/s {} on their own connections (together every {every_us:.0} us), for the whole run",
+        options.probe_threads,
+        options.probe_rate,
+        options.probe_cmd.name().to_uppercase()
+    ));
+    let run_prefix = format!("{}:<run-id>:", run::KEY_NAMESPACE);
+    lines.push(format!(
+        "before the run: INFO server, INFO replication, CONFIG GET maxmemory / proto-max-bulk-len / save / appendonly, EXISTS on the run's keys{}",
+        if options.probe_cmd == crate::record::ProbeCmd::Get {
+            format!(", SET {run_prefix}probe <20 bytes>")
+        } else {
+            String::new()
+        }
+    ));
+    let embedded = matches!(spec, TargetSpec::Embedded { .. });
+    match &options.writer {
+        Some(plan) => {
+            let steps = plan.steps(&run_prefix);
+            // What the session resets before each write (src/session/probes.rs, ViewSetup).
+            let resets = if embedded {
+                ", CONFIG RESETSTAT and LATENCY RESET"
+            } else if options.tune_server {
+                ", LATENCY RESET if the run switched the latency monitor on"
+            } else {
+                ""
+            };
+            lines.push(format!(
+                "writes: {} events, each followed by {:?} of quiet probing (at least {:.1} s); around each, the server-view reads (before: INFO memory, INFO debug, LATENCY LATEST{resets}; after: SLOWLOG GET 256, COMMANDLOG GET 16 large-request, LATENCY LATEST, INFO debug, INFO memory):",
+                steps.len(),
+                plan.gap,
+                plan.minimum_duration().as_secs_f64()
+            ));
+            for (index, step) in steps.iter().enumerate() {
+                let command = match (step.op, &step.command) {
+                    (_, Some(args)) => args.join(" "),
+                    (crate::record::WriteOp::Delete, None) => format!("DEL {}", step.key),
+                    _ => format!(
+                        "SET {} <{} random bytes>",
+                        step.key,
+                        format_size(step.size_bytes)
+                    ),
+                };
+                lines.push(format!(
+                    "  {:>3}  {:<9}  {command}",
+                    index + 1,
+                    step.op.name()
+                ));
+            }
+            let largest = plan.max_size();
+            let server_peak = crate::analyze::pressure::plan_server_peak_bytes(
+                &plan.sizes,
+                plan.repeat,
+                plan.overwrite,
+                plan.keep,
+            );
+            let settings = "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1";
+            lines.push(if embedded || options.tune_server {
+                format!("server settings: {settings}, each restored at the end")
+            } else {
+                format!(
+                    "server settings: none changed (--tune-server would {settings}, restoring them at the end)"
+                )
+            });
+            lines.push(format!(
+                "memory: client about {} (one buffer of the largest value, sliced for every write); server up to {} (a SET holds its value twice while it executes; the allocator may round each up by 25%){}",
+                format_size(largest),
+                crate::analyze::pressure::human_bytes(server_peak),
+                if plan.keep {
+                    " (--keep holds every value until the end)"
+                } else if plan.overwrite {
+                    " (an overwrite holds the old and the new value for a moment)"
+                } else {
+                    " (one value at a time)"
+                }
+            ));
+        }
+        None => {
+            lines.push(match options.duration {
+                Some(d) => format!("observe: no writes; probing for {d:?}"),
+                None => "observe: no writes; probing until Ctrl-C or SIGTERM".to_string(),
+            });
+            let tuned = matches!(spec, TargetSpec::Embedded { .. }) || options.tune_server;
+            let settings = format!(
+                "CONFIG SET slowlog-log-slower-than {} (if higher), slowlog-max-len 128 (if lower) and latency-monitor-threshold {} (if higher or off)",
+                options.stall_threshold_us,
+                (options.stall_threshold_us / 1000).max(1)
+            );
+            lines.push(if tuned {
+                format!("server settings: {settings}, each restored at the end")
+            } else {
+                format!("server settings: none changed (--tune-server would {settings}, restoring them at the end)")
+            });
+        }
+    }
+    if options.writer.is_none() {
+        lines.push(
+            "while the run goes, to name the stalls: SLOWLOG GET 1 (COMMANDLOG GET 1 slow on Valkey 8.1+), the new entries, and LATENCY LATEST, every 250 ms on a connection of its own".to_string(),
+        );
+    }
+    lines.push(format!(
+        "after the run: DEL of any key left under {run_prefix}"
+    ));
+    Ok(lines)
+}
