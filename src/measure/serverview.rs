@@ -325,18 +325,8 @@ pub fn find_entry<'a>(entries: &'a [LogEntry], command: &str, arg: &[u8]) -> Opt
         .max_by_key(|e| e.id)
 }
 
-/// One row of `LATENCY LATEST`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LatencyEvent {
-    /// Event name: `command`, `fast-command`, `expire-cycle`, ...
-    pub name: String,
-    /// Unix time of the latest spike, s.
-    pub at_unix_s: i64,
-    /// The latest spike, ms.
-    pub latest_ms: i64,
-    /// The all-time worst, ms.
-    pub max_ms: i64,
-}
+/// One row of `LATENCY LATEST` (defined with the pure stall naming that reads it).
+pub use crate::analyze::naming::LatencyEvent;
 
 /// Parses `LATENCY LATEST` (Redis: 4 fields per event; Valkey adds more, ignored).
 pub fn parse_latency_latest(reply: &Reply) -> Vec<LatencyEvent> {

@@ -1,0 +1,59 @@
+//! Naming by the server's slow-command log (SLOWLOG, or COMMANDLOG `slow`): the entry whose run
+//! explains the stall, and the client that sent it.
+
+use super::label::printable;
+use super::span::{WallSpan, explains, overlaps};
+
+/// One SLOWLOG (or COMMANDLOG `slow`) entry, as the poller hands it on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerCommandEntry {
+    /// Entry id: grows by one per entry for as long as the server runs (SLOWLOG RESET does not
+    /// restart it).
+    pub id: i64,
+    /// Unix time, whole seconds (truncated), at which the server logged the entry: right after
+    /// the command finished.
+    pub logged_unix_s: i64,
+    /// The command's execution time, µs (its own work only: see the module comment of `naming`).
+    pub duration_us: i64,
+    /// The command and its arguments as logged (the server keeps at most 32 arguments and 128
+    /// bytes of each, marking what it cut).
+    pub args: Vec<Vec<u8>>,
+    /// The client's address, `ip:port` (Redis 4+ and Valkey).
+    pub client_addr: Option<String>,
+    /// The client's name (`CLIENT SETNAME`), when it set one.
+    pub client_name: Option<String>,
+}
+
+/// The entry whose run explains `stall` (see the module comment of `naming`): of those that
+/// qualify, the one whose duration is nearest the stall's length, then the longer, then the
+/// earlier id.
+pub(super) fn best_entry(
+    stall: WallSpan,
+    entries: &[ServerCommandEntry],
+) -> Option<&ServerCommandEntry> {
+    let length_us = stall.duration_us();
+    entries
+        .iter()
+        .filter(|entry| {
+            overlaps(entry.logged_unix_s, entry.duration_us, stall)
+                && explains(entry.duration_us, length_us)
+        })
+        .min_by_key(|entry| {
+            (
+                entry.duration_us.abs_diff(length_us),
+                std::cmp::Reverse(entry.duration_us),
+                entry.id,
+            )
+        })
+}
+
+/// `ip:port name`, `ip:port`, or the name alone; `None` when the server said neither.
+pub fn client_label(entry: &ServerCommandEntry) -> Option<String> {
+    let parts: Vec<String> = [&entry.client_addr, &entry.client_name]
+        .into_iter()
+        .flatten()
+        .filter(|text| !text.is_empty())
+        .map(|text| printable(text.as_bytes()))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
+}
