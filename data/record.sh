@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Records the shipped sweeps in data/: one run per server version, each an --out directory
-# (run.json and the CSVs), with the release build, then the side-by-side table of the three
+# (run.json and the CSVs), with the release build, then the side-by-side table of the four
 # (data/versions.md). Run it on an otherwise idle machine: every figure includes the host.
 #
-#   data/record.sh                      # all three: redis-7.0, redis-6.2, valkey-9.1
+#   data/record.sh                      # all four: redis-7.0, redis-6.2, valkey-9.1, redis-8.2
 #   data/record.sh redis-6.2            # one of them (then the table again)
 #
 # Plan: sizes 1M to 512M in powers of 2 (10 sizes), 5 repeats, every other option at its
@@ -20,7 +20,7 @@ if [[ -z "${PROBE:-}" ]]; then
 fi
 names=("$@")
 if [[ ${#names[@]} -eq 0 ]]; then
-  names=(redis-7.0 redis-6.2 valkey-9.1)
+  names=(redis-7.0 redis-6.2 valkey-9.1 redis-8.2)
 fi
 
 for name in "${names[@]}"; do
@@ -30,11 +30,11 @@ for name in "${names[@]}"; do
     --out "data/$name" --force
 done
 
-# The three side by side, and each against Redis 7.0 (exit 1 = a regression: not an error here).
+# The four side by side, and each against Redis 7.0 (exit 1 = a regression: not an error here).
 status=0
-"$PROBE" compare data/redis-7.0 data/redis-6.2 data/valkey-9.1 --format markdown \
+"$PROBE" compare data/redis-7.0 data/redis-6.2 data/valkey-9.1 data/redis-8.2 --format markdown \
   > data/versions.md || status=$?
 if [[ $status -gt 1 ]]; then
   exit "$status"
 fi
-"$PROBE" compare data/redis-7.0 data/redis-6.2 data/valkey-9.1 || true
+"$PROBE" compare data/redis-7.0 data/redis-6.2 data/valkey-9.1 data/redis-8.2 || true

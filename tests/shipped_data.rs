@@ -99,3 +99,8 @@ fn redis_6_2_reanalyzes_to_its_own_findings() {
 fn valkey_9_1_reanalyzes_to_its_own_findings() {
     check("valkey-9.1");
 }
+
+#[test]
+fn redis_8_2_reanalyzes_to_its_own_findings() {
+    check("redis-8.2");
+}

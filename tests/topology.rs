@@ -1,6 +1,6 @@
 //! Topology discovery against real clusters and replica sets started by the library's
-//! `LocalCluster`: Redis 7.0 (from PATH) and Valkey 9.1 clusters of 3 masters with a replica
-//! each, Redis 6.2 as a master with a replica and as a cluster (CLUSTER SLOTS, no SHARDS).
+//! `LocalCluster`: Redis 7.0 (from PATH), Valkey 9.1 and Redis 8.2 clusters of 3 masters with a
+//! replica each, Redis 6.2 as a master with a replica and as a cluster (CLUSTER SLOTS, no SHARDS).
 //! Every test also checks that no server it started is left running.
 
 mod common;
@@ -159,6 +159,14 @@ fn valkey_91_cluster_three_masters_one_replica_each() {
         return;
     };
     cluster_of_three(&bin, "valkey 9.1");
+}
+
+#[test]
+fn redis_82_cluster_three_masters_one_replica_each() {
+    let Some(bin) = common::server("redis-8.2") else {
+        return;
+    };
+    cluster_of_three(&bin, "redis 8.2");
 }
 
 /// Redis 6.2 has no CLUSTER SHARDS: discovery falls back to CLUSTER SLOTS, and the cluster is

@@ -94,7 +94,7 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("valid JSON")
 }
 
-/// The path of one of the three servers, from scripts/servers.sh (which never downloads here).
+/// The path of one of the four servers, from scripts/servers.sh (which never downloads here).
 /// `None` with the reason printed when it is not there; in CI (HOLPROBE_REQUIRE_SERVERS=1) a
 /// missing server fails the test instead.
 pub fn server(name: &str) -> Option<PathBuf> {
