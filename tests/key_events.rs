@@ -47,7 +47,7 @@ fn an_expiry_is_heard_with_its_key_and_the_setting_is_put_back() {
     );
 
     let clock = RunClock::start();
-    let events = KeyEvents::start(&info, clock.clone()).expect("subscribe");
+    let events = KeyEvents::start(&info, clock).expect("subscribe");
     let mut conn = server.conn();
     // A 20,000-field hash: its expiry is a free of 20,000 allocations on the main thread.
     for batch in 0..20 {
