@@ -26,3 +26,4 @@ pub mod record;
 pub mod run;
 pub mod session;
 pub mod units;
+pub mod workload;

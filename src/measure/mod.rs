@@ -8,6 +8,7 @@ pub mod culprit;
 pub mod event;
 pub mod generator;
 pub mod hostmem;
+pub mod keyspace;
 pub mod local_cluster;
 pub mod probe;
 pub mod resp;

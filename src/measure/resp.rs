@@ -123,6 +123,8 @@ pub struct RawConn {
     limits: ReplyLimits,
     /// Bytes the reply being read may still take (see [`ReplyLimits::max_reply_bytes`]).
     reply_budget: usize,
+    /// The most the reply being read may take in all, for the message when it takes more.
+    reply_bound: usize,
 }
 
 impl RawConn {
@@ -155,6 +157,7 @@ impl RawConn {
             broken: None,
             limits: ReplyLimits::CONTROL,
             reply_budget: 0,
+            reply_bound: 0,
         };
         if let Some(password) = &info.password {
             let reply = match &info.username {
@@ -314,6 +317,7 @@ impl RawConn {
     pub fn read_reply(&mut self) -> io::Result<Reply> {
         self.usable()?;
         self.reply_budget = self.limits.max_reply_bytes();
+        self.reply_bound = self.reply_budget;
         let result = self.read_reply_at(0);
         self.note(result)
     }
@@ -346,6 +350,95 @@ impl RawConn {
         }
     }
 
+    /// Reads one reply and throws it away as it arrives, so that reading a value whole (`GET`
+    /// of 512 MiB, `HGETALL` of millions of fields) holds no more of it than the connection's
+    /// read buffer: what a `read` op needs, since a client that keeps the reply measures its
+    /// own allocations too. The connection's line and nesting limits hold; arrays may be of any
+    /// length, and the whole reply may take at most `max_bytes`.
+    pub fn discard_reply(&mut self, max_bytes: u64) -> io::Result<Discarded> {
+        self.usable()?;
+        self.reply_budget = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+        self.reply_bound = self.reply_budget;
+        let result = self.discard_reply_unchecked();
+        self.note(result)
+    }
+
+    fn discard_reply_unchecked(&mut self) -> io::Result<Discarded> {
+        let budget = self.reply_budget;
+        let mut seen = Discarded::default();
+        // Items still to come at each open array's depth.
+        let mut open: Vec<usize> = Vec::new();
+        loop {
+            let line = self.read_line()?;
+            match parse_header(&line)? {
+                Header::Done(reply) => {
+                    if let (Reply::Error(text), true) = (&reply, open.is_empty()) {
+                        seen.error = Some(text.clone());
+                    }
+                    seen.elements += 1;
+                }
+                Header::Bulk(len) => {
+                    self.spend(len.saturating_add(2))?;
+                    self.skip(len)?;
+                    if self.take_byte()? != b'\r' || self.take_byte()? != b'\n' {
+                        return Err(protocol_error("a bulk string not ended by CRLF"));
+                    }
+                    seen.elements += 1;
+                }
+                Header::Array(len) => {
+                    if open.len() + 1 > self.limits.max_depth {
+                        return Err(protocol_error(&format!(
+                            "a reply nested deeper than {} levels",
+                            self.limits.max_depth
+                        )));
+                    }
+                    if len > 0 {
+                        open.push(len);
+                        continue;
+                    }
+                }
+            }
+            // One item of the innermost open array is done; close every array that is full.
+            loop {
+                match open.last_mut() {
+                    None => {
+                        seen.bytes = (budget - self.reply_budget) as u64;
+                        return Ok(seen);
+                    }
+                    Some(left) => {
+                        *left -= 1;
+                        if *left > 0 {
+                            break;
+                        }
+                        open.pop();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Passes over `len` bytes of the reply without keeping them.
+    fn skip(&mut self, mut len: usize) -> io::Result<()> {
+        while len > 0 {
+            if self.start == self.end {
+                self.fill()?;
+            }
+            let n = (self.end - self.start).min(len);
+            self.start += n;
+            len -= n;
+        }
+        Ok(())
+    }
+
+    fn take_byte(&mut self) -> io::Result<u8> {
+        if self.start == self.end {
+            self.fill()?;
+        }
+        let byte = self.buf[self.start];
+        self.start += 1;
+        Ok(byte)
+    }
+
     /// Takes `bytes` from the budget of the reply being read.
     fn spend(&mut self, bytes: usize) -> io::Result<()> {
         match self.reply_budget.checked_sub(bytes) {
@@ -355,7 +448,7 @@ impl RawConn {
             }
             None => Err(protocol_error(&format!(
                 "the server sent a reply larger than {} (more than this connection ever needs)",
-                human_size(self.limits.max_reply_bytes())
+                human_size(self.reply_bound)
             ))),
         }
     }
@@ -418,6 +511,18 @@ impl RawConn {
         }
         Ok(())
     }
+}
+
+/// What a reply read and thrown away ([`RawConn::discard_reply`]) held.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discarded {
+    /// Bytes of the whole reply, its framing included.
+    pub bytes: u64,
+    /// Items that were not arrays (bulk strings, integers, statuses): a hash's HGETALL has two
+    /// per field.
+    pub elements: u64,
+    /// The reply was an error: its text.
+    pub error: Option<String>,
 }
 
 /// The tool's first exchange with a server it did not start, on this bounded reader: `INFO
@@ -843,6 +948,52 @@ mod tests {
             let _ = sock.write_all(&bytes);
         });
         RawConn::connect(&ConnInfo::loopback(port)).unwrap()
+    }
+
+    #[test]
+    fn a_discarded_reply_is_counted_not_kept() {
+        let reply = b"*3\r\n$3\r\nabc\r\n*2\r\n:5\r\n$0\r\n\r\n*0\r\n+OK\r\n".to_vec();
+        let mut conn = hostile_peer(reply.clone());
+        let seen = conn.discard_reply(1 << 20).unwrap();
+        assert_eq!(
+            seen.elements, 3,
+            "abc, 5, the empty string; the empty array holds none"
+        );
+        assert_eq!(seen.bytes, (reply.len() - b"+OK\r\n".len()) as u64);
+        assert_eq!(seen.error, None);
+        // The next reply is read from where the discarded one ended.
+        assert_eq!(conn.read_reply().unwrap(), Reply::Status("OK".into()));
+        let mut conn = hostile_peer(b"-WRONGTYPE no\r\n".to_vec());
+        assert_eq!(
+            conn.discard_reply(1 << 20).unwrap().error.as_deref(),
+            Some("WRONGTYPE no")
+        );
+        // An array longer than a control reply may be is fine when nothing is kept; the bytes
+        // are bounded.
+        let mut many = format!("*{}\r\n", 3_000_000).into_bytes();
+        for _ in 0..3_000_000 {
+            many.extend_from_slice(b":1\r\n");
+        }
+        let mut conn = hostile_peer(many.clone());
+        assert_eq!(conn.discard_reply(1 << 30).unwrap().elements, 3_000_000);
+        let mut conn = hostile_peer(many);
+        let err = conn.discard_reply(1 << 20).unwrap_err();
+        assert!(err.to_string().contains("larger than 1 MiB"), "{err}");
+        // A bulk without its CRLF, and nesting past the limit.
+        let mut conn = hostile_peer(b"$3\r\nabcXY".to_vec());
+        assert!(
+            conn.discard_reply(1 << 20)
+                .unwrap_err()
+                .to_string()
+                .contains("CRLF")
+        );
+        let mut conn = hostile_peer(b"*1\r\n".repeat(20));
+        assert!(
+            conn.discard_reply(1 << 20)
+                .unwrap_err()
+                .to_string()
+                .contains("nested")
+        );
     }
 
     #[test]

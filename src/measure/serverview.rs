@@ -35,6 +35,9 @@ pub enum Want {
     OnAndAtMost(i64),
     /// A capacity: at least this.
     AtLeast(i64),
+    /// A flags setting (`notify-keyspace-events`): holding every one of these letters, the
+    /// others it has kept.
+    HasFlags(&'static str),
 }
 
 impl Want {
@@ -44,8 +47,32 @@ impl Want {
             Want::LogAtMost(limit) => (current < 0 || current > limit).then_some(limit),
             Want::OnAndAtMost(limit) => (current <= 0 || current > limit).then_some(limit),
             Want::AtLeast(floor) => (current < floor).then_some(floor),
+            Want::HasFlags(_) => None,
         }
     }
+
+    /// The value to set when the setting's text `current` does not satisfy the want, `None`
+    /// when it does or when a numeric setting does not read as a number.
+    pub fn change_text(self, current: &str) -> Option<String> {
+        match self {
+            Want::HasFlags(flags) => {
+                let missing = crate::measure::keyspace::missing_flags(current, flags);
+                (!missing.is_empty()).then(|| format!("{current}{missing}"))
+            }
+            numeric => numeric
+                .change(current.trim().parse::<i64>().ok()?)
+                .map(|v| v.to_string()),
+        }
+    }
+}
+
+/// The settings that name what no client sent: keyspace notifications of expired and evicted
+/// keys ([`crate::measure::keyspace`]).
+pub fn settings_for_key_events() -> Vec<(&'static str, Want)> {
+    vec![(
+        "notify-keyspace-events",
+        Want::HasFlags(crate::measure::keyspace::KEYEVENT_FLAGS),
+    )]
 }
 
 /// The settings the main job needs: every command in SLOWLOG (a large SET executes in a few µs),
@@ -141,41 +168,58 @@ impl ServerTuning {
                     continue;
                 }
             };
-            let Ok(current_value) = current.trim().parse::<i64>() else {
+            let numeric = current.trim().parse::<i64>().ok();
+            if numeric.is_none() && !matches!(want, Want::HasFlags(_)) {
                 continue;
+            }
+            let shown = if current.is_empty() {
+                "\"\""
+            } else {
+                current.as_str()
             };
-            let target = want.change(current_value);
+            let target = want.change_text(&current);
             match (target, allowed) {
                 (Some(new), true) => {
                     let result = redis::cmd("CONFIG")
                         .arg("SET")
                         .arg(name)
-                        .arg(new.to_string())
+                        .arg(&new)
                         .query::<()>(&mut control);
                     match result {
                         Ok(()) => {
+                            let set_to = new.parse::<i64>().ok();
                             tuning.changed.push(Changed {
                                 name: name.to_string(),
-                                old: current,
-                                new: new.to_string(),
+                                old: current.clone(),
+                                new,
                             });
-                            tuning.effective.push((name.to_string(), new));
+                            if let Some(value) = set_to {
+                                tuning.effective.push((name.to_string(), value));
+                            }
                         }
                         Err(err) => {
                             tuning.notes.push(format!(
                                 "server view: CONFIG SET {name} {new} failed ({err})"
                             ));
-                            tuning.effective.push((name.to_string(), current_value));
+                            if let Some(value) = numeric {
+                                tuning.effective.push((name.to_string(), value));
+                            }
                         }
                     }
                 }
                 (Some(new), false) => {
                     tuning.notes.push(format!(
-                        "server view: {name} is {current_value} on this server (the run would use {new}); pass --tune-server to change it for the run (it is restored afterwards)"
+                        "server view: {name} is {shown} on this server (the run would use {new}); pass --tune-server to change it for the run (it is restored afterwards)"
                     ));
-                    tuning.effective.push((name.to_string(), current_value));
+                    if let Some(value) = numeric {
+                        tuning.effective.push((name.to_string(), value));
+                    }
                 }
-                (None, _) => tuning.effective.push((name.to_string(), current_value)),
+                (None, _) => {
+                    if let Some(value) = numeric {
+                        tuning.effective.push((name.to_string(), value));
+                    }
+                }
             }
         }
         tuning
