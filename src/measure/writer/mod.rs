@@ -611,7 +611,8 @@ impl Writer {
             // The second the window opened (LATENCY stamps whole seconds).
             let start_unix_s =
                 ((self.clock.unix_start_us() + self.clock.us_at(start)) / 1_000_000) as i64;
-            let figures = self.server_figures(step, &before, start_unix_s);
+            let window_us = reply.saturating_duration_since(start).as_micros() as u64;
+            let figures = self.server_figures(step, &before, start_unix_s, window_us);
             let freed_by = match (lazyfree_before, frees && ok) {
                 (Some(before), true) => self.lazyfree_handed_over().map(|after| {
                     if after > before {
@@ -691,6 +692,7 @@ impl Writer {
         step: &WriteStep,
         before: &Before,
         start_unix_s: i64,
+        window_us: u64,
     ) -> ServerFigures {
         let kind = step.shape.value_kind();
         // The server logs each command under its own name: a custom one is looked up as
@@ -713,8 +715,8 @@ impl Writer {
         // A read's entry is logged when it executed, before its reply went out: every probe
         // answered while the reply streamed was logged after it.
         let page = self.view.slowlog_page;
-        if step.op == WriteOp::Read {
-            self.view.slowlog_page = READ_SLOWLOG_PAGE;
+        if step.op == WriteOp::Read || (!self.plan.is_string() && window_us >= LONG_WINDOW_US) {
+            self.view.slowlog_page = LONG_SLOWLOG_PAGE;
         }
         let mut figures = self
             .view
@@ -1084,8 +1086,13 @@ impl Writer {
     }
 }
 
-/// SLOWLOG entries read after a whole read: the run sets `slowlog-max-len` to at least this.
-const READ_SLOWLOG_PAGE: usize = 1024;
+/// SLOWLOG entries read after a whole read, and after a collection's op whose window lasted
+/// [`LONG_WINDOW_US`] or more (every probe answered after the command was logged after it): the
+/// run sets `slowlog-max-len` to at least this.
+const LONG_SLOWLOG_PAGE: usize = 1024;
+
+/// A window this long (µs) holds more probes' entries than the usual SLOWLOG page.
+const LONG_WINDOW_US: u64 = 50_000;
 
 /// Most redirects one write follows.
 const MAX_REDIRECTS: usize = 3;
