@@ -154,6 +154,11 @@ fn measure() -> Result<()> {
                 WriteOp::Overwrite => "SET (overwrite)".to_string(),
                 WriteOp::Delete => "DEL".to_string(),
                 WriteOp::Inject => "injected stall".to_string(),
+                // The value types' ops, which this example's plan (strings, custom commands)
+                // never has.
+                other @ (WriteOp::Build | WriteOp::Read | WriteOp::Unlink | WriteOp::Expire) => {
+                    other.name().to_uppercase()
+                }
                 WriteOp::Command => {
                     let words = commands
                         .get(next_command)

@@ -531,6 +531,7 @@ impl InjectorThread {
             asked: 0,
             replicated_us: None,
             sent_to: None,
+            ..Default::default()
         };
         let injection = Injection {
             seq,
@@ -715,6 +716,7 @@ mod tests {
             host_mem_peak_pct: 0.0,
             host_swap_grew_bytes: 0,
             hol_probe_send_lag_ms: None,
+            ..Default::default()
         }
     }
 

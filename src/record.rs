@@ -115,10 +115,11 @@ impl ProbeRecord {
 }
 
 /// What a write event did to the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WriteOp {
     /// `SET` of a fresh key.
+    #[default]
     Set,
     /// `SET` over an existing large value: the old value is freed on the server's main thread.
     Overwrite,
@@ -130,6 +131,18 @@ pub enum WriteOp {
     /// A stall of known length injected by `probe calibrate` (`DEBUG SLEEP` or a Lua busy loop):
     /// no value is written; `size_bytes` is 0.
     Inject,
+    /// A collection built in pipelined batches (`HSET`, `RPUSH`, `SADD`, `ZADD`, `XADD`): many
+    /// small commands back to back, which keep other clients waiting too.
+    Build,
+    /// The whole value read in one command (`GET`, `HGETALL`, `LRANGE 0 -1`, ...), its reply
+    /// thrown away as it arrives: the server must write all of it out.
+    Read,
+    /// `UNLINK`: frees a collection in the background, a string on the main thread.
+    Unlink,
+    /// The key given a short TTL (`PEXPIRE`) and removed by the server's active expiry: no
+    /// client's command frees it, so SLOWLOG has nothing; the window runs from the TTL's end
+    /// until the server says the key is gone.
+    Expire,
 }
 
 impl WriteOp {
@@ -141,16 +154,42 @@ impl WriteOp {
             WriteOp::Delete => "delete",
             WriteOp::Command => "command",
             WriteOp::Inject => "inject",
+            WriteOp::Build => "build",
+            WriteOp::Read => "read",
+            WriteOp::Unlink => "unlink",
+            WriteOp::Expire => "expire",
         }
+    }
+
+    /// The op called `name` (as [`WriteOp::name`] gives it).
+    pub fn named(name: &str) -> Option<WriteOp> {
+        [
+            WriteOp::Set,
+            WriteOp::Overwrite,
+            WriteOp::Delete,
+            WriteOp::Command,
+            WriteOp::Inject,
+            WriteOp::Build,
+            WriteOp::Read,
+            WriteOp::Unlink,
+            WriteOp::Expire,
+        ]
+        .into_iter()
+        .find(|op| op.name() == name)
+    }
+
+    /// The op takes the key away (`delete`, `unlink`, `expire`).
+    pub fn removes_key(self) -> bool {
+        matches!(self, WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire)
     }
 }
 
 /// One write event by the writer thread.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WriteRecord {
     /// Write number in the run, from 1.
     pub seq: u32,
-    /// `set`, `overwrite`, `delete` or `command`.
+    /// `set`, `build`, `overwrite`, `read`, `delete`, `unlink`, `expire` or `command`.
     pub op: WriteOp,
     /// Size of the value written (or deleted, or the key's value for a custom command), in bytes.
     pub size_bytes: u64,
@@ -205,6 +244,29 @@ pub struct WriteRecord {
     /// refused, or the write was redirected).
     #[serde(default)]
     pub replicated_us: Option<u64>,
+    /// The kind of value the op worked on: `string`, `hash`, `list`, `set`, `zset` or `stream`
+    /// (empty in runs recorded before value types, which wrote strings only, and for
+    /// `probe calibrate`'s injections).
+    #[serde(default)]
+    pub value_type: Option<String>,
+    /// Elements of the value: 1 for a string; fields, members or entries of a collection.
+    #[serde(default)]
+    pub elements: Option<u64>,
+    /// Bytes of one element (of a hash field and of its value, each); a string's whole size.
+    #[serde(default)]
+    pub element_bytes: Option<u64>,
+    /// The server's encoding of the value (`OBJECT ENCODING`, read after it was written, outside
+    /// every window): `hashtable`, `listpack`, `quicklist`, `skiplist`, `stream`, `raw`, ...
+    /// The thread that frees it follows from it ([`crate::workload::lazyfree`]).
+    #[serde(default)]
+    pub encoding: Option<String>,
+    /// Which thread freed the value, as the server's counters tell (`lazyfreed_objects` and
+    /// `lazyfree_pending_objects` of INFO memory, before and after the op): `background` when
+    /// the op handed an object to the lazyfree thread, `main` when it did not. Only for the ops
+    /// that free a value (`delete`, `unlink`, `expire`, `overwrite`); empty where the server
+    /// does not report the counters.
+    #[serde(default)]
+    pub freed_by: Option<crate::workload::lazyfree::FreedBy>,
     /// Where a redirected write went in the end (`host:port`), when not to the run's written
     /// server; writes.csv's `node` column says it.
     #[serde(skip)]
@@ -244,6 +306,11 @@ impl WriteRecord {
             moved: 0,
             asked: 0,
             replicated_us: None,
+            value_type: None,
+            elements: None,
+            element_bytes: None,
+            encoding: None,
+            freed_by: None,
             sent_to: None,
         }
     }

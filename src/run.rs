@@ -169,6 +169,7 @@ mod tests {
             host_mem_peak_pct: 0.0,
             host_swap_grew_bytes: 0,
             hol_probe_send_lag_ms: None,
+            ..Default::default()
         }
     }
 

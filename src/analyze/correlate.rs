@@ -919,7 +919,9 @@ fn summarize(write: &OpenWrite, baseline_p50_us: u64, memory: &[MemorySample]) -
         host_mem_peak_pct: pressure.host_mem_peak_pct,
         host_swap_grew_bytes: pressure.host_swap_grew_bytes,
         hol_probe_send_lag_ms: write.worst.map(|w| w.4 as f64 / 1e3),
+        ..WriteSummary::default()
     }
+    .with_value_of(record)
 }
 
 /// Whether `[start, end]` meets any write window (windows in order, not overlapping).

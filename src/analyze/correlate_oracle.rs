@@ -304,5 +304,7 @@ fn summarize_write(
         host_mem_peak_pct: pressure.host_mem_peak_pct,
         host_swap_grew_bytes: pressure.host_swap_grew_bytes,
         hol_probe_send_lag_ms: worst.map(|_| worst_send_lag as f64 / 1e3),
+        ..WriteSummary::default()
     }
+    .with_value_of(write)
 }

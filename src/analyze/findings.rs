@@ -68,11 +68,11 @@ pub struct Stall {
 }
 
 /// Per write: what other clients saw while it ran.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WriteSummary {
     /// Write number, from 1.
     pub seq: u32,
-    /// `set`, `overwrite`, `delete` or `command`.
+    /// `set`, `build`, `overwrite`, `read`, `delete`, `unlink`, `expire` or `command`.
     pub op: WriteOp,
     /// Value size, bytes.
     pub size_bytes: u64,
@@ -130,6 +130,34 @@ pub struct WriteSummary {
     /// when the server was frozen anyway while the probe was late). Empty without probes.
     #[serde(default)]
     pub hol_probe_send_lag_ms: Option<f64>,
+    /// The kind of value (see [`crate::record::WriteRecord::value_type`]; empty in runs
+    /// recorded before value types).
+    #[serde(default)]
+    pub value_type: Option<String>,
+    /// Elements of the value.
+    #[serde(default)]
+    pub elements: Option<u64>,
+    /// Bytes of one element.
+    #[serde(default)]
+    pub element_bytes: Option<u64>,
+    /// The server's encoding of the value (`OBJECT ENCODING`).
+    #[serde(default)]
+    pub encoding: Option<String>,
+    /// Which thread freed the value (`main`, `background`), as the server's counters tell.
+    #[serde(default)]
+    pub freed_by: Option<crate::workload::lazyfree::FreedBy>,
+}
+
+impl WriteSummary {
+    /// The value's columns of `record`, carried over as the correlator summarizes it.
+    pub fn with_value_of(mut self, record: &crate::record::WriteRecord) -> WriteSummary {
+        self.value_type = record.value_type.clone();
+        self.elements = record.elements;
+        self.element_bytes = record.element_bytes;
+        self.encoding = record.encoding.clone();
+        self.freed_by = record.freed_by;
+        self
+    }
 }
 
 /// One interval of the timeline (`--interval`, a row of timeline.csv): the probes intended in

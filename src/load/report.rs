@@ -52,6 +52,10 @@ pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
         WriteOp::Set | WriteOp::Overwrite => "set",
         WriteOp::Command => "cmd",
         WriteOp::Inject => "inj",
+        WriteOp::Build => "build",
+        WriteOp::Read => "read",
+        WriteOp::Unlink => "unlink",
+        WriteOp::Expire => "expire",
     };
     let worst = finding.worst_latency_us.map_or_else(
         || "n/a (no answered request overlapped)".to_string(),

@@ -491,8 +491,9 @@ pub struct ServerView {
     latency: bool,
     eventloop: bool,
     commandlog: bool,
-    /// SLOWLOG entries read after each write: enough to reach back past the probes' own.
-    slowlog_page: usize,
+    /// SLOWLOG entries read after each write: enough to reach back past the probes' own (the
+    /// writer reads more after an op whose reply takes long to arrive, a whole read's).
+    pub(crate) slowlog_page: usize,
 }
 
 impl ServerView {

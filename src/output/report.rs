@@ -50,12 +50,22 @@ pub fn write_row(record: &WriteRecord, summary: &WriteSummary, started_unix_us: 
         "{:<12}  {:<9} {:>5}  {:>14}  {:>8}  {:>8}  {:>14}",
         wall_ms(started_unix_us, record.start_us),
         summary.op.name(),
-        format_size(summary.size_bytes),
+        size_cell(summary),
         ms_cell(summary.hol_delay_ms),
         format!("{:.1}ms", summary.set_ms),
         format!("{:.1}ms", summary.stall_ms),
         summary.probes_delayed,
     );
+    // A collection's row says what it was and, for a removal, which thread freed it.
+    if let Some(kind) = collection_kind(summary) {
+        line.push_str(&format!(
+            "  {kind} {}",
+            summary.encoding.as_deref().unwrap_or("?")
+        ));
+        if let Some(freed) = summary.freed_by {
+            line.push_str(&format!(", freed: {}", freed.name()));
+        }
+    }
     if summary.memory_pressure {
         line.push_str(&format!(
             "\n{:<12}  !! memory pressure: host memory {:.1}% (peak {:.1}%), swap {:.1}%{}",
@@ -80,6 +90,118 @@ pub fn write_row(record: &WriteRecord, summary: &WriteSummary, started_unix_us: 
     line
 }
 
+/// The kind of a collection's write (`hash`, ...); `None` for a string or a run recorded before
+/// value types.
+fn collection_kind(summary: &WriteSummary) -> Option<&str> {
+    summary
+        .value_type
+        .as_deref()
+        .filter(|kind| *kind != "string")
+}
+
+/// The size column: a string's bytes (`64M`), a collection's elements (`200k`, `1M`).
+fn size_cell(summary: &WriteSummary) -> String {
+    match (collection_kind(summary), summary.elements) {
+        (Some(_), Some(elements)) => format_count(elements),
+        _ => format_size(summary.size_bytes),
+    }
+}
+
+/// A count for people: `950`, `200k`, `1M`, `1.5M`.
+pub fn format_count(n: u64) -> String {
+    for (unit, suffix) in [(1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")] {
+        if n >= unit {
+            return if n.is_multiple_of(unit) {
+                format!("{}{suffix}", n / unit)
+            } else {
+                format!("{:.1}{suffix}", n as f64 / unit as f64)
+            };
+        }
+    }
+    n.to_string()
+}
+
+/// The freezes worth at least [`AVOIDABLE_FROM_MS`] that a removal caused on the main thread,
+/// each with what would have avoided it, backed by what was measured (the server's lazyfree
+/// counters said `main`) and the servers' rule ([`crate::workload::lazyfree`]): a collection
+/// past the threshold would go to the background thread with UNLINK or the removal's
+/// `lazyfree-lazy-*` setting; a string never does, so the line says that instead of
+/// suggesting UNLINK. One line per op and kind, its worst freeze.
+pub fn avoidable_lines(writes: &[WriteSummary]) -> Vec<String> {
+    use crate::workload::lazyfree::{FreedBy, LAZYFREE_THRESHOLD, Removal, avoidable_by};
+    let mut worst: Vec<(WriteOp, String, &WriteSummary)> = Vec::new();
+    for write in writes {
+        let Some(hol) = write.hol_delay_ms.filter(|&ms| ms >= AVOIDABLE_FROM_MS) else {
+            continue;
+        };
+        if !matches!(
+            write.op,
+            WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire | WriteOp::Overwrite
+        ) || write.freed_by == Some(FreedBy::Background)
+        {
+            continue;
+        }
+        let kind = write.value_type.clone().unwrap_or_else(|| "string".into());
+        match worst
+            .iter_mut()
+            .find(|(op, k, _)| *op == write.op && *k == kind)
+        {
+            Some(entry) if entry.2.hol_delay_ms.unwrap_or(0.0) < hol => entry.2 = write,
+            Some(_) => {}
+            None => worst.push((write.op, kind, write)),
+        }
+    }
+    let mut lines = Vec::new();
+    for (op, kind, write) in worst {
+        let removal = match op {
+            WriteOp::Delete => Removal::Delete,
+            WriteOp::Unlink => Removal::Unlink,
+            WriteOp::Expire => Removal::Expire,
+            _ => Removal::Overwrite,
+        };
+        let hol = write.hol_delay_ms.unwrap_or(0.0);
+        if kind == "string" {
+            lines.push(format!(
+                "{} string {} froze others {hol:.1}ms: UNLINK or lazyfree would not help (a string",
+                format_size(write.size_bytes),
+                op.name()
+            ));
+            lines.push(
+                "  is freed on the main thread however it is removed: its free effort is 1)".into(),
+            );
+            continue;
+        }
+        let Some(kind_of) = crate::workload::kind_named(&kind) else {
+            continue;
+        };
+        let (Some(encoding), Some(elements), Some(element_bytes)) =
+            (&write.encoding, write.elements, write.element_bytes)
+        else {
+            continue;
+        };
+        // Only a free the server said it made on the main thread.
+        if write.freed_by != Some(FreedBy::Main) {
+            continue;
+        }
+        let effort = kind_of.free_effort(encoding, elements, element_bytes);
+        lines.push(format!(
+            "{} {kind} {} froze others {hol:.1}ms, freed on the main thread (free effort {effort})",
+            format_count(elements),
+            op.name()
+        ));
+        lines.push(match avoidable_by(removal, effort) {
+            Some(advice) => format!("  -> {advice}"),
+            None => format!(
+                "  -> as {encoding} (effort at most {LAZYFREE_THRESHOLD}) it is freed there however it is removed"
+            ),
+        });
+    }
+    lines
+}
+
+/// The shortest freeze [`avoidable_lines`] speaks of, ms.
+pub const AVOIDABLE_FROM_MS: f64 = 10.0;
+
 /// One line per write (`--verbose`), e.g.
 /// `set        length:  64M  set: 133.5ms  others blocked: 98.7ms  stalled: 96.1ms (send 90.0 + after 6.1)  delayed probes: 194  memory 67.6%  swap 0.0%`.
 pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
@@ -88,6 +210,10 @@ pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
         WriteOp::Set | WriteOp::Overwrite => "set",
         WriteOp::Command => "cmd",
         WriteOp::Inject => "inj",
+        WriteOp::Build => "build",
+        WriteOp::Read => "read",
+        WriteOp::Unlink => "unlink",
+        WriteOp::Expire => "expire",
     };
     let blocked = match summary.hol_delay_ms {
         Some(ms) => format!("{ms:.1}ms"),
@@ -781,6 +907,7 @@ mod tests {
             host_mem_peak_pct: 0.0,
             host_swap_grew_bytes: 0,
             hol_probe_send_lag_ms: None,
+            ..Default::default()
         }
     }
 
@@ -1017,5 +1144,54 @@ mod tests {
         analysis.client_hiccups = vec![stall(1.5, None)];
         assert!(!hiccups_matter(&analysis, false));
         assert!(hiccups_matter(&analysis, true));
+    }
+
+    #[test]
+    fn a_collections_main_thread_free_is_said_avoidable_and_a_strings_is_not() {
+        use crate::workload::lazyfree::FreedBy;
+        let hash = |op: WriteOp, hol: f64, freed: FreedBy| WriteSummary {
+            op,
+            hol_delay_ms: Some(hol),
+            value_type: Some("hash".into()),
+            elements: Some(1_000_000),
+            element_bytes: Some(16),
+            encoding: Some("hashtable".into()),
+            freed_by: Some(freed),
+            ..summary(1, hol)
+        };
+        let lines = avoidable_lines(&[
+            hash(WriteOp::Delete, 410.0, FreedBy::Main),
+            hash(WriteOp::Delete, 300.0, FreedBy::Main),
+            hash(WriteOp::Unlink, 400.0, FreedBy::Background),
+            hash(WriteOp::Expire, 5.0, FreedBy::Main),
+        ]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].starts_with("1M hash delete froze others 410.0ms"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("UNLINK (or lazyfree-lazy-user-del yes)"),
+            "{lines:?}"
+        );
+        let expire = avoidable_lines(&[hash(WriteOp::Expire, 50.0, FreedBy::Main)]);
+        assert!(expire[1].contains("lazyfree-lazy-expire yes"), "{expire:?}");
+        // A string's delete: never UNLINK as the way out.
+        let string = WriteSummary {
+            op: WriteOp::Delete,
+            size_bytes: 512 << 20,
+            ..summary(2, 40.0)
+        };
+        let lines = avoidable_lines(&[string]);
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines
+                .join(" ")
+                .contains("UNLINK or lazyfree would not help"),
+            "{lines:?}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:?}");
+        assert_eq!(format_count(200_000), "200k");
+        assert_eq!(format_count(1_500_000), "1.5M");
     }
 }

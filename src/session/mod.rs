@@ -245,11 +245,18 @@ impl KeyLedger {
     /// Files a write event.
     pub fn track(&mut self, write: &WriteRecord) {
         match write.op {
-            WriteOp::Set | WriteOp::Overwrite => self.created(&write.key),
-            WriteOp::Delete if write.ok => self.deleted(&write.key),
+            WriteOp::Set | WriteOp::Overwrite | WriteOp::Build => self.created(&write.key),
+            WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire if write.ok => {
+                self.deleted(&write.key)
+            }
             // A custom command may have removed the key: the final cleanup deletes it again,
             // which is harmless.
-            WriteOp::Delete | WriteOp::Command | WriteOp::Inject => {}
+            WriteOp::Delete
+            | WriteOp::Unlink
+            | WriteOp::Expire
+            | WriteOp::Read
+            | WriteOp::Command
+            | WriteOp::Inject => {}
         }
     }
 

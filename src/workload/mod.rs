@@ -62,6 +62,35 @@ impl Shape {
             .saturating_mul(self.value_kind().bytes_per_element_factor())
     }
 
+    /// About the bytes the server holds for this value (its payload and, for a collection, each
+    /// element's bookkeeping), for the memory checks before anything is sent.
+    pub fn server_bytes_estimate(&self) -> u64 {
+        let kind = self.value_kind();
+        self.size_bytes().saturating_add(
+            self.elements
+                .saturating_mul(kind.server_overhead_per_element()),
+        )
+    }
+
+    /// About the bytes of one build command adding `count` elements (what the server's query
+    /// buffer holds of it at most): each element's bulk strings with their framing, a zset's
+    /// score, a stream entry's whole `XADD`.
+    pub fn batch_request_bytes(&self, count: u64, key_bytes: u64) -> u64 {
+        let digits = |n: u64| n.max(1).ilog10() as u64 + 1;
+        let bulk = |len: u64| 1 + digits(len) + 2 + len + 2;
+        let kind = self.value_kind();
+        let per_element = match kind.name() {
+            "zset" => bulk(self.element_bytes) + bulk(20),
+            "stream" => {
+                4 + bulk(4) + bulk(key_bytes) + bulk(1) + bulk(1) + bulk(self.element_bytes)
+            }
+            _ => bulk(self.element_bytes).saturating_mul(kind.bytes_per_element_factor()),
+        };
+        count
+            .saturating_mul(per_element)
+            .saturating_add(32 + bulk(key_bytes))
+    }
+
     /// The shape of a value of `kind` given either its total payload (`size_bytes`) or its
     /// element count, with `element_bytes` per element. `flag` names the flag that gave the
     /// size or the count, for the error.

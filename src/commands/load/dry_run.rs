@@ -7,7 +7,6 @@ use super::args::LoadTargets;
 use crate::load::keyspace::{LOAD_PREFIX, META_KEY, ValueSize};
 use crate::load::runner::LoadOptions;
 use crate::measure::target::TargetSpec;
-use crate::units::format_size;
 
 /// The plan of a load run, as the main job's `--dry-run` gives its own: nothing is started,
 /// connected to or sent.
@@ -77,14 +76,7 @@ pub(super) fn dry_run_plan(options: &LoadOptions, targets: &LoadTargets) -> Resu
             plan.gap
         ));
         for (index, step) in steps.iter().enumerate() {
-            let command = match step.op {
-                crate::record::WriteOp::Delete => format!("DEL {}", step.key),
-                _ => format!(
-                    "SET {} <{} random bytes>",
-                    step.key,
-                    format_size(step.size_bytes)
-                ),
-            };
+            let command = step.command_text(plan.batch_elements);
             lines.push(format!(
                 "  {:>3}  {:<9}  {command}",
                 index + 1,

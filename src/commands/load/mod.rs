@@ -389,6 +389,7 @@ fn preflight_writer(options: &LoadOptions, opened: &[Target], out: &Output) -> R
     };
     let target = &opened[0];
     crate::measure::writer::check_bulk_len(writer, &target.server)?;
+    crate::measure::writer::check_commands(writer, &target.conn)?;
     if !target.server.embedded {
         out.warn(&format!(
             "deleting a large key stalls the server (~60-80 us per MiB on Redis 7.0): this run writes and deletes values up to {} on {}, a server others may be using",

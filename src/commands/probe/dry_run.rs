@@ -44,7 +44,7 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
     ));
     let run_prefix = format!("{}:<run-id>:", run::KEY_NAMESPACE);
     lines.push(format!(
-        "before the run: INFO server, INFO replication, CONFIG GET maxmemory / proto-max-bulk-len / save / appendonly, EXISTS on the run's keys{}",
+        "before the run: INFO server, INFO replication, CONFIG GET maxmemory / proto-max-bulk-len / save / appendonly / client-query-buffer-limit / lazyfree-lazy-* / io-threads, EXISTS on the run's keys{}",
         if options.probe_cmd == crate::record::ProbeCmd::Get {
             format!(", SET {run_prefix}probe <20 bytes>")
         } else {
@@ -70,29 +70,21 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
                 plan.minimum_duration().as_secs_f64()
             ));
             for (index, step) in steps.iter().enumerate() {
-                let command = match (step.op, &step.command) {
-                    (_, Some(args)) => args.join(" "),
-                    (crate::record::WriteOp::Delete, None) => format!("DEL {}", step.key),
-                    _ => format!(
-                        "SET {} <{} random bytes>",
-                        step.key,
-                        format_size(step.size_bytes)
-                    ),
-                };
+                let command = step.command_text(plan.batch_elements);
                 lines.push(format!(
                     "  {:>3}  {:<9}  {command}",
                     index + 1,
                     step.op.name()
                 ));
             }
-            let largest = plan.max_size();
-            let server_peak = crate::analyze::pressure::plan_server_peak_bytes(
-                &plan.sizes,
-                plan.repeat,
-                plan.overwrite,
-                plan.keep,
-            );
-            let settings = "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1";
+            let largest = plan.value_buffer_bytes();
+            let server_peak = crate::measure::writer::plan_server_peak(plan);
+            let expire = plan.has_op(crate::record::WriteOp::Expire);
+            let settings = if expire {
+                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries)"
+            } else {
+                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1"
+            };
             lines.push(if embedded || options.tune_server {
                 format!("server settings: {settings}, each restored at the end")
             } else {
@@ -101,8 +93,13 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
                 )
             });
             lines.push(format!(
-                "memory: client about {} (one buffer of the largest value, sliced for every write); server up to {} (a SET holds its value twice while it executes; the allocator may round each up by 25%){}",
+                "memory: client about {} ({}); server up to {} (a SET holds its value twice while it executes; the allocator may round each up by 25%){}",
                 format_size(largest),
+                if plan.is_string() {
+                    "one buffer of the largest value, sliced for every write"
+                } else {
+                    "the random bytes the elements are cut from, and one build command at a time"
+                },
                 crate::analyze::pressure::human_bytes(server_peak),
                 if plan.keep {
                     " (--keep holds every value until the end)"

@@ -203,6 +203,9 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
             ) {
                 out.line(&line);
             }
+            for line in report::avoidable_lines(&report.analysis.writes) {
+                out.line(&line);
+            }
             if !report.nodes.is_empty() {
                 out.line(&format!(
                     "the other nodes ({}; their stalls are in stalls.csv and run.json):",
@@ -241,14 +244,23 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
         );
     }
     crate::measure::writer::check_bulk_len(writer, &target.server)?;
+    crate::measure::writer::check_commands(writer, &target.conn)?;
     if !options.force_memory {
         crate::measure::writer::check_plan_memory(writer, target)?;
     }
     if !target.server.embedded {
-        out.warn(&format!(
-            "deleting a large key stalls the server (~45-80 us per MiB, measured on Redis 7.0): this run deletes each value it writes (largest {}), on a server others may be using",
-            format_size(writer.max_size())
-        ));
+        out.warn(&if writer.is_string() {
+            format!(
+                "deleting a large key stalls the server (~45-80 us per MiB, measured on Redis 7.0): this run deletes each value it writes (largest {}), on a server others may be using",
+                format_size(writer.max_size())
+            )
+        } else {
+            format!(
+                "removing a large collection stalls the server (a 1M-field hash's DEL froze Redis 7.0 for ~400 ms): this run builds and removes {}s of up to {} elements, on a server others may be using",
+                writer.value_type,
+                writer.shapes().iter().map(|s| s.elements).max().unwrap_or(0)
+            )
+        });
     }
     Ok(())
 }
@@ -263,9 +275,23 @@ fn describe_plan(options: &RunOptions, out: &Output) {
     );
     match &options.writer {
         Some(w) => {
-            let sizes: Vec<String> = w.sizes.iter().map(|&s| format_size(s)).collect();
+            let sizes: Vec<String> = if w.is_string() {
+                w.sizes.iter().map(|&s| format_size(s)).collect()
+            } else {
+                w.shapes()
+                    .iter()
+                    .map(|s| format!("{} of {}x{}B", s.kind, s.elements, s.element_bytes))
+                    .collect()
+            };
+            let ops = match w.chosen_ops() {
+                Some(ops) => format!(
+                    ", ops {}",
+                    ops.iter().map(|op| op.name()).collect::<Vec<_>>().join(",")
+                ),
+                None => String::new(),
+            };
             text.push_str(&format!(
-                "; writer: {} x {}, gap {:?}{}{}",
+                "; writer: {}{ops} x {}, gap {:?}{}{}",
                 sizes.join(","),
                 w.repeat,
                 w.gap,

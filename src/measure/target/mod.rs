@@ -341,6 +341,30 @@ pub struct ServerFacts {
     /// `master` or `slave` (INFO replication), where the server says.
     #[serde(default)]
     pub role: Option<String>,
+    /// `client-query-buffer-limit` in bytes, where CONFIG says: a build command larger than
+    /// this would make the server close the writer's connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_query_buffer_limit_bytes: Option<u64>,
+    /// Every `lazyfree-lazy-*` setting (`CONFIG GET lazyfree-lazy-*`), `yes` or `no`: which
+    /// removals free a large collection in the background (Redis defaults them to `no`,
+    /// Valkey 8.0 and later to `yes`). Empty where CONFIG is not available.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub lazyfree: std::collections::BTreeMap<String, String>,
+    /// `io-threads`, where CONFIG says: with more than 1, reading requests and writing replies
+    /// (a large read's) may leave the main thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_threads: Option<u64>,
+}
+
+impl ServerFacts {
+    /// The lazyfree settings as the rule reads them ([`crate::workload::lazyfree`]).
+    pub fn lazyfree_settings(&self) -> crate::workload::lazyfree::LazyfreeSettings {
+        crate::workload::lazyfree::LazyfreeSettings::from_config(
+            self.lazyfree
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        )
+    }
 }
 
 impl Target {
@@ -449,6 +473,17 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
         .socket_addr()
         .map(|addr| addr.ip().is_loopback())
         .unwrap_or(false);
+    let lazyfree = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("lazyfree-lazy-*")
+        .query::<Vec<String>>(control)
+        .map(|pairs| {
+            pairs
+                .chunks_exact(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(ServerFacts {
         flavor,
         version,
@@ -462,6 +497,10 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
         appendonly: config_get(control, "appendonly"),
         local,
         role,
+        client_query_buffer_limit_bytes: config_get(control, "client-query-buffer-limit")
+            .and_then(|v| v.parse().ok()),
+        lazyfree,
+        io_threads: config_get(control, "io-threads").and_then(|v| v.parse().ok()),
     })
 }
 

@@ -6,9 +6,17 @@
 //! of that one buffer straight to the socket ([`RawConn::send_set`]): the client holds about one
 //! largest value, never the sum.
 //!
+//! A collection is built in pipelined batches cut from a small random fill ([`Writer::build`]),
+//! read whole with its reply thrown away as it arrives, and removed by DEL, UNLINK, a RENAME of
+//! a freshly built twin onto it (`overwrite`), or the server's active expiry (`expire`, whose
+//! window runs from the TTL's end until the server says the key is gone). Each op is a step
+//! of its own, a row of the exports; around it the writer reads the server's lazyfree counters
+//! (which thread freed the value) and, after a value is made, its encoding, outside the window.
+//!
 //! What the writer does is its plan (`plan.rs`: the steps, the custom commands, how run.json
 //! records it); the thread that carries it out is here.
 
+use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,44 +34,152 @@ use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
+use crate::measure::keyspace::{KEYEVENT_FLAGS, KeyEvents, missing_flags};
 use crate::measure::resp::{RawConn, Reply, ReplyLimits};
-use crate::measure::serverview::{ServerFigures, ServerView, ViewSetup};
+use crate::measure::serverview::{Before, ServerFigures, ServerView, ViewSetup};
+use crate::measure::serverview::{Want, settings_for_key_events, settings_for_writes};
 use crate::measure::target::{ConnInfo, info_field};
 use crate::record::{WriteOp, WriteRecord};
 use crate::units::format_size;
+use crate::workload::BUILD_PIPELINE_DEPTH;
+use crate::workload::lazyfree::FreedBy;
 
 mod plan;
 
 pub use plan::{
-    CustomCommand, DEFAULT_GAP, KEY_PLACEHOLDER, RecordedWriter, WriteStep, WriterPlan,
+    COLLECTION_FILL_BYTES, CustomCommand, DEFAULT_ELEMENT_BYTES, DEFAULT_GAP, EXPIRE_TTL_MS,
+    KEY_PLACEHOLDER, RecordedWriter, WriteStep, WriterPlan,
 };
 
-/// Refuses, before anything is sent, a value larger than the server's `proto-max-bulk-len`
-/// (it would answer the SET with an error after the whole value was sent), saying how to raise
-/// the limit.
+/// Refuses, before anything is sent, what the server would refuse after it was sent: a string
+/// larger than its `proto-max-bulk-len` (it would answer the SET with an error after the whole
+/// value went out), a collection's element past that limit, or a build command larger than its
+/// `client-query-buffer-limit` (it would close the connection); each error says how to change
+/// the flag or raise the limit.
 pub fn check_bulk_len(
     plan: &WriterPlan,
     server: &crate::measure::target::ServerFacts,
 ) -> Result<(), crate::error::UsageError> {
-    let Some(limit) = server.proto_max_bulk_len_bytes else {
+    use crate::error::UsageError;
+    let raise = |setting: &str, to: &str| {
+        if server.embedded {
+            format!("--server-arg \"{setting} {to}\"")
+        } else {
+            format!("CONFIG SET {setting} on that server")
+        }
+    };
+    if let Some(limit) = server.proto_max_bulk_len_bytes {
+        if plan.is_string() {
+            if let Some(&too_big) = plan.sizes.iter().find(|&&s| s > limit) {
+                return Err(UsageError::invalid(
+                    "--writer-sizes",
+                    format_size(too_big),
+                    format!(
+                        "larger than the server's proto-max-bulk-len ({}): raise it with {}",
+                        format_size(limit),
+                        raise("proto-max-bulk-len", "1gb")
+                    ),
+                ));
+            }
+        } else if plan.element_bytes > limit {
+            return Err(UsageError::invalid(
+                "--element-size",
+                plan.element_bytes,
+                format!(
+                    "larger than the server's proto-max-bulk-len ({}): choose smaller elements, or raise it with {}",
+                    format_size(limit),
+                    raise("proto-max-bulk-len", "1gb")
+                ),
+            ));
+        }
+    }
+    if let (Some(limit), false) = (server.client_query_buffer_limit_bytes, plan.is_string()) {
+        for shape in plan.shapes() {
+            let count = plan.batch_elements.min(shape.elements);
+            let bytes = shape.batch_request_bytes(count, 64);
+            if bytes > limit {
+                return Err(UsageError::invalid(
+                    "--batch",
+                    count,
+                    format!(
+                        "one build command of {count} {} elements of {} bytes is about {}, more than the server's client-query-buffer-limit ({}): choose a smaller --batch, or raise the limit with {}",
+                        shape.kind,
+                        shape.element_bytes,
+                        format_size(bytes),
+                        format_size(limit),
+                        raise("client-query-buffer-limit", "2gb")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is sent, a plan whose commands the server does not have (`COMMAND
+/// INFO` answers nil for an unknown or renamed command): the kind's build and read commands
+/// (`--type`), and each op's (`--ops`). A server that refuses `COMMAND` itself only loses this
+/// check.
+pub fn check_commands(plan: &WriterPlan, conn: &ConnInfo) -> Result<()> {
+    use crate::error::UsageError;
+    let kind = plan
+        .shapes()
+        .first()
+        .map(|s| s.value_kind())
+        .unwrap_or(&crate::workload::kinds::string::STRING);
+    let mut wanted: Vec<(&'static str, &'static str, String)> = Vec::new();
+    let mut want = |flag: &'static str, command: &'static str, what: String| {
+        if !wanted.iter().any(|(_, c, _)| *c == command) {
+            wanted.push((flag, command, what));
+        }
+    };
+    want(
+        "--type",
+        kind.build_command(),
+        format!("to make a {}", kind.name()),
+    );
+    let ops = plan.chosen_ops().unwrap_or_default();
+    for op in ops {
+        let command = match op {
+            WriteOp::Read => kind.read_command().0,
+            WriteOp::Delete => "DEL",
+            WriteOp::Unlink => "UNLINK",
+            WriteOp::Expire => "PEXPIRE",
+            WriteOp::Overwrite if !plan.is_string() => "RENAME",
+            _ => continue,
+        };
+        want("--ops", command, format!("for its {} op", op.name()));
+    }
+    let Ok(mut raw) = RawConn::connect(conn) else {
         return Ok(());
     };
-    match plan.sizes.iter().find(|&&s| s > limit) {
-        Some(&too_big) => Err(crate::error::UsageError::invalid(
-            "--writer-sizes",
-            format_size(too_big),
-            format!(
-                "larger than the server's proto-max-bulk-len ({}): raise it with {}",
-                format_size(limit),
-                if server.embedded {
-                    "--server-arg \"proto-max-bulk-len 1gb\""
+    let mut args: Vec<&[u8]> = vec![b"COMMAND", b"INFO"];
+    args.extend(wanted.iter().map(|(_, c, _)| c.as_bytes()));
+    let Ok(Reply::Array(Some(infos))) = raw.command(&args) else {
+        return Ok(());
+    };
+    for ((flag, command, what), info) in wanted.iter().zip(infos) {
+        if matches!(info, Reply::Array(None) | Reply::Bulk(None)) {
+            return Err(UsageError::invalid(
+                flag,
+                if *flag == "--type" {
+                    plan.value_type.clone()
                 } else {
-                    "CONFIG SET proto-max-bulk-len on that server"
-                }
-            ),
-        )),
-        None => Ok(()),
+                    plan.chosen_ops()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|op| op.name())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+                format!(
+                    "the server has no {command} command (COMMAND INFO {command} is empty: too old, or renamed), which the plan needs {what}"
+                ),
+            )
+            .into());
+        }
     }
+    Ok(())
 }
 
 /// Checks, before anything is sent, that the whole plan fits: under the server's maxmemory
@@ -71,14 +187,25 @@ pub fn check_bulk_len(
 /// value buffer, plus the server's copies when the server runs here). The error says how much
 /// memory the plan needs. `--force-memory` skips it.
 pub fn check_plan_memory(plan: &WriterPlan, target: &crate::measure::target::Target) -> Result<()> {
-    use crate::analyze::pressure::{HostRoom, plan_server_peak_bytes};
+    use crate::analyze::pressure::HostRoom;
     use crate::error::UsageError;
 
-    let server_peak = plan_server_peak_bytes(&plan.sizes, plan.repeat, plan.overwrite, plan.keep);
-    let sizes: Vec<String> = plan.sizes.iter().map(|&s| format_size(s)).collect();
+    let server_peak = plan_server_peak(plan);
+    let buffer = plan.value_buffer_bytes();
+    let (flag, sizes): (&'static str, Vec<String>) = if plan.elements.is_empty() {
+        (
+            "--writer-sizes",
+            plan.sizes.iter().map(|&s| format_size(s)).collect(),
+        )
+    } else {
+        (
+            "--elements",
+            plan.elements.iter().map(|n| n.to_string()).collect(),
+        )
+    };
     let refuse = |reason: String| -> anyhow::Error {
         UsageError::invalid(
-            "--writer-sizes",
+            flag,
             sizes.join(","),
             format!("{reason}; choose smaller sizes, or pass --force-memory to run anyway"),
         )
@@ -108,17 +235,17 @@ pub fn check_plan_memory(plan: &WriterPlan, target: &crate::measure::target::Tar
     let host = HostMemorySampler::new().sample();
     let (need, what) = if target.server.local {
         (
-            plan.max_size().saturating_add(server_peak),
+            buffer.saturating_add(server_peak),
             format!(
                 "the run (the tool's {} value buffer and the server's copy{} on this host)",
-                format_size(plan.max_size()),
+                format_size(buffer),
                 if plan.keep { "ies of every value" } else { "" }
             ),
         )
     } else {
         (
-            plan.max_size(),
-            format!("the tool's {} value buffer", format_size(plan.max_size())),
+            buffer,
+            format!("the tool's {} value buffer", format_size(buffer)),
         )
     };
     check_host(
@@ -130,6 +257,19 @@ pub fn check_plan_memory(plan: &WriterPlan, target: &crate::measure::target::Tar
         &what,
     )
     .map_err(refuse)
+}
+
+/// The most the server holds at once for the plan: its values as the server stores them (a
+/// collection's elements cost more than their payload), twice the largest while an overwrite
+/// holds the old and the new one or a read's reply holds a copy in the output buffer.
+pub fn plan_server_peak(plan: &WriterPlan) -> u64 {
+    let held: Vec<u64> = plan
+        .shapes()
+        .iter()
+        .map(|shape| shape.server_bytes_estimate())
+        .collect();
+    let doubled = plan.has_op(WriteOp::Overwrite) || plan.has_op(WriteOp::Read);
+    crate::analyze::pressure::plan_server_peak_bytes(&held, plan.repeat, doubled, plan.keep)
 }
 
 /// Fills `len` bytes from a seeded PRNG: incompressible, and the same for the same seed.
@@ -190,8 +330,24 @@ impl Actor for WriterActor {
 
     fn prepare(&mut self, key_prefix: &str) -> Result<Vec<String>> {
         self.steps = self.plan.steps(key_prefix);
-        self.value = Arc::new(random_value(self.plan.max_size(), self.seed));
-        Ok(self.steps.iter().map(|step| step.key.clone()).collect())
+        self.value = Arc::new(random_value(self.plan.value_buffer_bytes(), self.seed));
+        let mut keys: Vec<String> = Vec::new();
+        for step in &self.steps {
+            if !keys.contains(&step.key) {
+                keys.push(step.key.clone());
+            }
+        }
+        Ok(keys)
+    }
+
+    /// With an `expire` op, keyspace notifications too: the op's window ends when the server
+    /// says the key expired.
+    fn server_settings(&self) -> Vec<(&'static str, Want)> {
+        let mut wants = settings_for_writes();
+        if self.plan.has_op(WriteOp::Expire) {
+            wants.extend(settings_for_key_events());
+        }
+        wants
     }
 
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
@@ -227,6 +383,22 @@ pub fn spawn_writer(
     }
     let mut conn = RawConn::connect(conn_info).context("opening the writer's connection")?;
     conn.set_limits(reply_limits(&plan));
+    // An expiry is seen by the server's notification where it sends them (the run turned them
+    // on, or they were on already), else by polling DBSIZE: either way without touching the key.
+    let key_events = if plan.has_op(WriteOp::Expire) {
+        let flags = match conn.command(&[b"CONFIG", b"GET", b"notify-keyspace-events"]) {
+            Ok(Reply::Array(Some(items))) => match items.get(1) {
+                Some(Reply::Bulk(Some(bytes))) => Some(String::from_utf8_lossy(bytes).into_owned()),
+                _ => None,
+            },
+            _ => None,
+        };
+        flags
+            .filter(|flags| missing_flags(flags, KEYEVENT_FLAGS).is_empty())
+            .and_then(|_| KeyEvents::start(conn_info, clock).ok())
+    } else {
+        None
+    };
     let worker = Writer {
         steps,
         plan,
@@ -241,6 +413,8 @@ pub fn spawn_writer(
         memory: HostMemorySampler::new(),
         view: ServerView::new(checks.view),
         checks,
+        key_events,
+        encodings: HashMap::new(),
     };
     std::thread::Builder::new()
         .name("writer".into())
@@ -273,6 +447,10 @@ struct Writer {
     memory: HostMemorySampler,
     view: ServerView,
     checks: WriterChecks,
+    /// The server's notifications of expired keys, where it sends them.
+    key_events: Option<KeyEvents>,
+    /// Each live key's encoding (`OBJECT ENCODING`, read after it was made).
+    encodings: HashMap<String, String>,
 }
 
 impl Writer {
@@ -347,16 +525,34 @@ impl Writer {
     /// One write; also returns the kind of I/O error when the connection failed.
     fn execute(&mut self, seq: u32, step: &WriteStep) -> (WriteRecord, Option<ErrorKind>) {
         let room = self.server_room();
-        // Only a SET makes the server hold a new value: a DEL frees one, and a custom command
-        // (GET, UNLINK) reads or frees the key the SET before it made room for.
-        if matches!(step.op, WriteOp::Set | WriteOp::Overwrite)
+        // Only a SET or a build makes the server hold a new value: a DEL frees one, a RENAME
+        // moves the twin built before it, and a custom command (GET, UNLINK) reads or frees the
+        // key the SET before it made room for.
+        let grows = match step.op {
+            WriteOp::Set => true,
+            WriteOp::Overwrite => step.twin.is_none(),
+            WriteOp::Build => true,
+            _ => false,
+        };
+        if grows
             && !self.checks.force_memory
-            && let Err(reason) = self.memory_check(step.size_bytes, &room)
+            && let Err(reason) = self.memory_check(step.shape.server_bytes_estimate(), &room)
         {
             let error = format!("not sent: {reason}; pass --force-memory to send it anyway");
             return (self.unsent(seq, step, error, room.rss_bytes), None);
         }
         let before = self.view.before(&mut self.conn);
+        // Which thread frees the value: the server's lazyfree counters around the op, read
+        // after the view's reset (CONFIG RESETSTAT clears them).
+        let frees = matches!(
+            step.op,
+            WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire | WriteOp::Overwrite
+        );
+        let lazyfree_before = if frees {
+            self.lazyfree_handed_over()
+        } else {
+            None
+        };
         // Reading the server's memory or its counters failed on this connection (it timed
         // out, or was reset): nothing is sent on it; the caller reconnects or gives up, on
         // that error, not on a write that never went out.
@@ -367,51 +563,20 @@ impl Writer {
                 Some(err.kind()),
             );
         }
-        let start = Instant::now();
-        let sent_result = send_step(&mut self.conn, step, &self.value);
-        let mut sent = Instant::now();
-        let mut outcome = sent_result.and_then(|()| self.conn.read_reply());
-        let mut reply = Instant::now();
-        // In a cluster whose slots moved (a failover, a resharding), the write is sent again
-        // where the server says: MOVED for good (the writer's connection goes there), ASK for
-        // this once (after ASKING). The write's window covers every attempt.
-        let (mut moved, mut asked) = (0u32, 0u32);
+        let mut moved_asked = (0u32, 0u32);
         let mut went_to: Option<String> = None;
-        for _ in 0..MAX_REDIRECTS {
-            let Ok(Reply::Error(text)) = &outcome else {
-                break;
-            };
-            let Some((kind, address)) = parse_redirect(text) else {
-                break;
-            };
-            let target = match self.conn_info.for_node(&address) {
-                Ok(target) => target,
-                Err(_) => break,
-            };
-            went_to = Some(target.address());
-            let attempt = RawConn::connect(&target).map_err(|err| {
-                std::io::Error::new(ErrorKind::ConnectionRefused, crate::error::one_line(&err))
-            });
-            let limits = reply_limits(&self.plan);
-            outcome = attempt.and_then(|mut conn| {
-                conn.set_limits(limits);
-                if kind == Redirect::Ask {
-                    asked += 1;
-                    conn.command(&[b"ASKING"])?;
-                } else {
-                    moved += 1;
-                }
-                send_step(&mut conn, step, &self.value)?;
-                sent = Instant::now();
-                let reply = conn.read_reply();
-                if kind == Redirect::Moved {
-                    self.conn = conn;
-                    self.conn_info = target.clone();
-                }
-                reply
-            });
-            reply = Instant::now();
-        }
+        let timed = match step.op {
+            WriteOp::Build => self.build(step),
+            WriteOp::Expire => self.expire(step),
+            _ => self.exchange_following_redirects(step, &mut moved_asked, &mut went_to),
+        };
+        let Timed {
+            start,
+            sent,
+            reply,
+            outcome,
+        } = timed;
+        let (moved, asked) = moved_asked;
         // The replicas apply the write once the master has executed it: wait until they have,
         // so that their figures of the write cover it (a WAIT blocks this client only).
         let written = matches!(&outcome, Ok(reply) if !matches!(reply, Reply::Error(_)));
@@ -419,10 +584,21 @@ impl Writer {
             .then(|| self.wait_for_replicas())
             .flatten();
         let (ok, error) = match &outcome {
-            Ok(Reply::Status(s)) if s == "OK" => (true, None),
-            Ok(Reply::Integer(_)) if step.op == WriteOp::Delete => (true, None),
             Ok(Reply::Error(text)) => (false, Some(text.clone())),
-            Ok(_) if step.op == WriteOp::Command => (true, None),
+            Ok(Reply::Status(s)) if s == "OK" => (true, None),
+            Ok(Reply::Integer(_))
+                if matches!(
+                    step.op,
+                    WriteOp::Delete
+                        | WriteOp::Unlink
+                        | WriteOp::Build
+                        | WriteOp::Read
+                        | WriteOp::Expire
+                ) =>
+            {
+                (true, None)
+            }
+            Ok(_) if matches!(step.op, WriteOp::Command | WriteOp::Read) => (true, None),
             Ok(other) => (false, Some(format!("unexpected reply {other:?}"))),
             Err(err) => (false, Some(err.to_string())),
         };
@@ -430,34 +606,57 @@ impl Writer {
         // After an I/O error the connection is unusable: no INFO, and the caller reconnects.
         let io_error = outcome.as_ref().err().map(std::io::Error::kind);
         // After a redirect the counters read before the write were another server's.
-        let (server_rss_bytes, figures) = if io_error.is_none() && moved + asked == 0 {
-            // The server logs each command under its own name: a custom one is looked up as
-            // itself, not as the SET before it (whose entry names the same key).
-            let command = match step.op {
-                WriteOp::Delete | WriteOp::Inject => "DEL",
-                WriteOp::Set | WriteOp::Overwrite => "SET",
-                WriteOp::Command => step
-                    .command
-                    .as_ref()
-                    .and_then(|args| args.first())
-                    .map_or("SET", String::as_str),
+        let same_server = io_error.is_none() && moved + asked == 0;
+        let (server_rss_bytes, figures, freed_by) = if same_server {
+            // The second the window opened (LATENCY stamps whole seconds).
+            let start_unix_s =
+                ((self.clock.unix_start_us() + self.clock.us_at(start)) / 1_000_000) as i64;
+            let window_us = reply.saturating_duration_since(start).as_micros() as u64;
+            let figures = self.server_figures(step, &before, start_unix_s, window_us);
+            let freed_by = match (lazyfree_before, frees && ok) {
+                (Some(before), true) => self.lazyfree_handed_over().map(|after| {
+                    if after > before {
+                        FreedBy::Background
+                    } else {
+                        FreedBy::Main
+                    }
+                }),
+                _ => None,
             };
-            let figures = self
-                .view
-                .after(&mut self.conn, command, step.key.as_bytes(), &before);
-            (self.server_room().rss_bytes, figures)
+            (self.server_room().rss_bytes, figures, freed_by)
         } else {
-            (None, ServerFigures::default())
+            (None, ServerFigures::default(), None)
         };
-        let start_us = self.clock.us_at(start);
-        let reply_us = self.clock.us_at(reply);
+        // The encoding, outside every window: after the value is made (a collection's overwrite
+        // puts the twin's in place), kept for the ops that follow on the key.
+        if same_server && ok {
+            match (step.op, &step.twin) {
+                (WriteOp::Overwrite, Some(twin)) => {
+                    if let Some(encoding) = self.encodings.remove(twin) {
+                        self.encodings.insert(step.key.clone(), encoding);
+                    }
+                }
+                (WriteOp::Set | WriteOp::Overwrite | WriteOp::Build, _) => {
+                    if let Some(encoding) = self.object_encoding(&step.key) {
+                        self.encodings.insert(step.key.clone(), encoding);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let encoding = self.encodings.get(&step.key).cloned();
+        if ok && step.op.removes_key() {
+            self.encodings.remove(&step.key);
+        }
+        let start_us = timed_us(&self.clock, start);
+        let reply_us = timed_us(&self.clock, reply).max(start_us);
         let record = WriteRecord {
             seq,
             op: step.op,
             key: step.key.clone(),
             size_bytes: step.size_bytes,
             start_us,
-            sent_us: self.clock.us_at(sent),
+            sent_us: timed_us(&self.clock, sent).clamp(start_us, reply_us),
             reply_us,
             set_ms: reply_us.saturating_sub(start_us) as f64 / 1e3,
             ok,
@@ -478,8 +677,300 @@ impl Writer {
                 let at = self.conn_info.address();
                 (at != self.home).then_some(at)
             }),
+            encoding,
+            freed_by,
+            ..value_columns(step)
         };
         (record, io_error)
+    }
+
+    /// The server's own figures of a step: SLOWLOG's entry of the step's own command (a build's
+    /// last command; none for an expiry, which no command did: its figure is the LATENCY
+    /// monitor's `expire-del`), and the rest of [`ServerView::after`].
+    fn server_figures(
+        &mut self,
+        step: &WriteStep,
+        before: &Before,
+        start_unix_s: i64,
+        window_us: u64,
+    ) -> ServerFigures {
+        let kind = step.shape.value_kind();
+        // The server logs each command under its own name: a custom one is looked up as
+        // itself, not as the SET before it (whose entry names the same key).
+        let command = match step.op {
+            WriteOp::Delete | WriteOp::Inject => "DEL",
+            WriteOp::Set => "SET",
+            WriteOp::Overwrite if step.twin.is_some() => "RENAME",
+            WriteOp::Overwrite => "SET",
+            WriteOp::Build => kind.build_command(),
+            WriteOp::Read => kind.read_command().0,
+            WriteOp::Unlink => "UNLINK",
+            WriteOp::Expire => "PEXPIRE",
+            WriteOp::Command => step
+                .command
+                .as_ref()
+                .and_then(|args| args.first())
+                .map_or("SET", String::as_str),
+        };
+        // A read's entry is logged when it executed, before its reply went out: every probe
+        // answered while the reply streamed was logged after it.
+        let page = self.view.slowlog_page;
+        if step.op == WriteOp::Read || (!self.plan.is_string() && window_us >= LONG_WINDOW_US) {
+            self.view.slowlog_page = LONG_SLOWLOG_PAGE;
+        }
+        let mut figures = self
+            .view
+            .after(&mut self.conn, command, step.key.as_bytes(), before);
+        self.view.slowlog_page = page;
+        if step.op == WriteOp::Expire {
+            figures.exec_us = None;
+            // The expiry's own event, not the cycle around it (which the largest-event rule
+            // would pick, being at least as long).
+            if let Some(ms) = self.latest_expire_del_ms(start_unix_s) {
+                figures.latency_event = Some("expire-del".to_string());
+                figures.latency_event_ms = Some(ms);
+            }
+        }
+        figures
+    }
+
+    /// The latest `expire-del` sample of the LATENCY monitor stamped at or after `from_unix_s`.
+    fn latest_expire_del_ms(&mut self, from_unix_s: i64) -> Option<u64> {
+        let Ok(Reply::Array(Some(samples))) =
+            self.conn.command(&[b"LATENCY", b"HISTORY", b"expire-del"])
+        else {
+            return None;
+        };
+        samples
+            .iter()
+            .filter_map(|sample| match sample {
+                Reply::Array(Some(pair)) => match (pair.first(), pair.get(1)) {
+                    (Some(Reply::Integer(at)), Some(Reply::Integer(ms))) => Some((*at, *ms)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .filter(|&(at, _)| at >= from_unix_s)
+            .max_by_key(|&(at, _)| at)
+            .and_then(|(_, ms)| u64::try_from(ms).ok())
+    }
+
+    /// One command and its reply, sent again where a cluster's redirect says (`MOVED` for
+    /// good: the writer's connection goes there; `ASK` for this once, after `ASKING`). The
+    /// window covers every attempt.
+    fn exchange_following_redirects(
+        &mut self,
+        step: &WriteStep,
+        (moved, asked): &mut (u32, u32),
+        went_to: &mut Option<String>,
+    ) -> Timed {
+        let start = Instant::now();
+        let sent_result = send_step(&mut self.conn, step, &self.value);
+        let mut sent = Instant::now();
+        let mut outcome = sent_result.and_then(|()| read_step_reply(&mut self.conn, step));
+        let mut reply = Instant::now();
+        for _ in 0..MAX_REDIRECTS {
+            let Ok(Reply::Error(text)) = &outcome else {
+                break;
+            };
+            let Some((kind, address)) = parse_redirect(text) else {
+                break;
+            };
+            let target = match self.conn_info.for_node(&address) {
+                Ok(target) => target,
+                Err(_) => break,
+            };
+            *went_to = Some(target.address());
+            let attempt = RawConn::connect(&target).map_err(|err| {
+                std::io::Error::new(ErrorKind::ConnectionRefused, crate::error::one_line(&err))
+            });
+            let limits = reply_limits(&self.plan);
+            outcome = attempt.and_then(|mut conn| {
+                conn.set_limits(limits);
+                if kind == Redirect::Ask {
+                    *asked += 1;
+                    conn.command(&[b"ASKING"])?;
+                } else {
+                    *moved += 1;
+                }
+                send_step(&mut conn, step, &self.value)?;
+                sent = Instant::now();
+                let reply = read_step_reply(&mut conn, step);
+                if kind == Redirect::Moved {
+                    self.conn = conn;
+                    self.conn_info = target.clone();
+                }
+                reply
+            });
+            reply = Instant::now();
+        }
+        Timed {
+            start,
+            sent,
+            reply,
+            outcome,
+        }
+    }
+
+    /// A collection's build: batches of [`crate::workload::ValueKind::build_batch`], up to
+    /// [`BUILD_PIPELINE_DEPTH`] on the wire at once, each reply read as it comes. The window
+    /// runs from the first byte sent to the last reply; a server's error reply (the first) fails
+    /// the build, which still reads every reply so the connection stays in step.
+    fn build(&mut self, step: &WriteStep) -> Timed {
+        let kind = step.shape.value_kind();
+        let elements = step.shape.elements;
+        let element_bytes = usize::try_from(step.shape.element_bytes).unwrap_or(usize::MAX);
+        let batch = self.plan.batch_elements.max(1);
+        let key = step.key.as_bytes();
+        let mut request = Vec::new();
+        // Replies still to come, per batch on the wire, oldest first.
+        let mut in_flight: VecDeque<usize> = VecDeque::new();
+        let mut next = 0u64;
+        let mut first_error: Option<String> = None;
+        let start = Instant::now();
+        let mut sent = start;
+        let result: std::io::Result<()> = (|| {
+            loop {
+                while in_flight.len() < BUILD_PIPELINE_DEPTH && next < elements {
+                    let count = batch.min(elements - next);
+                    request.clear();
+                    let commands = kind.build_batch(
+                        key,
+                        next,
+                        count,
+                        element_bytes,
+                        &self.value,
+                        &mut request,
+                    );
+                    self.conn.send_raw(&request)?;
+                    sent = Instant::now();
+                    in_flight.push_back(commands);
+                    next += count;
+                }
+                let Some(front) = in_flight.front_mut() else {
+                    return Ok(());
+                };
+                if let Reply::Error(text) = self.conn.read_reply()? {
+                    first_error.get_or_insert(text);
+                }
+                *front -= 1;
+                if *front == 0 {
+                    in_flight.pop_front();
+                }
+            }
+        })();
+        let reply = Instant::now();
+        let outcome = result.map(|()| match first_error {
+            Some(text) => Reply::Error(text),
+            None => Reply::Integer(i64::try_from(elements).unwrap_or(i64::MAX)),
+        });
+        Timed {
+            start,
+            sent,
+            reply,
+            outcome,
+        }
+    }
+
+    /// An expiry: `PEXPIRE key` [`EXPIRE_TTL_MS`], then, without touching the key (an access
+    /// would expire it on this client's command instead of the server's active expiry), wait
+    /// until the server says it is gone: its keyspace notification where it sends them, else
+    /// `DBSIZE` falling below what it was before. The window runs from the TTL's end (its
+    /// earliest: the PEXPIRE's send plus the TTL) to that moment.
+    fn expire(&mut self, step: &WriteStep) -> Timed {
+        let key = step.key.as_bytes();
+        let ttl = EXPIRE_TTL_MS.to_string();
+        let keys_before = match self.key_events {
+            Some(ref events) => {
+                // Notifications of earlier keys are of no use now.
+                while events.events().try_recv().is_ok() {}
+                None
+            }
+            None => match self.conn.command(&[b"DBSIZE"]) {
+                Ok(Reply::Integer(n)) => Some(n),
+                Ok(other) => {
+                    return Timed::failed(Ok(other));
+                }
+                Err(err) => return Timed::failed(Err(err)),
+            },
+        };
+        let asked = Instant::now();
+        match self.conn.command(&[b"PEXPIRE", key, ttl.as_bytes()]) {
+            Ok(Reply::Integer(1)) => {}
+            Ok(Reply::Integer(_)) => {
+                return Timed::failed(Ok(Reply::Error(
+                    "PEXPIRE found no key to expire".to_string(),
+                )));
+            }
+            other => return Timed::failed(other),
+        }
+        let ttl_end = asked + Duration::from_millis(EXPIRE_TTL_MS);
+        let give_up = ttl_end + self.conn_info.command_timeout.max(Duration::from_secs(10));
+        // The window opens at the TTL's end: nothing is sent in it.
+        let now = Instant::now();
+        if ttl_end > now {
+            std::thread::sleep(ttl_end - now);
+        }
+        let gone: std::io::Result<Option<Instant>> = match (&self.key_events, keys_before) {
+            (Some(events), _) => loop {
+                let left = give_up.saturating_duration_since(Instant::now());
+                match events.events().recv_timeout(left) {
+                    Ok(event) if event.key == key && event.event == "expired" => {
+                        break Ok(Some(self.clock.instant_at(event.at_us)));
+                    }
+                    Ok(_) => {}
+                    Err(_) => break Ok(None),
+                }
+            },
+            (None, Some(before)) => loop {
+                match self.conn.command(&[b"DBSIZE"]) {
+                    Ok(Reply::Integer(n)) if n < before => break Ok(Some(Instant::now())),
+                    Ok(_) if Instant::now() >= give_up => break Ok(None),
+                    Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+                    Err(err) => break Err(err),
+                }
+            },
+            (None, None) => Ok(None),
+        };
+        // The notification's stamp, or the DBSIZE reply that showed the key gone.
+        let reply = match &gone {
+            Ok(Some(at)) => *at,
+            _ => Instant::now(),
+        };
+        let outcome = gone.map(|at| match at {
+            Some(_) => Reply::Integer(1),
+            None => Reply::Error(format!(
+                "the key had not expired {:.1}s after its TTL ended",
+                give_up.duration_since(ttl_end).as_secs_f64()
+            )),
+        });
+        Timed {
+            start: ttl_end,
+            sent: ttl_end,
+            reply,
+            outcome,
+        }
+    }
+
+    /// `lazyfreed_objects + lazyfree_pending_objects` of INFO memory: the objects this server
+    /// has handed to its lazyfree thread so far (a hand-over raises the pending count, a
+    /// finished free moves it to the freed count), `None` where it reports neither.
+    fn lazyfree_handed_over(&mut self) -> Option<u64> {
+        let Ok(Reply::Bulk(Some(bytes))) = self.conn.command(&[b"INFO", b"memory"]) else {
+            return None;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let number = |name: &str| info_field(&text, name).and_then(|v| v.parse::<u64>().ok());
+        Some(number("lazyfreed_objects")? + number("lazyfree_pending_objects")?)
+    }
+
+    /// `OBJECT ENCODING key`, where the server answers it.
+    fn object_encoding(&mut self, key: &str) -> Option<String> {
+        match self.conn.command(&[b"OBJECT", b"ENCODING", key.as_bytes()]) {
+            Ok(Reply::Bulk(Some(bytes))) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+            Ok(Reply::Status(text)) => Some(text),
+            _ => None,
+        }
     }
 
     /// `WAIT` for every probed replica: when they had all applied what the master executed,
@@ -582,6 +1073,7 @@ impl Writer {
             host_mem_pct: memory.mem_pct,
             host_swap_pct: memory.swap_pct,
             server_rss_bytes: rss,
+            encoding: self.encodings.get(&step.key).cloned(),
             ..WriteRecord::timed(
                 seq,
                 step.op,
@@ -590,8 +1082,17 @@ impl Writer {
                 (now, now, now),
             )
         }
+        .with_value_of(step)
     }
 }
+
+/// SLOWLOG entries read after a whole read, and after a collection's op whose window lasted
+/// [`LONG_WINDOW_US`] or more (every probe answered after the command was logged after it): the
+/// run sets `slowlog-max-len` to at least this.
+const LONG_SLOWLOG_PAGE: usize = 1024;
+
+/// A window this long (µs) holds more probes' entries than the usual SLOWLOG page.
+const LONG_WINDOW_US: u64 = 50_000;
 
 /// Most redirects one write follows.
 const MAX_REDIRECTS: usize = 3;
@@ -619,18 +1120,35 @@ fn parse_redirect(error: &str) -> Option<(Redirect, String)> {
     Some((kind, address.to_string()))
 }
 
-/// Sends one step's command on `conn`.
+/// Sends one step's command on `conn` (not a build's, nor an expiry's: those are exchanges of
+/// their own).
 fn send_step(conn: &mut RawConn, step: &WriteStep, value: &[u8]) -> std::io::Result<()> {
+    let key = step.key.as_bytes();
+    let encode = crate::measure::resp::encode_command;
     match step.op {
-        WriteOp::Set | WriteOp::Overwrite => {
-            conn.send_set(step.key.as_bytes(), &value[..step.size_bytes as usize])
+        WriteOp::Overwrite if step.twin.is_some() => {
+            let twin = step.twin.as_deref().unwrap_or_default();
+            conn.send_raw(&encode(&[b"RENAME", twin.as_bytes(), key]))
+        }
+        WriteOp::Set | WriteOp::Overwrite | WriteOp::Build => {
+            let len = usize::try_from(step.size_bytes)
+                .unwrap_or(usize::MAX)
+                .min(value.len());
+            conn.send_set(key, &value[..len])
         }
         // The writer's plan holds no injections (those are `probe calibrate`'s).
-        WriteOp::Delete | WriteOp::Inject => {
-            conn.send_raw(&crate::measure::resp::encode_command(&[
-                b"DEL",
-                step.key.as_bytes(),
-            ]))
+        WriteOp::Delete | WriteOp::Inject => conn.send_raw(&encode(&[b"DEL", key])),
+        WriteOp::Unlink => conn.send_raw(&encode(&[b"UNLINK", key])),
+        WriteOp::Expire => conn.send_raw(&encode(&[
+            b"PEXPIRE",
+            key,
+            EXPIRE_TTL_MS.to_string().as_bytes(),
+        ])),
+        WriteOp::Read => {
+            let (command, args) = step.shape.value_kind().read_command();
+            let mut all: Vec<&[u8]> = vec![command.as_bytes(), key];
+            all.extend(args.iter().map(|a| a.as_bytes()));
+            conn.send_raw(&encode(&all))
         }
         WriteOp::Command => {
             let args: Vec<&[u8]> = step
@@ -639,8 +1157,73 @@ fn send_step(conn: &mut RawConn, step: &WriteStep, value: &[u8]) -> std::io::Res
                 .flatten()
                 .map(|arg| arg.as_bytes())
                 .collect();
-            conn.send_raw(&crate::measure::resp::encode_command(&args))
+            conn.send_raw(&encode(&args))
         }
+    }
+}
+
+/// Reads a step's reply: a read's is thrown away as it arrives (the client never holds the
+/// value, so its own allocations stay out of the figures) and stands as the count of its
+/// items; an error reply stays one.
+fn read_step_reply(conn: &mut RawConn, step: &WriteStep) -> std::io::Result<Reply> {
+    if step.op != WriteOp::Read {
+        return conn.read_reply();
+    }
+    // The reply's framing adds a few bytes per element (more for a stream's entries).
+    let bound = step
+        .size_bytes
+        .saturating_mul(2)
+        .saturating_add(step.shape.elements.saturating_mul(96))
+        .saturating_add(1 << 20);
+    let seen = conn.discard_reply(bound)?;
+    Ok(match seen.error {
+        Some(text) => Reply::Error(text),
+        None => Reply::Integer(i64::try_from(seen.elements).unwrap_or(i64::MAX)),
+    })
+}
+
+/// A step's window, and what it got.
+struct Timed {
+    start: Instant,
+    sent: Instant,
+    reply: Instant,
+    outcome: std::io::Result<Reply>,
+}
+
+impl Timed {
+    /// An exchange that failed before its window opened: an empty window now.
+    fn failed(outcome: std::io::Result<Reply>) -> Timed {
+        let now = Instant::now();
+        Timed {
+            start: now,
+            sent: now,
+            reply: now,
+            outcome,
+        }
+    }
+}
+
+/// µs on the run's clock of a moment (0 before the clock's start).
+fn timed_us(clock: &RunClock, at: Instant) -> u64 {
+    clock.us_at(at)
+}
+
+/// The value columns of a step's record: its kind, elements and element size.
+fn value_columns(step: &WriteStep) -> WriteRecord {
+    WriteRecord::default().with_value_of(step)
+}
+
+/// The value columns of a record, from its step.
+trait WithValue {
+    fn with_value_of(self, step: &WriteStep) -> Self;
+}
+
+impl WithValue for WriteRecord {
+    fn with_value_of(mut self, step: &WriteStep) -> WriteRecord {
+        self.value_type = Some(step.shape.kind.to_string());
+        self.elements = Some(step.shape.elements);
+        self.element_bytes = Some(step.shape.element_bytes);
+        self
     }
 }
 

@@ -7,6 +7,39 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::WriteOp;
 use crate::units::format_size;
+use crate::workload::{DEFAULT_BATCH_ELEMENTS, Shape, kind_named};
+
+/// Bytes of one element of a collection unless told (`--element-size`): the 16-byte members the
+/// issue's figures were measured with.
+pub const DEFAULT_ELEMENT_BYTES: u64 = 16;
+
+/// The TTL an `expire` op gives its key (`PEXPIRE`), ms: long enough that the reply is back
+/// well before it ends (the op's window starts at its end), short enough to keep runs short.
+pub const EXPIRE_TTL_MS: u64 = 50;
+
+fn string_type() -> String {
+    "string".to_string()
+}
+
+fn is_string(value_type: &str) -> bool {
+    value_type == "string"
+}
+
+fn default_element_bytes() -> u64 {
+    DEFAULT_ELEMENT_BYTES
+}
+
+fn is_default_element_bytes(bytes: &u64) -> bool {
+    *bytes == DEFAULT_ELEMENT_BYTES
+}
+
+fn default_batch() -> u64 {
+    DEFAULT_BATCH_ELEMENTS
+}
+
+fn is_default_batch(batch: &u64) -> bool {
+    *batch == DEFAULT_BATCH_ELEMENTS
+}
 
 /// What the writer does, validated: what the user asked for, nothing of the run (its key
 /// prefix and the value bytes come with the run, see [`super::WriterActor`]).
@@ -28,6 +61,28 @@ pub struct WriterPlan {
     /// use; the `probe` command line has none). Empty: the plan is SET and DEL only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<CustomCommand>,
+    /// The kind of value (`--type`): `string`, `hash`, `list`, `set`, `zset` or `stream`. Not
+    /// recorded for a string, so a string run's run.json is what it always was.
+    #[serde(default = "string_type", skip_serializing_if = "is_string")]
+    pub value_type: String,
+    /// A collection's sizes as element counts (`--elements`), one value per count; empty: the
+    /// values are sized by `sizes` (total payload bytes) and hold what fits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elements: Vec<u64>,
+    /// Bytes of one element of a collection (`--element-size`; of a hash field and of its
+    /// value, each).
+    #[serde(
+        default = "default_element_bytes",
+        skip_serializing_if = "is_default_element_bytes"
+    )]
+    pub element_bytes: u64,
+    /// Elements a build command adds (`--batch`).
+    #[serde(default = "default_batch", skip_serializing_if = "is_default_batch")]
+    pub batch_elements: u64,
+    /// The ops on each key, in order (`--ops`). Empty: a string's SET, `overwrite`'s second SET
+    /// and the DEL, as before ops could be chosen (a collection's build, overwrite, delete).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<WriteOp>,
 }
 
 /// The writer's plan as run.json records it: with the run's key prefix and the seed of its
@@ -57,6 +112,16 @@ struct RecordedWriterFields {
     keep: bool,
     #[serde(default)]
     commands: Vec<CustomCommand>,
+    #[serde(default = "string_type")]
+    value_type: String,
+    #[serde(default)]
+    elements: Vec<u64>,
+    #[serde(default = "default_element_bytes")]
+    element_bytes: u64,
+    #[serde(default = "default_batch")]
+    batch_elements: u64,
+    #[serde(default)]
+    ops: Vec<WriteOp>,
     #[serde(default)]
     key_prefix: String,
     #[serde(default)]
@@ -73,6 +138,11 @@ impl From<RecordedWriterFields> for RecordedWriter {
                 overwrite: fields.overwrite,
                 keep: fields.keep,
                 commands: fields.commands,
+                value_type: fields.value_type,
+                elements: fields.elements,
+                element_bytes: fields.element_bytes,
+                batch_elements: fields.batch_elements,
+                ops: fields.ops,
             },
             key_prefix: fields.key_prefix,
             seed: fields.seed,
@@ -165,6 +235,11 @@ impl Default for WriterPlan {
             overwrite: false,
             keep: false,
             commands: Vec::new(),
+            value_type: string_type(),
+            elements: Vec::new(),
+            element_bytes: DEFAULT_ELEMENT_BYTES,
+            batch_elements: DEFAULT_BATCH_ELEMENTS,
+            ops: Vec::new(),
         }
     }
 }
@@ -181,18 +256,101 @@ pub struct WriteStep {
     pub size_bytes: u64,
     /// For op `command`: the command to send, the key already in place of the placeholder.
     pub command: Option<Vec<String>>,
+    /// The value the op works on (its kind, elements and element size).
+    pub shape: Shape,
+    /// For a collection's `overwrite`: the freshly built twin renamed onto `key` (`RENAME twin
+    /// key`), under the same prefix and so, in a cluster, the same hash tag.
+    pub twin: Option<String>,
 }
 
 impl WriterPlan {
-    /// The largest value: the size of the one buffer the writer holds.
+    /// The largest value's payload, bytes (a string's size; a collection's members and values).
     pub fn max_size(&self) -> u64 {
-        self.sizes.iter().copied().max().unwrap_or(0)
+        self.shapes()
+            .iter()
+            .map(Shape::size_bytes)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The writer's one value buffer: the largest string, sliced for every SET; for a
+    /// collection only the random bytes its elements are cut from ([`COLLECTION_FILL_BYTES`]).
+    pub fn value_buffer_bytes(&self) -> u64 {
+        if self.is_string() {
+            self.max_size()
+        } else {
+            COLLECTION_FILL_BYTES
+        }
+    }
+
+    /// The value is a string (the default).
+    pub fn is_string(&self) -> bool {
+        is_string(&self.value_type)
+    }
+
+    /// The values, in the order given: one per size (or per element count).
+    pub fn shapes(&self) -> Vec<Shape> {
+        let Some(kind) = kind_named(&self.value_type).filter(|_| !self.is_string()) else {
+            return self.sizes.iter().map(|&size| Shape::string(size)).collect();
+        };
+        let per_element = self
+            .element_bytes
+            .saturating_mul(kind.bytes_per_element_factor())
+            .max(1);
+        let counts: Vec<u64> = if self.elements.is_empty() {
+            self.sizes.iter().map(|&size| size / per_element).collect()
+        } else {
+            self.elements.clone()
+        };
+        counts
+            .into_iter()
+            .map(|elements| Shape {
+                kind: kind.name(),
+                elements,
+                element_bytes: self.element_bytes,
+            })
+            .collect()
+    }
+
+    /// The ops on each key, as the writer carries them out; `None` for a string without
+    /// `--ops`, whose steps are laid out as they always were (with the custom commands).
+    pub fn chosen_ops(&self) -> Option<Vec<WriteOp>> {
+        if !self.ops.is_empty() {
+            return Some(self.ops.clone());
+        }
+        if self.is_string() {
+            return None;
+        }
+        let mut ops = vec![WriteOp::Build];
+        if self.overwrite {
+            ops.push(WriteOp::Overwrite);
+        }
+        ops.push(WriteOp::Delete);
+        Some(ops)
+    }
+
+    /// Whether any key gets op `op`.
+    pub fn has_op(&self, op: WriteOp) -> bool {
+        match self.chosen_ops() {
+            Some(ops) => ops.contains(&op),
+            None => match op {
+                WriteOp::Set | WriteOp::Delete => true,
+                WriteOp::Overwrite => self.overwrite,
+                WriteOp::Command => !self.commands.is_empty(),
+                _ => false,
+            },
+        }
     }
 
     /// The ordered steps: every size to a fresh key; with `overwrite` a second SET to the same
     /// key; then each custom command; then, unless `keep`, the key's deletion. With `keep`,
     /// every key is deleted at the end, each deletion measured like any write. A key that a
     /// custom command removes is not deleted again.
+    ///
+    /// With ops chosen (`--ops`, or any collection) each key gets them in their order, each a
+    /// step of its own: a collection's `overwrite` is two, the twin's `build` and the `RENAME`
+    /// onto the key. With `keep` the key's last removal (a DEL where the ops end without one)
+    /// moves to the end of the run.
     ///
     /// Repeats are interleaved: the plan goes through all the sizes once, then again, `repeat`
     /// times. A disturbance of the host that lasts a few seconds (another process's burst of
@@ -204,44 +362,47 @@ impl WriterPlan {
     pub fn steps(&self, key_prefix: &str) -> Vec<WriteStep> {
         let mut steps = Vec::new();
         let mut kept = Vec::new();
+        let ops = self.chosen_ops();
+        let shapes = self.shapes();
         for rep in 1..=self.repeat {
-            for (index, &size) in self.sizes.iter().enumerate() {
-                let key = format!("{key_prefix}w{}:{}:{rep}", index + 1, format_size(size));
-                steps.push(WriteStep {
-                    op: WriteOp::Set,
-                    key: key.clone(),
-                    size_bytes: size,
-                    command: None,
-                });
-                if self.overwrite {
-                    steps.push(WriteStep {
-                        op: WriteOp::Overwrite,
-                        key: key.clone(),
-                        size_bytes: size,
-                        command: None,
-                    });
-                }
-                for custom in &self.commands {
-                    steps.push(WriteStep {
-                        op: WriteOp::Command,
-                        key: key.clone(),
-                        size_bytes: size,
-                        command: Some(custom.resolve(&key)),
-                    });
-                }
-                if self.commands.iter().any(|c| c.removes_key) {
-                    continue;
-                }
-                let delete = WriteStep {
-                    op: WriteOp::Delete,
-                    key,
-                    size_bytes: size,
-                    command: None,
-                };
-                if self.keep {
-                    kept.push(delete);
+            for (index, shape) in shapes.iter().enumerate() {
+                let label = if shape.kind == "string" {
+                    format_size(shape.element_bytes)
                 } else {
-                    steps.push(delete);
+                    format!("{}{}", shape.kind, shape.elements)
+                };
+                let key = format!("{key_prefix}w{}:{label}:{rep}", index + 1);
+                let step = |op: WriteOp, key: &str| WriteStep {
+                    op,
+                    key: key.to_string(),
+                    size_bytes: shape.size_bytes(),
+                    command: None,
+                    shape: *shape,
+                    twin: None,
+                };
+                let Some(ops) = &ops else {
+                    self.string_steps(&key, step, &mut steps, &mut kept);
+                    continue;
+                };
+                let last = ops.len().saturating_sub(1);
+                for (at, &op) in ops.iter().enumerate() {
+                    match op {
+                        WriteOp::Overwrite if shape.kind != "string" => {
+                            let twin = format!("{key}:twin");
+                            steps.push(step(WriteOp::Build, &twin));
+                            steps.push(WriteStep {
+                                twin: Some(twin),
+                                ..step(WriteOp::Overwrite, &key)
+                            });
+                        }
+                        op if op.removes_key() && self.keep && at == last => {
+                            kept.push(step(op, &key));
+                        }
+                        op => steps.push(step(op, &key)),
+                    }
+                }
+                if self.keep && !ops.last().is_some_and(|op| op.removes_key()) {
+                    kept.push(step(WriteOp::Delete, &key));
                 }
             }
         }
@@ -249,21 +410,118 @@ impl WriterPlan {
         steps
     }
 
-    /// How many steps [`WriterPlan::steps`] lays out, without laying them out: per size and
-    /// repeat its SET, the overwrite, each custom command and the deletion (unless a custom
-    /// command removes the key).
-    pub fn step_count(&self) -> usize {
-        let delete = usize::from(!self.commands.iter().any(|c| c.removes_key));
-        let per_key = 1 + usize::from(self.overwrite) + self.commands.len() + delete;
-        self.sizes.len() * self.repeat as usize * per_key
+    /// A string's steps without `--ops`: SET, the overwrite, the custom commands, the DEL.
+    fn string_steps(
+        &self,
+        key: &str,
+        step: impl Fn(WriteOp, &str) -> WriteStep,
+        steps: &mut Vec<WriteStep>,
+        kept: &mut Vec<WriteStep>,
+    ) {
+        steps.push(step(WriteOp::Set, key));
+        if self.overwrite {
+            steps.push(step(WriteOp::Overwrite, key));
+        }
+        for custom in &self.commands {
+            steps.push(WriteStep {
+                command: Some(custom.resolve(key)),
+                ..step(WriteOp::Command, key)
+            });
+        }
+        if self.commands.iter().any(|c| c.removes_key) {
+            return;
+        }
+        if self.keep {
+            kept.push(step(WriteOp::Delete, key));
+        } else {
+            steps.push(step(WriteOp::Delete, key));
+        }
     }
 
-    /// How long the plan takes at least: its gaps (the writes themselves add to this).
+    /// How many steps [`WriterPlan::steps`] lays out, without laying them out: per size and
+    /// repeat its SET, the overwrite, each custom command and the deletion (unless a custom
+    /// command removes the key); with ops chosen, one per op (two for a collection's
+    /// overwrite) and the deletion `keep` adds.
+    pub fn step_count(&self) -> usize {
+        let per_key = match self.chosen_ops() {
+            None => {
+                let delete = usize::from(!self.commands.iter().any(|c| c.removes_key));
+                1 + usize::from(self.overwrite) + self.commands.len() + delete
+            }
+            Some(ops) => {
+                let twins = if self.is_string() {
+                    0
+                } else {
+                    ops.iter().filter(|&&op| op == WriteOp::Overwrite).count()
+                };
+                let kept_delete =
+                    usize::from(self.keep && !ops.last().is_some_and(|op| op.removes_key()));
+                ops.len() + twins + kept_delete
+            }
+        };
+        self.shapes().len() * self.repeat as usize * per_key
+    }
+
+    /// How long the plan takes at least: its gaps (the writes themselves add to this), and an
+    /// expiry's TTL.
     pub fn minimum_duration(&self) -> Duration {
         let steps = u32::try_from(self.step_count()).unwrap_or(u32::MAX);
-        self.gap.saturating_mul(steps.saturating_add(1))
+        let gaps = self.gap.saturating_mul(steps.saturating_add(1));
+        let expiries = match self.chosen_ops() {
+            Some(ops) => ops.iter().filter(|&&op| op == WriteOp::Expire).count() as u32,
+            None => 0,
+        };
+        let per_key = Duration::from_millis(EXPIRE_TTL_MS).saturating_mul(expiries);
+        let keys = u32::try_from(self.shapes().len()).unwrap_or(u32::MAX);
+        gaps.saturating_add(per_key.saturating_mul(keys.saturating_mul(self.repeat)))
     }
 }
+
+impl WriteStep {
+    /// The command the step sends, for a dry run: `SET key <64M random bytes>`, `HSET key
+    /// <1000 fields ...> x 1000 commands, 16 in flight`, `RENAME twin key`, ...
+    pub fn command_text(&self, batch_elements: u64) -> String {
+        let key = &self.key;
+        let kind = self.shape.value_kind();
+        match (self.op, &self.command) {
+            (_, Some(args)) => args.join(" "),
+            (WriteOp::Delete, None) => format!("DEL {key}"),
+            (WriteOp::Unlink, None) => format!("UNLINK {key}"),
+            (WriteOp::Expire, None) => format!(
+                "PEXPIRE {key} {EXPIRE_TTL_MS}, then no command to the key: its window runs from the TTL's end until the server's notification (or DBSIZE) says it expired"
+            ),
+            (WriteOp::Read, None) => {
+                let (command, args) = kind.read_command();
+                let mut text = format!("{command} {key}");
+                for arg in args {
+                    text.push(' ');
+                    text.push_str(arg);
+                }
+                text.push_str(" (the reply thrown away as it arrives)");
+                text
+            }
+            (WriteOp::Overwrite, None) if self.twin.is_some() => {
+                format!("RENAME {} {key}", self.twin.as_deref().unwrap_or_default())
+            }
+            (WriteOp::Build, None) => {
+                let batch = batch_elements.max(1).min(self.shape.elements.max(1));
+                format!(
+                    "{} {key} <{} elements of {} bytes per command> x {} commands, {} in flight",
+                    kind.build_command(),
+                    batch,
+                    self.shape.element_bytes,
+                    self.shape.elements.div_ceil(batch),
+                    crate::workload::BUILD_PIPELINE_DEPTH
+                )
+            }
+            _ => format!("SET {key} <{} random bytes>", format_size(self.size_bytes)),
+        }
+    }
+}
+
+/// The random bytes a collection's elements are cut from: far more than one element, so the
+/// members differ beyond their index, and nothing like the value's size.
+pub const COLLECTION_FILL_BYTES: u64 = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -276,7 +534,7 @@ mod tests {
             gap: Duration::from_millis(10),
             overwrite,
             keep,
-            commands: Vec::new(),
+            ..WriterPlan::default()
         }
     }
 
@@ -345,12 +603,88 @@ mod tests {
         assert_eq!(c.resolve("k"), ["OBJECT", "ENCODING", "k", "{key}x"]);
     }
 
+    #[test]
+    fn a_collections_ops_are_steps_of_their_own_and_an_overwrite_builds_a_twin() {
+        let p = WriterPlan {
+            value_type: "hash".into(),
+            elements: vec![1000],
+            ops: vec![
+                WriteOp::Build,
+                WriteOp::Read,
+                WriteOp::Overwrite,
+                WriteOp::Unlink,
+            ],
+            ..plan(false, false)
+        };
+        assert_eq!(
+            ops(&p)[..5],
+            ["build", "read", "build", "overwrite", "unlink"]
+        );
+        let steps = p.steps("holprobe:t:{ab}:");
+        assert_eq!(steps[2].key, format!("{}:twin", steps[0].key));
+        assert_eq!(steps[3].twin.as_deref(), Some(steps[2].key.as_str()));
+        assert_eq!(steps[3].key, steps[0].key);
+        // The twin shares the key's hash tag (the prefix's), so RENAME stays on one slot.
+        assert!(steps[2].key.starts_with("holprobe:t:{ab}:"));
+        assert_eq!(steps[0].shape.elements, 1000);
+        assert_eq!(steps[0].size_bytes, 1000 * 16 * 2);
+        assert!(steps[3].command_text(1000).starts_with("RENAME "));
+        assert!(steps[0].command_text(300).contains("x 4 commands"));
+        // Without --ops a collection is built and deleted (an overwrite between with it).
+        let default = WriterPlan {
+            ops: Vec::new(),
+            ..p.clone()
+        };
+        assert_eq!(ops(&default)[..2], ["build", "delete"]);
+        // --keep moves the last removal to the end; a list without one gets a DEL there.
+        let kept = WriterPlan {
+            keep: true,
+            ops: vec![WriteOp::Build, WriteOp::Read],
+            ..p.clone()
+        };
+        assert_eq!(ops(&kept)[..2], ["build", "read"]);
+        assert_eq!(ops(&kept).last(), Some(&"delete"));
+        assert_eq!(p.value_buffer_bytes(), COLLECTION_FILL_BYTES);
+        assert!(p.minimum_duration() >= p.gap * 5);
+    }
+
+    /// A string with --ops set,delete takes the steps a string always had.
+    #[test]
+    fn a_strings_chosen_ops_are_the_default_steps() {
+        let chosen = WriterPlan {
+            ops: vec![WriteOp::Set, WriteOp::Delete],
+            ..plan(false, false)
+        };
+        assert_eq!(
+            chosen.steps("holprobe:t:"),
+            plan(false, false).steps("holprobe:t:")
+        );
+        assert!(chosen.steps("p:").iter().all(|s| s.shape.kind == "string"));
+    }
+
     /// run.json's writer reads back whole: writing what was read gives the same bytes, so no
     /// field of the plan is forgotten on the way back.
     #[test]
     fn a_recorded_writer_reads_back_every_field() {
         let mut plan = plan(true, true);
         plan.commands = vec![CustomCommand::removing(["UNLINK", KEY_PLACEHOLDER])];
+        let collection = WriterPlan {
+            value_type: "zset".into(),
+            elements: vec![5, 7],
+            element_bytes: 8,
+            batch_elements: 3,
+            ops: vec![WriteOp::Build, WriteOp::Expire],
+            ..plan.clone()
+        };
+        let json = serde_json::to_string(&RecordedWriter {
+            plan: collection,
+            key_prefix: "p:".into(),
+            seed: 1,
+        })
+        .unwrap();
+        let read: RecordedWriter = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&read).unwrap(), json);
+        assert_eq!(read.ops, [WriteOp::Build, WriteOp::Expire]);
         let recorded = RecordedWriter {
             plan,
             key_prefix: "holprobe:feedf00d:".into(),

@@ -23,6 +23,14 @@ impl ValueKind for HashKind {
         "HLEN"
     }
 
+    fn build_command(&self) -> &'static str {
+        "HSET"
+    }
+
+    fn server_overhead_per_element(&self) -> u64 {
+        48
+    }
+
     fn read_command(&self) -> (&'static str, &'static [&'static str]) {
         ("HGETALL", &[])
     }

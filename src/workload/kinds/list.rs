@@ -27,6 +27,14 @@ impl ValueKind for ListKind {
         "LLEN"
     }
 
+    fn build_command(&self) -> &'static str {
+        "RPUSH"
+    }
+
+    fn server_overhead_per_element(&self) -> u64 {
+        4
+    }
+
     fn read_command(&self) -> (&'static str, &'static [&'static str]) {
         ("LRANGE", &["0", "-1"])
     }

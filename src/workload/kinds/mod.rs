@@ -22,6 +22,17 @@ pub trait ValueKind: Sync + std::fmt::Debug {
     /// The command that counts the value without walking it (`STRLEN`, `HLEN`, ...).
     fn count_command(&self) -> &'static str;
 
+    /// The command a build sends (`HSET`, `RPUSH`, ...; `SET` for a string): the name SLOWLOG
+    /// logs the build's commands under.
+    fn build_command(&self) -> &'static str;
+
+    /// About how many bytes the server holds per element beyond its payload (the hash table's
+    /// or skiplist's entry, the allocator's rounding), for the memory checks before a run:
+    /// measured with MEMORY USAGE on Redis 7.0 for 16-byte elements.
+    fn server_overhead_per_element(&self) -> u64 {
+        0
+    }
+
     /// The command that reads the whole value in one reply, and its arguments after the key:
     /// `GET`, `HGETALL`, `LRANGE key 0 -1`, ...
     fn read_command(&self) -> (&'static str, &'static [&'static str]);

@@ -23,6 +23,14 @@ impl ValueKind for SetKind {
         "SCARD"
     }
 
+    fn build_command(&self) -> &'static str {
+        "SADD"
+    }
+
+    fn server_overhead_per_element(&self) -> u64 {
+        40
+    }
+
     fn read_command(&self) -> (&'static str, &'static [&'static str]) {
         ("SMEMBERS", &[])
     }

@@ -28,6 +28,14 @@ impl ValueKind for StreamKind {
         "XLEN"
     }
 
+    fn build_command(&self) -> &'static str {
+        "XADD"
+    }
+
+    fn server_overhead_per_element(&self) -> u64 {
+        16
+    }
+
     fn read_command(&self) -> (&'static str, &'static [&'static str]) {
         ("XRANGE", &["-", "+"])
     }

@@ -21,6 +21,10 @@ impl ValueKind for StringKind {
         "STRLEN"
     }
 
+    fn build_command(&self) -> &'static str {
+        "SET"
+    }
+
     fn read_command(&self) -> (&'static str, &'static [&'static str]) {
         ("GET", &[])
     }

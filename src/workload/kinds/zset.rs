@@ -25,6 +25,14 @@ impl ValueKind for ZsetKind {
         "ZCARD"
     }
 
+    fn build_command(&self) -> &'static str {
+        "ZADD"
+    }
+
+    fn server_overhead_per_element(&self) -> u64 {
+        80
+    }
+
     fn read_command(&self) -> (&'static str, &'static [&'static str]) {
         ("ZRANGE", &["0", "-1", "WITHSCORES"])
     }

@@ -160,6 +160,18 @@ pub(crate) mod sample {
             appendonly: Some("yes".into()),
             local: true,
             role: Some("master".into()),
+            client_query_buffer_limit_bytes: Some(1 << 30),
+            lazyfree: [
+                ("lazyfree-lazy-eviction", "yes"),
+                ("lazyfree-lazy-expire", "yes"),
+                ("lazyfree-lazy-server-del", "yes"),
+                ("lazyfree-lazy-user-del", "yes"),
+                ("lazyfree-lazy-user-flush", "yes"),
+            ]
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect(),
+            io_threads: Some(1),
         };
         let host = HostInfo {
             hostname: Some("bench-host".into()),
@@ -179,6 +191,7 @@ pub(crate) mod sample {
                 overwrite: true,
                 keep: true,
                 commands: vec![CustomCommand::removing(["UNLINK", "{key}"])],
+                ..WriterPlan::default()
             }),
             duration: Some(Duration::from_millis(90_500)),
             stall_threshold_us: 2500,
@@ -227,6 +240,7 @@ pub(crate) mod sample {
             host_mem_peak_pct: 43.25,
             host_swap_grew_bytes: 4096,
             hol_probe_send_lag_ms: Some(0.125),
+            ..Default::default()
         };
         let spread = |median: f64| Spread {
             n: 5,
@@ -353,6 +367,7 @@ pub(crate) mod sample {
                 asked: 0,
                 replicated_us: None,
                 sent_to: None,
+                ..Default::default()
             })
             .collect()
     }
@@ -407,6 +422,14 @@ pub(crate) mod sample {
         ("/summary", "host_mem_peak_pct"),
         ("/summary", "host_swap_grew_bytes"),
         ("/summary", "hol_probe_send_lag_ms"),
+        ("/server", "client_query_buffer_limit_bytes"),
+        ("/server", "lazyfree"),
+        ("/server", "io_threads"),
+        ("/summary", "value_type"),
+        ("/summary", "elements"),
+        ("/summary", "element_bytes"),
+        ("/summary", "encoding"),
+        ("/summary", "freed_by"),
     ];
 }
 
@@ -493,6 +516,8 @@ mod tests {
         let write = &read.analysis.writes[1];
         assert!(!write.memory_pressure && write.host_mem_peak_pct == 0.0);
         assert_eq!(write.hol_probe_send_lag_ms, None);
+        assert!(read.server.lazyfree.is_empty() && read.server.io_threads.is_none());
+        assert!(write.value_type.is_none() && write.freed_by.is_none());
         // What the first release had is still read.
         assert_eq!(write.set_ms, 7.25);
         assert_eq!(read.options.probe_threads, 3);

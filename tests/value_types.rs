@@ -1,0 +1,260 @@
+//! Value types and their ops through the `probe` binary, against real servers: every kind is
+//! built and deleted with its encoding recorded; a big hash's DEL keeps the others waiting far
+//! longer than its UNLINK; an expiry's window follows its TTL and covers the server's own
+//! `expire-del`; a whole read keeps the client's memory bounded; bad input is one line naming
+//! the flag, before anything is sent.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{TestServer, probe_cmd, read_csv};
+use predicates::prelude::*;
+
+type Row = HashMap<String, String>;
+
+/// Runs `probe` with `args` into a fresh directory; its writes.csv and summary.csv rows, and
+/// its stdout.
+fn run(args: &[&str]) -> (Vec<Row>, Vec<Row>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let assert = probe_cmd()
+        .args(["--gap", "150ms", "--probe-rate", "500"])
+        .args(args)
+        .args(["--out", out.to_str().unwrap()])
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    (
+        read_csv(&out.join("writes.csv")),
+        read_csv(&out.join("summary.csv")),
+        stdout,
+    )
+}
+
+fn ms(row: &Row, column: &str) -> f64 {
+    row[column].parse().unwrap_or(0.0)
+}
+
+fn row<'a>(rows: &'a [Row], op: &str, nth: usize) -> &'a Row {
+    rows.iter()
+        .filter(|r| r["op"] == op)
+        .nth(nth)
+        .unwrap_or_else(|| panic!("no {op} #{nth} in {rows:?}"))
+}
+
+#[test]
+fn every_type_builds_and_deletes_with_its_encoding_recorded() {
+    for (kind, encoding) in [
+        ("hash", "hashtable"),
+        ("list", "quicklist"),
+        ("set", "hashtable"),
+        ("zset", "skiplist"),
+        ("stream", "stream"),
+    ] {
+        let (writes, summary, _) = run(&["--type", kind, "--elements", "2000"]);
+        let ops: Vec<&str> = writes.iter().map(|r| r["op"].as_str()).collect();
+        assert_eq!(ops, ["build", "delete"], "{kind}");
+        for write in writes.iter().chain(&summary) {
+            assert_eq!(write["ok"], "true", "{kind}: {write:?}");
+            assert_eq!(write["value_type"], kind);
+            assert_eq!(write["elements"], "2000");
+            assert_eq!(write["element_bytes"], "16");
+            assert_eq!(write["encoding"], encoding, "{kind}");
+        }
+        // Redis 7.0's lazyfree-lazy-user-del is no: a DEL frees on the main thread.
+        assert_eq!(row(&writes, "delete", 0)["freed_by"], "main", "{kind}");
+        assert_eq!(row(&writes, "build", 0)["freed_by"], "", "{kind}");
+    }
+    let (writes, _, _) = run(&["--writer-sizes", "1M", "--ops", "set,delete"]);
+    assert_eq!(writes[0]["value_type"], "string");
+    assert_eq!(writes[0]["encoding"], "raw");
+    assert_eq!(writes[1]["freed_by"], "main");
+}
+
+/// On Redis 7.0 (lazyfree-lazy-user-del no) a 200k-field hash's DEL frees it on the main
+/// thread, its UNLINK in the background: the others wait at least 5 times longer for the DEL.
+#[test]
+fn a_big_hashs_delete_blocks_others_five_times_longer_than_its_unlink() {
+    let (writes, summary, stdout) = run(&[
+        "--type",
+        "hash",
+        "--elements",
+        "200k",
+        "--ops",
+        "build,delete,build,unlink",
+    ]);
+    let (delete, unlink) = (row(&summary, "delete", 0), row(&summary, "unlink", 0));
+    let (del_ms, unlink_ms) = (ms(delete, "hol_delay_ms"), ms(unlink, "hol_delay_ms"));
+    assert!(del_ms >= 10.0, "DEL of 200k fields: {del_ms} ms");
+    assert!(
+        del_ms >= 5.0 * unlink_ms,
+        "DEL {del_ms} ms against UNLINK {unlink_ms} ms"
+    );
+    assert_eq!(row(&writes, "delete", 0)["freed_by"], "main");
+    assert_eq!(row(&writes, "unlink", 0)["freed_by"], "background");
+    assert!(
+        stdout
+            .contains("-> UNLINK (or lazyfree-lazy-user-del yes) would free it in the background"),
+        "{stdout}"
+    );
+}
+
+/// An expiring hash: its window opens after the TTL (no command frees it) and closes when the
+/// server says it is gone, and the others' wait in it covers the server's own `expire-del`.
+#[test]
+fn an_expiring_hashs_window_follows_its_ttl_and_covers_the_expiry() {
+    let (writes, summary, _) = run(&[
+        "--type",
+        "hash",
+        "--elements",
+        "200k",
+        "--ops",
+        "build,expire",
+    ]);
+    let (build, expire) = (row(&writes, "build", 0), row(&writes, "expire", 0));
+    assert_eq!(expire["ok"], "true", "{expire:?}");
+    let after_build_us = ms(expire, "start_us") - ms(build, "reply_us");
+    // The quiet gap, then the PEXPIRE, then its 50 ms TTL.
+    assert!(after_build_us >= 200_000.0, "{after_build_us} us");
+    assert_eq!(expire["server_exec_us"], "", "no command freed it");
+    assert_eq!(expire["server_latency_event"], "expire-del", "{expire:?}");
+    let expire_del_ms = ms(expire, "server_latency_event_ms");
+    assert!(expire_del_ms >= 5.0, "{expire:?}");
+    let hol = ms(row(&summary, "expire", 0), "hol_delay_ms");
+    assert!(
+        hol >= 0.7 * expire_del_ms,
+        "others waited {hol} ms in the window, expire-del {expire_del_ms} ms"
+    );
+    assert_eq!(expire["freed_by"], "main");
+}
+
+/// The peak resident memory of a process while it runs, bytes (`VmHWM`, polled until it exits).
+fn peak_rss_of(args: &[&str]) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--gap", "150ms", "--probe-rate", "500"])
+        .args(args)
+        .args(["--out", dir.path().join("run").to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start probe");
+    let status = Path::new("/proc")
+        .join(child.id().to_string())
+        .join("status");
+    let mut peak = 0;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status)
+            && let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kb * 1024);
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(child.wait().unwrap().success());
+    peak
+}
+
+/// The tool holds one 64M value buffer either way; reading the value back whole must not add
+/// another copy (the reply is thrown away as it arrives).
+#[test]
+fn reading_a_64m_string_whole_keeps_the_probes_memory_bounded() {
+    let without = peak_rss_of(&["--writer-sizes", "64M", "--ops", "set,delete"]);
+    let with = peak_rss_of(&["--writer-sizes", "64M", "--ops", "set,read,delete"]);
+    assert!(
+        without >= 64 << 20,
+        "the value buffer alone is 64M: {without}"
+    );
+    let grew = with.saturating_sub(without);
+    eprintln!("peak RSS: {without} bytes without the read, {with} with it");
+    assert!(
+        grew < 24 << 20,
+        "peak {with} with the read against {without} without: grew {grew} bytes"
+    );
+}
+
+fn refused(args: &[&str], needle: &str) {
+    let assert = probe_cmd()
+        .args(args)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(needle))
+        .stderr(predicate::str::contains("panicked").not());
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{args:?}: {stderr}");
+}
+
+#[test]
+fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
+    // Nothing starts: the server binary does not exist.
+    let nowhere = ["--server-bin", "/nonexistent/redis-server"];
+    refused(
+        &[&["--type", "tree", "--writer-sizes", "1M"][..], &nowhere].concat(),
+        "invalid value 'tree' for --type",
+    );
+    refused(
+        &[
+            &["--type", "set", "--elements", "9", "--element-size", "0"][..],
+            &nowhere,
+        ]
+        .concat(),
+        "--element-size",
+    );
+    refused(
+        &[&["--elements", "1000"][..], &nowhere].concat(),
+        "--elements",
+    );
+    refused(
+        &[
+            &["--type", "hash", "--elements", "9", "--ops", "build,read"][..],
+            &nowhere,
+        ]
+        .concat(),
+        "--ops",
+    );
+    // What the server's limits refuse, on a server that holds no key afterwards.
+    let server = TestServer::start(&[
+        "client-query-buffer-limit 1mb",
+        "rename-command UNLINK \"\"",
+    ]);
+    let url = server.url();
+    refused(
+        &[
+            "--url",
+            &url,
+            "--type",
+            "hash",
+            "--elements",
+            "100k",
+            "--batch",
+            "100k",
+        ],
+        "client-query-buffer-limit",
+    );
+    refused(
+        &[
+            "--url",
+            &url,
+            "--type",
+            "hash",
+            "--elements",
+            "1000",
+            "--ops",
+            "build,unlink",
+        ],
+        "no UNLINK command",
+    );
+    assert!(server.keys("*").is_empty());
+}
