@@ -28,18 +28,18 @@ use super::keyspace::{KeyNaming, LOAD_PREFIX, PopulationMeta, ValueSize};
 use super::stats::{LoadBlock, LoadSecondRow, SecondAgg, new_histogram};
 use crate::analyze::correlate::Horizon;
 use crate::measure::actor::Actor;
-use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::serverview::ViewSetup;
 use crate::measure::target::Target;
 use crate::measure::writer::{RecordedWriter, WriterActor, WriterPlan};
 use crate::output::export::{
-    HostInfo, LOAD_LATENCY_HGRM, LOAD_TIMELINE_CSV, LOAD_WRITES_CSV, LoadRunJson, Mode, RUN_JSON,
-    RunStatus, ToolInfo, columns, csv_bytes, write_atomic,
+    LOAD_LATENCY_HGRM, LOAD_TIMELINE_CSV, LOAD_WRITES_CSV, LoadRunJson, Mode, RUN_JSON, RunStatus,
+    ToolInfo, columns, csv_bytes, write_atomic,
 };
 use crate::record::WriteRecord;
 use crate::session::{
-    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, SETTLE_EVERY, Session, panicked,
+    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunContext, RunScope, RunSpec,
+    SETTLE_EVERY, Session, panicked,
 };
 use crate::units::option_duration_ms;
 
@@ -317,7 +317,6 @@ pub fn run_load(
         false,
         prepare,
     )?;
-    let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
     let local = servers.iter().filter(|s| s.target.server.local).count();
     let threads = options
         .threads
@@ -361,9 +360,9 @@ pub fn run_load(
         naming: KeyNaming::load(),
     });
     let has_writer = actor.is_some();
-    let host = HostInfo::read();
-    let mut session = Session::start(written, scope, CHANNEL_SLOTS);
-    let clock = session.clock;
+    let mut session = Session::start(written, scope, RunSpec::new(Mode::Load), CHANNEL_SLOTS);
+    let run = session.run.clone();
+    let clock = run.clock;
     let control = Arc::new(Control {
         stop_at_us: AtomicU64::new(u64::MAX),
     });
@@ -398,7 +397,7 @@ pub fn run_load(
         return Err(err);
     }
     notify(LoadNotice::Started {
-        run_id: &run_id,
+        run_id: &run.run_id,
         threads,
     });
 
@@ -407,7 +406,7 @@ pub fn run_load(
     state.clients_per_server = clients_per_server(servers, options.clients);
     state.roles = servers.iter().map(|s| s.role.clone()).collect();
     // run.json stores the options as the run used them (the writer with its real key prefix).
-    let effective_options = options.recorded(&key_prefix);
+    let effective_options = options.recorded(&run.key_prefix);
     let mut load = LoadInstrument {
         state,
         handles: handles.into_iter().map(Some).collect(),
@@ -415,11 +414,8 @@ pub fn run_load(
         control,
         out: options.out.as_deref().map(OutDir::new),
         meta: LoadMeta {
-            run_id: &run_id,
-            key_prefix: &key_prefix,
-            clock,
+            run: &run,
             servers,
-            host: &host,
             options: &effective_options,
             threads,
             load_start_us,
@@ -495,6 +491,7 @@ impl Instrument for LoadInstrument<'_, '_> {
     fn tick(&mut self) {
         let elapsed = self
             .meta
+            .run
             .clock
             .now_us()
             .saturating_sub(self.meta.load_start_us);
@@ -518,7 +515,7 @@ impl Instrument for LoadInstrument<'_, '_> {
     }
 
     fn stop(&mut self, events: &Receiver<Event>, keys: &mut KeyLedger) -> Option<String> {
-        let now = self.meta.clock.now_us().max(self.meta.load_start_us);
+        let now = self.meta.run.clock.now_us().max(self.meta.load_start_us);
         self.control.stop_at_us.fetch_min(now, Ordering::SeqCst);
         // The threads send their last reports blocking: take them while waiting.
         while self.handles.iter().flatten().any(|h| !h.is_finished()) {
@@ -586,12 +583,10 @@ impl LoadInstrument<'_, '_> {
     }
 }
 
+/// What run.json says of the load besides its findings.
 struct LoadMeta<'a> {
-    run_id: &'a str,
-    key_prefix: &'a str,
-    clock: RunClock,
+    run: &'a RunContext,
     servers: &'a [LoadServer<'a>],
-    host: &'a HostInfo,
     options: &'a LoadOptions<RecordedWriter>,
     threads: u16,
     load_start_us: u64,
@@ -933,15 +928,15 @@ impl LoadCollector {
         let writes_under_load = self.findings();
         let run_json = LoadRunJson {
             tool: ToolInfo::default(),
-            mode: Mode::Load,
+            mode: meta.run.mode,
             status,
             status_reason: status_reason.clone(),
-            run_id: meta.run_id.to_string(),
-            key_prefix: meta.key_prefix.to_string(),
+            run_id: meta.run.run_id.clone(),
+            key_prefix: meta.run.key_prefix.clone(),
             load_key_prefix: LOAD_PREFIX.to_string(),
-            started_unix_us: meta.clock.unix_start_us(),
+            started_unix_us: meta.run.clock.unix_start_us(),
             load_start_us: meta.load_start_us,
-            elapsed_us: meta.clock.now_us(),
+            elapsed_us: meta.run.clock.now_us(),
             runtime_s,
             servers: meta
                 .servers
@@ -950,7 +945,7 @@ impl LoadCollector {
                 .collect(),
             populations: meta.servers.iter().map(|s| s.population.clone()).collect(),
             keys_used: meta.servers.iter().map(|s| s.keys).collect(),
-            host: meta.host.clone(),
+            host: meta.run.host.clone(),
             options: meta.options.clone(),
             threads: meta.threads,
             blocks: blocks.clone(),
@@ -961,7 +956,7 @@ impl LoadCollector {
             problems: self.problems.clone(),
         };
         LoadReport {
-            run_id: meta.run_id.to_string(),
+            run_id: meta.run.run_id.clone(),
             status,
             status_reason,
             runtime_s,
@@ -974,7 +969,7 @@ impl LoadCollector {
             problems: self.problems.clone(),
             latency: total.hist,
             load_start_us: self.load_start_us,
-            started_unix_us: meta.clock.unix_start_us(),
+            started_unix_us: meta.run.clock.unix_start_us(),
             run_json,
         }
     }

@@ -33,14 +33,14 @@ use anyhow::{Context, Result};
 use crossbeam_channel::Receiver;
 
 use super::{
-    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, Session, panicked,
-    run_key_prefix, thread_died,
+    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunContext, RunScope, RunSpec, Session,
+    panicked, run_key_prefix, thread_died,
 };
 
 use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator, Finding, Horizon, Stall};
 use crate::analyze::correlate::{Interval, WriteSummary};
 use crate::measure::actor::Actor;
-use crate::measure::clock::{RunClock, wall_time};
+use crate::measure::clock::wall_time;
 use crate::measure::culprit::{
     Culprit, LoopWindow, POLL_EVERY, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan,
     eventloop_label, name_stall,
@@ -56,11 +56,11 @@ use crate::measure::topology::{Shard, Topology, TopologyKind};
 use crate::measure::topology_watch::{TopologyWatcher, spawn_topology_watch};
 use crate::measure::writer::RecordedWriter;
 pub use crate::options::{ProbesExport, RunOptions};
-use crate::output::export::{
-    HostInfo, Mode, PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV,
-    SUMMARY_CSV, TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
-};
 use crate::output::export::{NodeEvent, NodeFindings};
+use crate::output::export::{
+    PROBES_CSV, PROBES_HLOG, RUN_JSON, RowAppender, RunJson, RunStatus, STALLS_CSV, SUMMARY_CSV,
+    TIMELINE_CSV, TimelineRow, ToolInfo, WRITES_CSV, columns, csv_bytes, write_atomic,
+};
 use crate::output::hlog::HlogWriter;
 use crate::output::metrics::ProbeMetrics;
 use crate::record::{NodeCols, NodeRole, ProbeCmd, SameShard, WriteRecord};
@@ -296,34 +296,16 @@ impl Probed {
     }
 }
 
-/// Runs probes with `actor` beside them (none: observe) until the actor is done, the duration is
-/// over, `interrupt` is set, or the server goes away; see the module comment.
-pub fn measure(
-    options: &RunOptions,
-    target: &Target,
-    actor: Option<Box<dyn Actor>>,
-    interrupt: &AtomicBool,
-    notify: &mut dyn FnMut(Notice<'_>),
-) -> Result<RunReport> {
-    measure_nodes(
-        options,
-        target,
-        &Probed::single(target),
-        actor,
-        None,
-        interrupt,
-        notify,
-    )
-}
-
-/// [`measure`] with probes on every node of `probed` (its first node is `target`, the one the
-/// actor works on); `metrics`, the `--metrics-addr` endpoint's figures, updated as the run goes.
+/// Runs probes on every node of `probed` (its first node is `target`, the one the actor works
+/// on) with `actor` beside them (none: observe) until the actor is done, the duration is over,
+/// `interrupt` is set, or the server goes away; see the module comment. `spec`: the command
+/// (run.json's `mode`) and the `--metrics-addr` endpoint's figures, updated as the run goes.
 pub fn measure_nodes(
     options: &RunOptions,
     target: &Target,
     probed: &Probed,
     mut actor: Option<Box<dyn Actor>>,
-    metrics: Option<Arc<ProbeMetrics>>,
+    spec: RunSpec,
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
@@ -351,7 +333,6 @@ pub fn measure_nodes(
             Ok(keys)
         },
     )?;
-    let (run_id, key_prefix) = (scope.run_id.clone(), scope.key_prefix.clone());
     let view = ViewSetup {
         reset_stats: target.server.embedded,
         reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
@@ -362,7 +343,7 @@ pub fn measure_nodes(
         threads: options.probe_threads,
         rate_per_thread: options.probe_rate,
         cmd: options.probe_cmd,
-        get_key: probe_get_key(&key_prefix),
+        get_key: probe_get_key(&scope.key_prefix),
         realtime: options.realtime,
         first_thread: 0,
         // Over several nodes one going away (a failover) must not end the run.
@@ -370,7 +351,7 @@ pub fn measure_nodes(
     };
     // GET probes of nodes of other shards read a key of their own shard, set on its master and
     // removed from it at the end.
-    let run_base = run_key_prefix(&run_id);
+    let run_base = run_key_prefix(&scope.run_id);
     let mut homed_probe_keys: Vec<String> = Vec::new();
     // The export files first: if they cannot be created, nothing has been written to the
     // server yet.
@@ -426,11 +407,11 @@ pub fn measure_nodes(
             }
         }
     }
-    let host = HostInfo::read();
     // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
     // at the default rates if the collector stalls (what does not fit is counted as dropped).
-    let mut session = Session::start(target, scope, 1 << 16);
-    let clock = session.clock;
+    let mut session = Session::start(target, scope, spec, 1 << 16);
+    let run = session.run.clone();
+    let clock = run.clock;
     // Gives up a run whose threads could not all start.
     let abandon = |session: &mut Session<'_>, threads: &mut Threads, err: anyhow::Error| {
         threads.stop_all();
@@ -562,7 +543,7 @@ pub fn measure_nodes(
         }
     }
     notify(Notice::Started {
-        run_id: &run_id,
+        run_id: &run.run_id,
         steps_total,
         started_unix_us: clock.unix_start_us(),
     });
@@ -600,7 +581,7 @@ pub fn measure_nodes(
         writes: Vec::new(),
         probes_recorded: 0,
         wrote_since_checkpoint: false,
-        metrics,
+        metrics: run.metrics.clone(),
         node_events: Vec::new(),
         new_node_events: 0,
         naming,
@@ -608,18 +589,15 @@ pub fn measure_nodes(
         unix_start_us: clock.unix_start_us(),
     };
     // run.json stores the options as the run used them (the writer with its real key prefix).
-    let effective_options = options.recorded(&key_prefix);
+    let effective_options = options.recorded(&run.key_prefix);
     let mut probes = ProbeInstrument {
         state,
         threads,
         out,
         meta: Meta {
-            run_id: &run_id,
-            key_prefix: &key_prefix,
-            clock,
+            run: &run,
             target,
             topology: probed.topology.as_ref(),
-            host: &host,
             options: &effective_options,
         },
         notify,
@@ -633,7 +611,7 @@ pub fn measure_nodes(
     };
     let ended = session.run(&mut probes, limits, interrupt);
     let warnings = std::mem::take(&mut session.warnings);
-    probes.finish(ended, warnings, run_id.clone(), server_settings)
+    probes.finish(ended, warnings, server_settings)
 }
 
 /// The probes as a session's instrument: their threads (and the memory sampler, the slow-log
@@ -675,7 +653,7 @@ impl Instrument for ProbeInstrument<'_, '_> {
 
     fn tick(&mut self) {
         (self.notify)(Notice::Tick {
-            elapsed: Duration::from_micros(self.meta.clock.now_us()),
+            elapsed: Duration::from_micros(self.meta.run.clock.now_us()),
             probes: self.state.probes_recorded as usize,
             writes: self.state.writes.len(),
         });
@@ -735,7 +713,6 @@ impl ProbeInstrument<'_, '_> {
         mut self,
         ended: Ended,
         mut warnings: Vec<String>,
-        run_id: String,
         server_settings: Vec<String>,
     ) -> Result<RunReport> {
         let Ended {
@@ -819,7 +796,7 @@ impl ProbeInstrument<'_, '_> {
         }
         Ok(RunReport {
             run_json,
-            run_id,
+            run_id: meta.run.run_id.clone(),
             status,
             status_reason,
             nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
@@ -832,7 +809,7 @@ impl ProbeInstrument<'_, '_> {
             hiccups_found: state.nodes[0].hiccups_found,
             probes_dropped: dropped,
             warnings,
-            started_unix_us: meta.clock.unix_start_us(),
+            started_unix_us: meta.run.clock.unix_start_us(),
             server_settings,
         })
     }
@@ -895,13 +872,11 @@ impl Threads {
     }
 }
 
+/// What run.json says of the run besides its findings.
 struct Meta<'a> {
-    run_id: &'a str,
-    key_prefix: &'a str,
-    clock: RunClock,
+    run: &'a RunContext,
     target: &'a Target,
     topology: Option<&'a Topology>,
-    host: &'a HostInfo,
     options: &'a RunOptions<RecordedWriter>,
 }
 
@@ -1561,15 +1536,15 @@ fn run_json(
     let analysis = &first.analysis;
     RunJson {
         tool: ToolInfo::default(),
-        mode: Mode::Probe,
+        mode: meta.run.mode,
         status,
         status_reason,
-        run_id: meta.run_id.to_string(),
-        key_prefix: meta.key_prefix.to_string(),
-        started_unix_us: meta.clock.unix_start_us(),
-        elapsed_us: meta.clock.now_us(),
+        run_id: meta.run.run_id.clone(),
+        key_prefix: meta.run.key_prefix.clone(),
+        started_unix_us: meta.run.clock.unix_start_us(),
+        elapsed_us: meta.run.clock.now_us(),
         server: meta.target.server.clone(),
-        host: meta.host.clone(),
+        host: meta.run.host.clone(),
         options: meta.options.clone(),
         probe_engine: Some(shared.engine_info()),
         probes_dropped: shared.dropped.load(Ordering::Relaxed),
