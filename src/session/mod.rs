@@ -26,6 +26,7 @@
 
 mod context;
 mod probes;
+pub(crate) mod sink;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
