@@ -60,6 +60,11 @@ pub struct Stall {
     /// max 50.3ms`.
     #[serde(default)]
     pub server_event: Option<String>,
+    /// The keys the server expired or evicted during the stall, from its keyspace
+    /// notifications (`expired holprobe:ab12:w1:hash`): what no client sent a command for.
+    /// Empty where notifications are off (see `notify-keyspace-events`) or none was heard.
+    #[serde(default)]
+    pub server_key: Option<String>,
 }
 
 /// Per write: what other clients saw while it ran.

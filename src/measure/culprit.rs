@@ -9,9 +9,11 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 pub use crate::analyze::naming::{
-    Culprit, LoopWindow, ServerCommandEntry, WallSpan, client_label, command_label,
-    eventloop_label, latency_changes, name_stall, printable,
+    Culprit, LoopWindow, RemovedKey, ServerCommandEntry, WallSpan, client_label, command_label,
+    eventloop_label, key_label, latency_changes, name_stall, printable,
 };
+use crate::measure::clock::RunClock;
+use crate::measure::keyspace::{KeyEvents, notifications_on};
 use crate::measure::resp::{RawConn, Reply};
 use crate::measure::serverview::{
     LatencyEvent, LogEntry, eventloop_max_during, parse_latency_latest, parse_log_entries,
@@ -67,6 +69,9 @@ pub struct ServerLogPoll {
     /// server's statistics after each reading; otherwise known only when it rose above every
     /// earlier cycle. `None`: not known.
     pub eventloop_max_us: Option<u64>,
+    /// Keys the server expired or evicted since the last poll (keyspace notifications), in the
+    /// order heard.
+    pub removed_keys: Vec<RemovedKey>,
 }
 
 /// Reads, every ~250 ms, the slow commands and latency events the server logged since the last
@@ -96,6 +101,8 @@ pub struct ServerLogPoller {
     last_eventloop_max: Option<u64>,
     /// The statistics were reset right after that reading.
     last_reset: bool,
+    /// Keyspace notifications of expired and evicted keys, where the server sends them.
+    key_events: Option<KeyEvents>,
 }
 
 impl ServerLogPoller {
@@ -118,6 +125,7 @@ impl ServerLogPoller {
             reset_stats: false,
             last_eventloop_max: None,
             last_reset: false,
+            key_events: None,
         };
         poller
             .pick_source(&mut conn)
@@ -148,6 +156,35 @@ impl ServerLogPoller {
             )
         {
             self.last_reset = true;
+        }
+        self
+    }
+
+    /// Also listens for the keys the server expires or evicts on its own (keyspace
+    /// notifications, [`crate::measure::keyspace`]), so that a stall no client caused is named
+    /// by its key. Only where `notify-keyspace-events` already sends them (the run turns them
+    /// on where it may tune the server, and says so where it may not).
+    pub fn hearing_removed_keys(mut self, clock: RunClock) -> ServerLogPoller {
+        let Some(conn) = self.conn.as_mut() else {
+            return self;
+        };
+        let flags = match conn.command(&[b"CONFIG", b"GET", b"notify-keyspace-events"]) {
+            Ok(Reply::Array(Some(pair))) => match pair.get(1) {
+                Some(Reply::Bulk(Some(value))) => String::from_utf8_lossy(value).into_owned(),
+                _ => return self,
+            },
+            _ => return self, // CONFIG refused: nothing to say that the settings did not
+        };
+        // Off: the settings guard has said so (with how to turn them on) already.
+        if !notifications_on(&flags) {
+            return self;
+        }
+        match KeyEvents::start(&self.conn_info, clock) {
+            Ok(events) => self.key_events = Some(events),
+            Err(err) => self.notes.push(format!(
+                "server log: cannot hear expired or evicted keys ({}): stalls are not named by key",
+                crate::error::one_line(&err)
+            )),
         }
         self
     }
@@ -189,6 +226,11 @@ impl ServerLogPoller {
                 eventloop_max_during(self.last_eventloop_max, now, self.last_reset);
             self.last_eventloop_max = now;
             self.last_reset = reset;
+        }
+        // Last, so that every key heard up to this poll's readings is in it (and a failed
+        // poll leaves them for the next one).
+        if let Some(events) = &self.key_events {
+            poll.removed_keys = events.events().try_iter().map(RemovedKey::from).collect();
         }
         self.conn = Some(conn);
         Ok(poll)

@@ -34,6 +34,23 @@ pub struct KeyEvent {
     pub key: Vec<u8>,
     /// When the notification arrived, µs on the run's clock.
     pub at_us: u64,
+    /// The same moment, µs since the Unix epoch (this host's clock), to name stalls with.
+    pub at_unix_us: i64,
+}
+
+impl From<KeyEvent> for crate::analyze::naming::RemovedKey {
+    fn from(event: KeyEvent) -> Self {
+        crate::analyze::naming::RemovedKey {
+            event: event.event,
+            key: event.key,
+            at_unix_us: event.at_unix_us,
+        }
+    }
+}
+
+/// Whether `notify-keyspace-events` (as `CONFIG GET` gives it) sends what [`KeyEvents`] hears.
+pub fn notifications_on(current: &str) -> bool {
+    missing_flags(current, KEYEVENT_FLAGS).is_empty()
 }
 
 /// The flags `current` lacks of `wanted` (`notify-keyspace-events` letters; `A` stands for
@@ -117,8 +134,16 @@ impl Drop for KeyEvents {
 fn forward(mut conn: RawConn, clock: RunClock, events: Sender<KeyEvent>) {
     while let Ok(reply) = conn.read_reply() {
         let at_us = clock.now_us();
+        let at_unix_us = crate::measure::serverview::unix_now_us();
         if let Some((event, key)) = parse_message(reply)
-            && events.send(KeyEvent { event, key, at_us }).is_err()
+            && events
+                .send(KeyEvent {
+                    event,
+                    key,
+                    at_us,
+                    at_unix_us,
+                })
+                .is_err()
         {
             return;
         }

@@ -76,14 +76,16 @@ pub fn settings_for_key_events() -> Vec<(&'static str, Want)> {
 }
 
 /// The settings the main job needs: every command in SLOWLOG (a large SET executes in a few µs),
-/// a log long enough to still hold the write's entry after the probes' own, and the latency
-/// monitor at its finest (1 ms).
+/// a log long enough to still hold the write's entry after the probes' own, the latency
+/// monitor at its finest (1 ms), and keyspace notifications of expired and evicted keys.
 pub fn settings_for_writes() -> Vec<(&'static str, Want)> {
-    vec![
+    let mut wants = vec![
         ("slowlog-log-slower-than", Want::LogAtMost(0)),
         ("slowlog-max-len", Want::AtLeast(1024)),
         ("latency-monitor-threshold", Want::OnAndAtMost(1)),
-    ]
+    ];
+    wants.extend(settings_for_key_events());
+    wants
 }
 
 /// The settings calibration needs: injected stalls (5 ms and up) in SLOWLOG, the probes not.
@@ -100,14 +102,17 @@ pub fn settings_for_calibration() -> Vec<(&'static str, Want)> {
 /// enough for a burst, and the latency monitor at the same threshold.
 pub fn settings_for_observing(stall_threshold_us: u64) -> Vec<(&'static str, Want)> {
     let threshold = i64::try_from(stall_threshold_us).unwrap_or(i64::MAX);
-    vec![
+    let mut wants = vec![
         ("slowlog-log-slower-than", Want::LogAtMost(threshold)),
         ("slowlog-max-len", Want::AtLeast(128)),
         (
             "latency-monitor-threshold",
             Want::OnAndAtMost((threshold / 1000).max(1)),
         ),
-    ]
+    ];
+    // A stall no client sent a command for (an expiry, an eviction) is named by its key.
+    wants.extend(settings_for_key_events());
+    wants
 }
 
 /// Server settings changed for a run; the old values are put back by [`ServerTuning::restore`]
@@ -645,6 +650,16 @@ mod tests {
         assert_eq!(Want::OnAndAtMost(1).change(1), None);
         assert_eq!(Want::AtLeast(1024).change(128), Some(1024));
         assert_eq!(Want::AtLeast(1024).change(4096), None);
+        let flags = Want::HasFlags("Exe");
+        assert_eq!(flags.change_text("").as_deref(), Some("Exe"));
+        assert_eq!(flags.change_text("Kx").as_deref(), Some("KxEe"));
+        assert_eq!(flags.change_text("xeE"), None);
+        assert_eq!(flags.change_text("AE"), None);
+        assert_eq!(
+            Want::AtLeast(1024).change_text("128").as_deref(),
+            Some("1024")
+        );
+        assert_eq!(Want::AtLeast(1024).change_text("lots"), None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! decides where it goes.
 
 use crate::analyze::correlate::{Analysis, Baseline, Stall, WriteSummary};
+use crate::analyze::naming::cause_of;
 use crate::analyze::pressure::human_bytes;
 use crate::analyze::stats::{SizeModel, SizeSpread, Spread};
 use crate::record::{NodeCols, WriteOp, WriteRecord};
@@ -487,6 +488,9 @@ pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
     if let Some(event) = &stall.server_event {
         cause.push(event.clone());
     }
+    if let Some(key) = &stall.server_key {
+        cause.push(key.clone());
+    }
     let when = match &stall.wall_start {
         // RFC 3339 `2026-11-30T12:03:04.123456Z`: the time of day to the millisecond.
         Some(wall) if wall.len() >= 23 => wall[11..23].to_string(),
@@ -564,6 +568,18 @@ pub fn stall_line_short(stall: &Stall, writes: &[WriteSummary]) -> String {
             w.op.name(),
             format_size(w.size_bytes)
         ));
+    }
+    // What no client sent a command for: the server's own work (an active expiry, an eviction,
+    // a fork), in an operator's words, and the key it removed.
+    if cause.is_empty()
+        && let Some(event) = stall.server_event.as_deref().and_then(cause_of)
+    {
+        cause.push(event);
+    }
+    if stall.server_command.is_none()
+        && let Some(key) = &stall.server_key
+    {
+        cause.push(key.clone());
     }
     let cause = if cause.is_empty() {
         format!("{} probes delayed", stall.probes_delayed)
@@ -884,6 +900,7 @@ mod tests {
             server_command: None,
             server_client: None,
             server_event: None,
+            server_key: None,
         }
     }
 
@@ -915,6 +932,49 @@ mod tests {
             ..stall(1.0, None)
         };
         assert!(stall_line_short(&long, &writes).chars().count() <= 100);
+    }
+
+    /// A stall no client sent a command for reads as what the server was doing, and the key.
+    #[test]
+    fn short_stall_lines_name_an_expiry_by_its_event_and_key() {
+        let expiry = Stall {
+            server_event: Some("latency expire-cycle 451ms, expire-del 451ms".into()),
+            server_key: Some("expired big:hash".into()),
+            probes_delayed: 950,
+            ..stall(474.7, None)
+        };
+        assert_eq!(
+            stall_line_short(&expiry, &[]),
+            "10:00:01.500    474.7ms  active expiry 451ms (expire-cycle, expire-del), expired big:hash"
+        );
+        // The key alone, where the monitor was off.
+        let key_only = Stall {
+            server_key: Some("evicted k".into()),
+            ..stall(12.0, None)
+        };
+        assert_eq!(
+            stall_line_short(&key_only, &[]),
+            "10:00:01.500     12.0ms  evicted k"
+        );
+        // A command the server logged is the cause; its LATENCY event says no more.
+        let command = Stall {
+            server_command: Some("DEBUG SLEEP 0.05".into()),
+            server_event: Some("latency command 50ms".into()),
+            ..stall(50.2, None)
+        };
+        assert_eq!(
+            stall_line_short(&command, &[]),
+            "10:00:01.500     50.2ms  DEBUG SLEEP 0.05"
+        );
+        // Nothing said: the count, as before.
+        let unnamed = Stall {
+            server_event: Some("latency command 2ms".into()),
+            ..stall(3.0, None)
+        };
+        assert_eq!(
+            stall_line_short(&unnamed, &[]),
+            "10:00:01.500      3.0ms  3 probes delayed"
+        );
     }
 
     /// The footer: the longest `show_stalls`, the send lag and the hiccups only when they

@@ -42,8 +42,8 @@ use crate::analyze::correlate::{Interval, WriteSummary};
 use crate::measure::actor::Actor;
 use crate::measure::clock::wall_time;
 use crate::measure::culprit::{
-    Culprit, LoopWindow, POLL_EVERY, ServerCommandEntry, ServerLogBatch, ServerLogPoller, WallSpan,
-    eventloop_label, name_stall,
+    Culprit, LoopWindow, POLL_EVERY, RemovedKey, ServerCommandEntry, ServerLogBatch,
+    ServerLogPoller, WallSpan, eventloop_label, key_label, name_stall,
 };
 use crate::measure::event::Event;
 use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
@@ -494,11 +494,12 @@ pub fn measure_nodes(
             .map(|poller| {
                 // The event loop's longest cycle per poll, exact on the run's own server when
                 // no actor reads the counters a reset clears.
-                if target.server.embedded && !has_actor {
+                let poller = if target.server.embedded && !has_actor {
                     poller.resetting_stats()
                 } else {
                     poller
-                }
+                };
+                poller.hearing_removed_keys(clock)
             })
             .and_then(|poller| {
                 spawn_poller(poller, session.events(), Arc::clone(&threads.poller_stop))
@@ -1017,6 +1018,8 @@ pub fn spawn_poller(
 struct Namer {
     entries: std::collections::VecDeque<ServerCommandEntry>,
     events: Vec<LatencyEvent>,
+    /// Keys the server expired or evicted (keyspace notifications), oldest first.
+    removed_keys: std::collections::VecDeque<RemovedKey>,
     /// The event loop's longest cycle, poll window by poll window.
     loop_windows: std::collections::VecDeque<LoopWindow>,
     /// Every command that ended before this (Unix µs) has been read.
@@ -1034,6 +1037,7 @@ const NAMER_KEEPS_S: i64 = 60;
 impl Namer {
     fn take(&mut self, batch: ServerLogBatch) {
         self.entries.extend(batch.poll.entries);
+        self.removed_keys.extend(batch.poll.removed_keys);
         for event in batch.poll.latency {
             self.events
                 .retain(|e| e.name != event.name || e.at_unix_s != event.at_unix_s);
@@ -1060,6 +1064,13 @@ impl Namer {
             self.entries.pop_front();
         }
         self.events.retain(|e| e.at_unix_s >= horizon_s);
+        while self
+            .removed_keys
+            .front()
+            .is_some_and(|k| k.at_unix_us < horizon_s.saturating_mul(1_000_000))
+        {
+            self.removed_keys.pop_front();
+        }
         while self
             .loop_windows
             .front()
@@ -1092,6 +1103,7 @@ impl Namer {
             } = name_stall(span, self.entries.make_contiguous(), &self.events);
             stall.server_command = server_command;
             stall.server_client = server_client;
+            stall.server_key = key_label(span, self.removed_keys.make_contiguous());
             let event_loop = eventloop_label(span, self.loop_windows.make_contiguous());
             // `latency command 80ms, expire-cycle 12ms; event loop max 80.2ms`
             let events = server_event.map(|events| format!("latency {events}"));

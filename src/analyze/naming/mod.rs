@@ -63,7 +63,9 @@
 //!
 //! # Where things are, and where to add a source
 //! Each source of evidence is a file: `command` (SLOWLOG / COMMANDLOG entries, the client),
-//! `events` (LATENCY LATEST rows), `eventloop` (INFO's longest event-loop cycle); `span` holds
+//! `events` (LATENCY LATEST rows), `eventloop` (INFO's longest event-loop cycle), `keys` (keys
+//! the server expired or evicted, from keyspace notifications, and the operator's words for a
+//! LATENCY event); `span` holds
 //! the timing rule they share (a span known to within the logged second, "explains", "too
 //! long"), `label` the printable text of what the server logged. A new kind of evidence (more
 //! LATENCY event kinds, keyspace notifications) is a file here with its type and its rule
@@ -73,6 +75,7 @@
 mod command;
 mod eventloop;
 mod events;
+mod keys;
 mod label;
 mod span;
 #[cfg(test)]
@@ -83,6 +86,7 @@ use serde::Serialize;
 pub use command::{ServerCommandEntry, client_label};
 pub use eventloop::{LoopWindow, eventloop_label};
 pub use events::{LatencyEvent, latency_changes};
+pub use keys::{KEY_SLACK_US, RemovedKey, cause_of, event_cause, key_label};
 pub use label::{command_label, printable};
 pub use span::WallSpan;
 

@@ -253,3 +253,77 @@ fn passwords_in_logged_commands_are_never_shown() {
         "CONFIG SET maxmemory 1gb"
     );
 }
+
+fn removed(key: &str, at_ms: i64) -> RemovedKey {
+    RemovedKey {
+        event: "expired".into(),
+        key: key.as_bytes().to_vec(),
+        at_unix_us: T0_US + at_ms * 1_000,
+    }
+}
+
+#[test]
+fn a_key_heard_by_the_stall_s_end_names_it() {
+    let stall = span(1_000, 1_451);
+    // Heard as the silence ended (the free ended it), a little after, and inside it.
+    assert_eq!(
+        key_label(stall, &[removed("big:hash", 1_452)]).as_deref(),
+        Some("expired big:hash")
+    );
+    assert_eq!(
+        key_label(stall, &[removed("a", 1_100), removed("big:hash", 1_451)]).as_deref(),
+        Some("expired big:hash, a")
+    );
+    // Before the stall began, or well after it ended: another story.
+    assert_eq!(key_label(stall, &[removed("early", 999)]), None);
+    assert_eq!(key_label(stall, &[removed("late", 1_460)]), None);
+    let many: Vec<RemovedKey> = (0..5)
+        .map(|i| removed(&format!("k{i}"), 1_200 + i))
+        .collect();
+    assert_eq!(
+        key_label(stall, &many).as_deref(),
+        Some("expired k4, k3 (+3 more)")
+    );
+    let mut evicted = removed("e", 1_300);
+    evicted.event = "evicted".into();
+    assert_eq!(
+        key_label(stall, &[evicted, removed("x", 1_200)]).as_deref(),
+        Some("evicted e, expired x")
+    );
+    // Keys are printable, whatever bytes they hold.
+    let binary = RemovedKey {
+        key: b"k\x00\xff".to_vec(),
+        ..removed("", 1_400)
+    };
+    assert_eq!(
+        key_label(stall, &[binary]).as_deref(),
+        Some("expired k\\x00\\xff")
+    );
+}
+
+#[test]
+fn a_latency_event_reads_as_what_the_server_was_doing() {
+    assert_eq!(
+        cause_of("latency expire-cycle 451ms, expire-del 451ms").as_deref(),
+        Some("active expiry 451ms (expire-cycle, expire-del)")
+    );
+    assert_eq!(
+        cause_of("latency eviction-del 30ms, command 2ms; event loop max 31.0ms").as_deref(),
+        Some("eviction 30ms (eviction-del)")
+    );
+    assert_eq!(
+        cause_of("latency fork 12ms").as_deref(),
+        Some("fork (a snapshot or AOF rewrite) 12ms (fork)")
+    );
+    assert_eq!(
+        cause_of("latency aof-fsync-always 8ms").as_deref(),
+        Some("AOF write or fsync 8ms (aof-fsync-always)")
+    );
+    // A command is SLOWLOG's to name; the event loop alone says no cause.
+    assert_eq!(cause_of("latency command 51ms"), None);
+    assert_eq!(cause_of("event loop max 50.3ms"), None);
+    assert_eq!(
+        cause_of("latency some-new-event 5ms").as_deref(),
+        Some("some-new-event 5ms (some-new-event)")
+    );
+}

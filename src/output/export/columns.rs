@@ -62,6 +62,7 @@ pub const STALLS: &[&str] = &[
     "server_command",
     "server_client",
     "server_event",
+    "server_key",
     "node",
     "role",
     "shard",

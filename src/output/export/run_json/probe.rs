@@ -202,6 +202,7 @@ pub(crate) mod sample {
             server_command: Some("SET holprobe:feedf00d:1 ...".into()),
             server_client: Some("127.0.0.1:50000 holprobe-writer".into()),
             server_event: Some("command 12ms".into()),
+            server_key: Some("expired holprobe:feedf00d:h".into()),
         };
         let write = |seq: u32, op: WriteOp, size_bytes: u64, set_ms: f64| WriteSummary {
             seq,
