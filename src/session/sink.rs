@@ -15,7 +15,6 @@ pub(crate) trait Sink<F: ?Sized> {
 
     /// It shows the run to a person: it goes quiet once the run failed to write its exports,
     /// while the other sinks take what is left.
-    #[allow(dead_code)]
     fn is_terminal(&self) -> bool {
         false
     }
@@ -64,7 +63,6 @@ impl<S: ?Sized> Sinks<S> {
     }
 
     /// Drops the terminal sinks (after an export error, the rest is filed quietly).
-    #[allow(dead_code)]
     pub fn silence_terminal<F: ?Sized>(&mut self)
     where
         S: Sink<F>,
