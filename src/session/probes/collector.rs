@@ -410,3 +410,53 @@ pub(super) fn run_json(
         warnings: warnings.to_vec(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stall(start_us: u64, duration_ms: f64, write_seq: Option<u32>) -> Stall {
+        Stall {
+            start_us,
+            end_us: start_us + (duration_ms * 1e3) as u64,
+            duration_ms,
+            write_seq,
+            ..Stall::default()
+        }
+    }
+
+    #[test]
+    fn a_full_list_drops_its_shortest_stall_not_tied_to_a_write() {
+        let mut list: Vec<Stall> = (0..KEEP_STALLS as u64)
+            .map(|k| stall(k * 10_000, 2.0 + k as f64, None))
+            .collect();
+        // The shortest of all is tied to a write: it stays.
+        list[3] = stall(30_000, 0.5, Some(7));
+        keep_bounded(&mut list, stall(99_000_000, 1.5, None));
+        assert_eq!(list.len(), KEEP_STALLS);
+        assert!(list.iter().any(|s| s.write_seq == Some(7)));
+        // The newcomer (1.5 ms) was the shortest untied one.
+        assert!(!list.iter().any(|s| s.start_us == 99_000_000));
+        keep_bounded(&mut list, stall(99_000_000, 500.0, None));
+        assert_eq!(list.len(), KEEP_STALLS);
+        // Now stall 0 (2 ms) went, and the list stays in time order.
+        assert!(!list.iter().any(|s| s.start_us == 0));
+        assert!(list.windows(2).all(|w| w[0].start_us <= w[1].start_us));
+    }
+
+    #[test]
+    fn the_longest_stalls_come_back_in_time_order() {
+        let stalls = [
+            stall(0, 5.0, None),
+            stall(10, 1.0, None),
+            stall(20, 9.0, Some(1)),
+            stall(30, 7.0, None),
+        ];
+        let kept = longest(&stalls, 2);
+        assert_eq!(
+            kept.iter().map(|s| s.start_us).collect::<Vec<_>>(),
+            [20, 30]
+        );
+        assert_eq!(longest(&stalls, 10).len(), 4);
+    }
+}

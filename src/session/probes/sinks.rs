@@ -302,3 +302,84 @@ impl Sink<ProbeFinding<'_>> for ProbeTerminal<'_> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::findings::WriteSummary;
+    use crate::record::{NodeRole, WriteOp};
+
+    /// The figures of writes 1 and 2, as the correlator gives them.
+    fn summaries() -> Vec<WriteSummary> {
+        let writes: Vec<WriteRecord> = [1, 2]
+            .map(|seq| {
+                let at = u64::from(seq) * 10_000;
+                WriteRecord::timed(seq, WriteOp::Set, String::new(), 1, (at, at + 10, at + 20))
+            })
+            .into();
+        let analysis = crate::analyze::correlate::correlate(
+            &[],
+            &writes,
+            crate::analyze::correlate::CorrelateConfig::with_threshold(1000),
+        );
+        assert_eq!(analysis.writes.len(), 2);
+        analysis.writes
+    }
+
+    fn node(name: &str) -> NodeCols {
+        NodeCols {
+            node: name.into(),
+            role: NodeRole::Master,
+            shard: None,
+        }
+    }
+
+    /// Findings come node by node as each correlator settles, so a later node's figures of
+    /// write 1 may come after the first node's of write 2: summary.csv is still in write order,
+    /// the first node's row of each write first.
+    #[test]
+    fn summary_csv_is_in_write_order_first_node_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = ProbeFiles::create(dir.path(), &RunOptions::default()).unwrap();
+        let (first, second) = (node("a:1"), node("b:2"));
+        let same = SameShard { same_shard: true };
+        let record = WriteRecord::timed(1, WriteOp::Set, String::new(), 1, (0, 0, 0));
+        let summaries = summaries();
+        for (index, cols, seq) in [
+            (0, &first, 1),
+            (0, &first, 2),
+            (1, &second, 1),
+            (1, &second, 2),
+        ] {
+            let found = ProbeFinding::Summary {
+                node: NodeRef {
+                    index,
+                    cols,
+                    same_shard: &same,
+                },
+                record: &record,
+                summary: &summaries[seq - 1],
+            };
+            files.emit(&found).unwrap();
+        }
+        let text = std::fs::read_to_string(dir.path().join(SUMMARY_CSV)).unwrap();
+        let rows: Vec<(String, String)> = text
+            .lines()
+            .skip(1)
+            .map(|line| {
+                let cells: Vec<&str> = line.split(',').collect();
+                let node_at = columns::SUMMARY.iter().position(|c| *c == "node").unwrap();
+                (cells[0].to_string(), cells[node_at].to_string())
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("1".to_string(), "a:1".to_string()),
+                ("1".into(), "b:2".into()),
+                ("2".into(), "a:1".into()),
+                ("2".into(), "b:2".into()),
+            ]
+        );
+    }
+}
