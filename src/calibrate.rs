@@ -32,8 +32,11 @@ use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
 use crate::measure::resp::{RawConn, Reply};
 use crate::measure::serverview::{ServerView, Want, settings_for_calibration};
-use crate::measure::target::ConnInfo;
+use crate::measure::target::{ConnInfo, Target};
+use crate::options::RunOptions;
+use crate::output::export::Mode;
 use crate::record::{WriteOp, WriteRecord};
+use crate::session::{Notice, Probed, RunReport, RunSpec};
 
 /// How stalls are injected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -324,6 +327,26 @@ impl Injector {
             injections,
         }
     }
+}
+
+/// Runs `injector` beside the probes: the main job's measuring session, correlator and exports
+/// (`options`' writer, if any, does not run), its run.json saying `mode: calibrate`.
+pub fn run_injector(
+    options: &RunOptions,
+    target: &Target,
+    injector: Injector,
+    interrupt: &AtomicBool,
+    notify: &mut dyn FnMut(Notice<'_>),
+) -> Result<RunReport> {
+    crate::session::measure_nodes(
+        options,
+        target,
+        &Probed::single(target),
+        Some(Box::new(injector)),
+        RunSpec::new(Mode::Calibrate),
+        interrupt,
+        notify,
+    )
 }
 
 impl Actor for Injector {

@@ -17,6 +17,7 @@ pub use crate::options::{
 };
 use crate::output::metrics::ProbeMetrics;
 pub use crate::session::{KEY_NAMESPACE, Notice, RunReport, new_run_id};
+use crate::session::{Probed, RunSpec};
 
 /// Runs probes (and the writer, when planned) against `target` until the plan is done, the
 /// duration is over, `interrupt` is set, or the server goes away. Every exit path stops the
@@ -35,17 +36,21 @@ pub fn run(
 pub fn run_nodes(
     options: &RunOptions,
     target: &Target,
-    probed: &crate::session::Probed,
+    probed: &Probed,
     metrics: Option<Arc<ProbeMetrics>>,
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
+    let spec = RunSpec {
+        metrics,
+        ..RunSpec::default()
+    };
     crate::session::measure_nodes(
         options,
         target,
         probed,
         writer_actor(options),
-        metrics,
+        spec,
         interrupt,
         notify,
     )
@@ -59,7 +64,7 @@ fn writer_actor(options: &RunOptions) -> Option<Box<dyn Actor>> {
 }
 
 /// Runs probes with `actor` (in place of the writer `options` may plan) beside them: the same
-/// measuring session, correlator and exports as the main job ([`crate::session::measure`]).
+/// measuring session, correlator and exports as the main job ([`crate::session::measure_nodes`]).
 /// Without an actor it observes (for `options.duration`, or until `interrupt`).
 pub fn run_with_actor(
     options: &RunOptions,
@@ -68,7 +73,15 @@ pub fn run_with_actor(
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(Notice<'_>),
 ) -> Result<RunReport> {
-    crate::session::measure(options, target, actor, interrupt, notify)
+    crate::session::measure_nodes(
+        options,
+        target,
+        &Probed::single(target),
+        actor,
+        RunSpec::default(),
+        interrupt,
+        notify,
+    )
 }
 
 #[cfg(test)]

@@ -698,7 +698,7 @@ fn load_and_calibrate_runs_are_named_not_compared() {
         "{code:?}: {}",
         stderr_of(&assert)
     );
-    assert_eq!(read_json(&calibrate.join("run.json"))["mode"], "probe");
+    assert_eq!(read_json(&calibrate.join("run.json"))["mode"], "calibrate");
     assert_eq!(
         read_json(&calibrate.join("calibration.json"))["mode"],
         "calibrate"

@@ -284,8 +284,9 @@ fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
             ));
         }
     };
-    // `probe calibrate` writes the probe run's run.json, its injections as the writes, and
-    // its own findings beside it.
+    // `probe calibrate` writes the probe run's run.json (its injections as the writes) and its
+    // own findings beside it; its run.json says `calibrate`, but one recorded before it did
+    // says `probe`, and only calibration.json beside it tells.
     let mode = match mode {
         Mode::Probe if dir.join(CALIBRATION_JSON).is_file() => Mode::Calibrate,
         mode => mode,

@@ -24,7 +24,9 @@
 //! does the command write its final exports (after an export error, as far as the disk takes
 //! them, with run.json `failed`) and return the error, if there was one.
 
+mod context;
 mod probes;
+pub(crate) mod sink;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -40,14 +42,13 @@ use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::serverview::{ServerTuning, ViewSetup, Want};
 use crate::measure::target::{ConnInfo, Target};
-use crate::output::export::RunStatus;
+use crate::output::export::{HostInfo, RunStatus};
 use crate::record::{WriteOp, WriteRecord};
 
+pub use context::{RunContext, RunSpec};
 #[cfg(test)]
 pub(crate) use probes::late_probe_note;
-pub use probes::{
-    KEEP_STALLS, Notice, Probed, ProbedNode, RunReport, measure, measure_nodes, spawn_poller,
-};
+pub use probes::{KEEP_STALLS, Notice, Probed, ProbedNode, RunReport, measure_nodes, spawn_poller};
 
 /// Prefix of every key the tool creates.
 pub const KEY_NAMESPACE: &str = "holprobe";
@@ -377,8 +378,9 @@ pub(crate) struct Session<'t> {
     pub target: &'t Target,
     /// The run id, key prefix, key ledger and settings guard.
     pub scope: RunScope,
-    /// The run's one clock, started with the session.
-    pub clock: RunClock,
+    /// What exists only now the run has begun (its id and key prefix, its clock, ...): the
+    /// actor's and the instrument's.
+    pub run: RunContext,
     /// The run's warnings so far (opening the scope's first).
     pub warnings: Vec<String>,
     events: Option<Sender<Event>>,
@@ -390,15 +392,29 @@ pub(crate) struct Session<'t> {
 }
 
 impl<'t> Session<'t> {
-    /// Starts the run's clock and its channel of `capacity` events (the scope is open, the
-    /// actor prepared: nothing of that is measured).
-    pub fn start(target: &'t Target, mut scope: RunScope, capacity: usize) -> Session<'t> {
+    /// Starts the run's clock and its channel of `capacity` events, and makes the run's
+    /// context (the scope is open, the actor prepared: nothing of that is measured).
+    pub fn start(
+        target: &'t Target,
+        mut scope: RunScope,
+        spec: RunSpec,
+        capacity: usize,
+    ) -> Session<'t> {
         let warnings = std::mem::take(&mut scope.warnings);
         let (tx, rx) = bounded::<Event>(capacity);
+        let host = HostInfo::read();
+        let run = RunContext {
+            mode: spec.mode,
+            run_id: scope.run_id.clone(),
+            key_prefix: scope.key_prefix.clone(),
+            clock: RunClock::start(),
+            host,
+            metrics: spec.metrics,
+        };
         Session {
             target,
             scope,
-            clock: RunClock::start(),
+            run,
             warnings,
             events: Some(tx),
             rx,
@@ -425,9 +441,9 @@ impl<'t> Session<'t> {
         replicas: usize,
     ) -> Result<()> {
         let handle = actor.spawn(ActorContext {
-            key_prefix: self.scope.key_prefix.clone(),
+            key_prefix: self.run.key_prefix.clone(),
             conn: self.target.conn.clone(),
-            clock: self.clock,
+            clock: self.run.clock,
             events: self.events(),
             stop: Arc::clone(&self.actor_stop),
             mark: Arc::clone(&self.write_mark),
@@ -508,7 +524,7 @@ impl<'t> Session<'t> {
                 break;
             }
             if let Some(deadline) = limits.deadline_us
-                && self.clock.now_us() >= deadline
+                && self.run.clock.now_us() >= deadline
             {
                 if has_actor && !self.actor_ended {
                     end = Some(duration_before_plan());
@@ -628,7 +644,7 @@ impl<'t> Session<'t> {
         instrument: &mut dyn Instrument,
         limits: Limits,
     ) -> Result<Option<EndOfRun>> {
-        let writes_from_us = self.write_mark.writes_from(self.clock);
+        let writes_from_us = self.write_mark.writes_from(self.run.clock);
         if let Some(end) = self.drain(instrument, limits)? {
             return Ok(Some(end));
         }

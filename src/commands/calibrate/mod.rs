@@ -25,7 +25,7 @@ use crate::output::export::{
     csv_bytes, write_atomic,
 };
 use crate::output::format::{self, Format};
-use crate::run::{self, Notice};
+use crate::run::Notice;
 
 /// `probe calibrate --format json`: calibration.json's content and the run's findings.
 #[derive(serde::Serialize)]
@@ -107,17 +107,12 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
     );
     let steps = validated.plan.order().len();
     out.start_progress(steps as u64, "stalls");
-    let report = run::run_with_actor(
-        options,
-        target,
-        Some(Box::new(injector)),
-        interrupt,
-        &mut |notice| {
+    let report =
+        crate::calibrate::run_injector(options, target, injector, interrupt, &mut |notice| {
             if let Notice::Tick { probes, writes, .. } = notice {
                 out.progress(writes as u64, format!("{probes} probes"));
             }
-        },
-    );
+        });
     // The server the tool started stops now, as the run ends.
     drop(deployment);
     out.finish_progress();

@@ -1,0 +1,339 @@
+//! The compare's rules on synthetic runs: every verdict, the inconclusive cases, the warnings.
+
+use std::path::PathBuf;
+
+use super::*;
+
+fn meta(run_id: &str) -> RunMeta {
+    RunMeta {
+        dir: PathBuf::from(run_id),
+        run_id: run_id.into(),
+        status: "complete".into(),
+        tool_version: "0.1.0".into(),
+        server_flavor: "redis".into(),
+        server_version: "7.0.15".into(),
+        server_binary: None,
+        server_appendonly: Some("no".into()),
+        hostname: Some("vm".into()),
+        cpus: Some(2),
+        probe_threads: Some(2),
+        probe_rate: Some(1000.0),
+        probe_cmd: Some("ping".into()),
+        stall_threshold_us: Some(1000),
+        repeat: Some(5),
+        gap_ms: Some(500.0),
+        overwrite: Some(false),
+        keep: Some(false),
+        planned_sizes_bytes: vec![64 << 20],
+        started_unix_us: Some(0),
+        probe_engine_version: 2,
+        written_node: None,
+    }
+}
+
+/// A run with `hol` and `set` values per (size, op).
+fn run(run_id: &str, rows: &[(u64, &str, &[f64], &[f64])]) -> RunData {
+    let mut writes = Vec::new();
+    let mut seq = 0;
+    for (size, op, hol, set) in rows {
+        for (h, s) in hol.iter().zip(set.iter()) {
+            seq += 1;
+            writes.push(WriteSample {
+                seq,
+                op: op.to_string(),
+                size_bytes: *size,
+                set_ms: *s,
+                hol_delay_ms: Some(*h),
+            });
+        }
+    }
+    RunData {
+        meta: meta(run_id),
+        writes,
+        failed_writes: vec![],
+        warnings: vec![],
+    }
+}
+
+const M64: u64 = 64 << 20;
+
+#[test]
+fn a_clear_slowdown_is_a_regression() {
+    let base = run(
+        "a",
+        &[(
+            M64,
+            "delete",
+            &[40.0, 42.0, 41.0, 43.0, 39.0],
+            &[40.0, 42.0, 41.0, 43.0, 39.0],
+        )],
+    );
+    let cand = run(
+        "b",
+        &[(
+            M64,
+            "delete",
+            &[55.0, 52.0, 58.0, 51.0, 60.0],
+            &[40.5, 42.0, 41.0, 43.0, 39.5],
+        )],
+    );
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert_eq!(c.verdict, Verdict::Regression);
+    let row = &c.rows[0];
+    assert_eq!(row.hol_delay.verdict, Verdict::Regression);
+    assert_eq!(row.set.verdict, Verdict::NoChange);
+    assert!((row.hol_delay.p_slower.unwrap() - 1.0 / 252.0).abs() < 1e-12);
+    assert!((row.hol_delay.ratio.unwrap() - 55.0 / 41.0).abs() < 1e-12);
+    // The same runs swapped: an improvement, not a regression.
+    let back = compare(&cand, &base, Rules::default()).unwrap();
+    assert_eq!(back.verdict, Verdict::Improvement);
+    assert_eq!(back.regressions, 0);
+}
+
+#[test]
+fn across_probe_engines_hol_delay_is_not_judged_but_set_ms_is() {
+    let quick: &[f64] = &[40.0, 42.0, 41.0, 43.0, 39.0];
+    let slow: &[f64] = &[80.0, 82.0, 81.0, 83.0, 79.0];
+    // The candidate's hol_delay_ms is twice the baseline's, separated: a regression within
+    // one engine.
+    let mut old = run(
+        "a",
+        &[(M64, "set", quick, quick), (M64, "delete", quick, quick)],
+    );
+    old.meta.probe_engine_version = PROBE_ENGINE_BEFORE_KEY;
+    let new = run(
+        "b",
+        &[(M64, "set", slow, quick), (M64, "delete", slow, slow)],
+    );
+    let c = compare(&old, &new, Rules::default()).unwrap();
+    let text = c.warnings.join("\n");
+    assert!(
+        text.contains("differ in probe engine (baseline version 1, candidate version 2)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hol_delay_ms") && text.contains("not comparable"),
+        "{text}"
+    );
+    assert_eq!(c.not_comparable_metrics, vec!["hol_delay_ms"]);
+    for row in &c.rows {
+        let hol = &row.hol_delay;
+        assert_eq!(hol.verdict, Verdict::NotComparable, "{hol:?}");
+        assert_eq!((hol.ratio, hol.diff_ms, hol.p_slower), (None, None, None));
+        assert_eq!(hol.reason, "probe engines 1 and 2");
+        // What each run measured is still shown.
+        assert_eq!(hol.baseline_ms.unwrap().median, 41.0);
+        assert_eq!(hol.candidate_ms.unwrap().median, 81.0);
+    }
+    // set_ms is judged as before: unchanged for set, a regression for delete.
+    assert_eq!(c.rows[0].set.verdict, Verdict::NoChange);
+    assert_eq!(c.rows[0].verdict, Verdict::NoChange);
+    assert_eq!(c.rows[1].set.verdict, Verdict::Regression);
+    assert_eq!(c.rows[1].verdict, Verdict::Regression);
+    assert_eq!((c.regressions, c.verdict), (1, Verdict::Regression));
+
+    // The same figures within one engine: hol_delay_ms regresses, and no engine warning.
+    let mut same = old.clone();
+    same.meta.probe_engine_version = 2;
+    let c = compare(&same, &new, Rules::default()).unwrap();
+    assert!(
+        !c.warnings.iter().any(|w| w.contains("probe engine")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c.not_comparable_metrics.is_empty());
+    assert_eq!(c.rows[0].hol_delay.verdict, Verdict::Regression);
+    assert_eq!(c.regressions, 2);
+    // A row with nothing comparable is not "no change".
+    assert_eq!(
+        combine(&[Verdict::NotComparable, Verdict::NotComparable]),
+        Verdict::NotComparable
+    );
+}
+
+#[test]
+fn each_condition_alone_is_not_enough() {
+    let base = [40.0, 42.0, 41.0, 43.0, 39.0];
+    // Separated but only 10% slower: below the ratio threshold.
+    let small = compare_metric(
+        "x",
+        &base,
+        &[44.0, 45.0, 46.0, 44.5, 45.5],
+        Rules::default(),
+        1.0,
+    );
+    assert_eq!(small.verdict, Verdict::NoChange);
+    assert!(small.reason.contains("ratio"), "{}", small.reason);
+    // 1.5x in median but overlapping (one low candidate): past threshold and resolution,
+    // hidden in the spread, so inconclusive, with an estimate of the repeats needed.
+    let noisy = compare_metric(
+        "x",
+        &base,
+        &[62.0, 60.0, 38.0, 61.0, 63.0],
+        Rules::default(),
+        1.0,
+    );
+    assert_eq!(noisy.verdict, Verdict::Inconclusive, "{noisy:?}");
+    assert!(noisy.reason.contains("p 0.0"), "{}", noisy.reason);
+    // 20 of 25 pairs ordered: 11 repeats per run at the normal approximation.
+    assert_eq!(noisy.repeats_needed, Some(11), "{}", noisy.reason);
+    // 2x, separated, but a tiny absolute difference (0.3 ms vs 0.6 ms).
+    let tiny = compare_metric(
+        "x",
+        &[0.30, 0.31, 0.29, 0.32, 0.28],
+        &[0.60, 0.61, 0.62, 0.59, 0.63],
+        Rules::default(),
+        1.0,
+    );
+    assert_eq!(tiny.verdict, Verdict::NoChange);
+    assert!(tiny.reason.contains("difference"), "{}", tiny.reason);
+    // Too few repeats to reach alpha at all: inconclusive however large the change, and
+    // however small (1 vs 1 with a 0.12x move, or the same figure twice).
+    let few = compare_metric("x", &[40.0, 41.0], &[80.0, 81.0], Rules::default(), 1.0);
+    assert_eq!(few.verdict, Verdict::Inconclusive);
+    assert!(few.reason.contains("cannot reach"), "{}", few.reason);
+    assert_eq!(few.repeats_needed, Some(5));
+    for (b, c) in [(40.0, 4.8), (40.0, 40.0)] {
+        let one = compare_metric("x", &[b], &[c], Rules::default(), 1.0);
+        assert_eq!(one.verdict, Verdict::Inconclusive, "{one:?}");
+    }
+    let loose = Rules {
+        alpha: 0.05,
+        ..Rules::default()
+    };
+    let one = compare_metric("x", &[1.0], &[9.0], loose, 1.0);
+    assert_eq!(one.repeats_needed, Some(3));
+    // A separated change within the threshold is a real "no change".
+    assert_eq!(small.repeats_needed, None);
+    // No value on a side: not judged, neither "no change" nor inconclusive.
+    let none = compare_metric("x", &[], &[1.0, 2.0], Rules::default(), 1.0);
+    assert_eq!(none.verdict, Verdict::NotComparable);
+    assert!(
+        none.reason.contains("no x values in the baseline"),
+        "{}",
+        none.reason
+    );
+}
+
+#[test]
+fn hol_delay_of_writes_no_probe_overlapped_is_not_judged() {
+    // Five deletes each, two of which a probe overlapped: set_ms is judged; hol_delay_ms
+    // (2 vs 2 values) is not judged rather than inconclusive, so the row is no change.
+    let mut base = run(
+        "a",
+        &[(1 << 20, "delete", &[0.1; 5], &[0.1, 0.12, 0.11, 0.1, 0.09])],
+    );
+    let mut cand = run(
+        "b",
+        &[(1 << 20, "delete", &[0.1; 5], &[0.1, 0.11, 0.12, 0.1, 0.1])],
+    );
+    for w in base.writes.iter_mut().chain(cand.writes.iter_mut()) {
+        if w.seq > 2 {
+            w.hol_delay_ms = None;
+        }
+    }
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    let row = &c.rows[0];
+    assert_eq!(row.set.verdict, Verdict::NoChange, "{:?}", row.set);
+    assert_eq!(row.hol_delay.verdict, Verdict::NotComparable);
+    assert_eq!(
+        row.hol_delay.reason,
+        "only 2 and 2 of 5 and 5 writes overlapped a probe"
+    );
+    assert_eq!(
+        (row.verdict, c.verdict),
+        (Verdict::NoChange, Verdict::NoChange)
+    );
+    // With too few writes as well, the row is inconclusive.
+    base.writes.truncate(2);
+    cand.writes.truncate(2);
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert_eq!(c.rows[0].hol_delay.verdict, Verdict::Inconclusive);
+    assert_eq!(c.verdict, Verdict::Inconclusive);
+}
+
+#[test]
+fn a_zero_baseline_needs_a_rise_above_zero() {
+    let m = compare_metric(
+        "hol_delay_ms",
+        &[0.0, -0.1, 0.0, 0.1, -0.2],
+        &[5.0, 6.0, 5.5, 7.0, 6.5],
+        Rules::default(),
+        1.0,
+    );
+    assert_eq!(m.ratio, None);
+    assert_eq!(m.verdict, Verdict::Regression);
+}
+
+#[test]
+fn only_shared_sizes_are_compared_with_a_warning() {
+    let v: &[f64] = &[1.0, 1.1, 1.2, 1.0, 1.1];
+    let base = run("a", &[(1 << 20, "set", v, v), (M64, "set", v, v)]);
+    let mut cand = run("b", &[(M64, "set", v, v), (128 << 20, "set", v, v)]);
+    cand.meta.probe_rate = Some(500.0);
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert_eq!(c.rows.len(), 1);
+    assert_eq!(c.rows[0].size_bytes, M64);
+    let text = c.warnings.join("\n");
+    assert!(
+        text.contains("only in the baseline (not compared): set 1M"),
+        "{text}"
+    );
+    assert!(
+        text.contains("only in the candidate (not compared): set 128M"),
+        "{text}"
+    );
+    assert!(text.contains("differ in probe rate"), "{text}");
+    // The coarser probe interval (1 ms at 2 x 500/s) sets the hol resolution.
+    assert_eq!(c.rows[0].hol_delay.min_diff_ms, 1.0);
+}
+
+#[test]
+fn runs_that_share_nothing_are_an_error() {
+    let v: &[f64] = &[1.0; 5];
+    let base = run("a", &[(1 << 20, "set", v, v)]);
+    let cand = run("b", &[(M64, "set", v, v)]);
+    let err = compare(&base, &cand, Rules::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("share no size"), "{err}");
+    assert!(err.contains("set 1M") && err.contains("set 64M"), "{err}");
+}
+
+#[test]
+fn the_same_run_twice_is_no_change() {
+    let base = run(
+        "a",
+        &[(
+            M64,
+            "set",
+            &[1.0, 9.0, 3.0, 4.0, 20.0],
+            &[5.0, 6.0, 7.0, 8.0, 9.0],
+        )],
+    );
+    let c = compare(&base, &base, Rules::default()).unwrap();
+    assert_eq!(c.verdict, Verdict::NoChange);
+    assert!(c.warnings.iter().any(|w| w.contains("same run")));
+}
+
+#[test]
+fn side_by_side_has_a_column_per_run_and_every_row() {
+    let v: &[f64] = &[1.0, 2.0, 3.0];
+    let a = run("a", &[(1 << 20, "set", v, v)]);
+    let b = run("b", &[(1 << 20, "set", v, v), (M64, "set", v, v)]);
+    let c = run("c", &[(M64, "set", v, v)]);
+    let report = compare_all(&[a, b, c], Rules::default());
+    // a and c share nothing: an error, even though b is fine.
+    assert!(report.is_err());
+    let v: &[f64] = &[1.0, 2.0, 3.0];
+    let a = run("a", &[(1 << 20, "set", v, v), (M64, "set", v, v)]);
+    let b = run("b", &[(1 << 20, "set", v, v)]);
+    let c = run("c", &[(M64, "set", v, v)]);
+    let report = compare_all(&[a, b, c], Rules::default()).unwrap();
+    let sbs = report.side_by_side.unwrap();
+    assert_eq!(sbs.runs.len(), 3);
+    assert_eq!(sbs.rows.len(), 2);
+    assert!(sbs.rows[0].hol_delay_ms[2].is_none());
+    assert_eq!(sbs.rows[1].set_ms[2].unwrap().median, 2.0);
+    assert!(!report.regression);
+}

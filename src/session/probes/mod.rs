@@ -1,0 +1,600 @@
+//! The probes as a session's instrument (the main job, observe mode, `probe calibrate`): probe
+//! threads on every node probed, the memory sampler, the slow-log poller and a cluster's
+//! topology watcher; one streaming correlator per node; and the exports (probes.csv,
+//! writes.csv, stalls.csv, summary.csv, timeline.csv, probes.hlog, run.json).
+//!
+//! # The way of a probe
+//! A probe thread sends its record into the session's channel; the collector here files it in
+//! probes.csv (as `--probes` says), hands it to the [`Correlator`] and counts it for the
+//! metrics endpoint. At each of the session's settles (about every 20 ms) the correlator's
+//! horizon moves on (the slowest probe thread's last intended send; the actor's
+//! [`crate::measure::actor::WriteMark`]) and the findings that became final are filed: stalls go
+//! to stalls.csv (once the server's logs could name them), writes to summary.csv and the
+//! terminal, intervals to timeline.csv and probes.hlog. Nothing grows with the length of the
+//! run: what the correlator holds is bounded by the slowest open window (a silence is given up
+//! after the probes' `--timeout`), the findings kept for run.json by [`KEEP_STALLS`], the
+//! writes by the plan.
+//!
+//! # Its threads at the end
+//! The session stops the actor first and drains the channel; then the probes and the memory
+//! sampler, the topology watcher, and the slow-log poller last (its final poll names the last
+//! stalls). They are joined without draining the channel: a probe record never blocks (a full
+//! channel counts it as dropped), and what may (a node's outage, a topology change, the poller's
+//! batch, for at most a second) is rare and finds a channel just drained.
+
+mod collector;
+mod namer;
+mod nodes;
+mod report;
+mod sinks;
+mod threads;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::Receiver;
+
+use crate::session::{
+    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, RunSpec, Session, panicked,
+    run_key_prefix, thread_died,
+};
+
+use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator};
+use crate::measure::actor::Actor;
+use crate::measure::culprit::ServerLogPoller;
+use crate::measure::event::Event;
+use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
+use crate::measure::probe::{ProbeConfig, spawn_probes};
+use crate::measure::serverview::{ViewSetup, settings_for_observing};
+use crate::measure::target::Target;
+use crate::measure::topology::TopologyKind;
+use crate::measure::topology_watch::{TopologyWatcher, spawn_topology_watch};
+pub use crate::options::RunOptions;
+use crate::output::export::RunStatus;
+use crate::record::{NodeRole, ProbeCmd, SameShard};
+use collector::{Collector, Meta, NodeState, run_json};
+use namer::Namer;
+pub use nodes::{Probed, ProbedNode};
+#[cfg(test)]
+pub(crate) use report::late_probe_note;
+#[cfg(not(test))]
+use report::late_probe_note;
+pub use report::{KEEP_STALLS, Notice, RunReport};
+use sinks::{MetricsSink, ProbeFiles, ProbeFinding, ProbeSinks, ProbeTerminal};
+use threads::Threads;
+pub use threads::spawn_poller;
+
+/// How often run.json is rewritten while the run goes (and after every write).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+
+/// Runs probes on every node of `probed` (its first node is `target`, the one the actor works
+/// on) with `actor` beside them (none: observe) until the actor is done, the duration is over,
+/// `interrupt` is set, or the server goes away; see the module comment. `spec`: the command
+/// (run.json's `mode`) and the `--metrics-addr` endpoint's figures, updated as the run goes.
+pub fn measure_nodes(
+    options: &RunOptions,
+    target: &Target,
+    probed: &Probed,
+    mut actor: Option<Box<dyn Actor>>,
+    spec: RunSpec,
+    interrupt: &AtomicBool,
+    notify: &mut dyn FnMut(Notice<'_>),
+) -> Result<RunReport> {
+    anyhow::ensure!(!probed.nodes.is_empty(), "a run probes at least one server");
+    let mut control = target.conn.redis_connection()?;
+    let probe_get_key = |key_prefix: &str| format!("{key_prefix}probe");
+    // The server's settings for its own view (the guard restores them on every way out), and
+    // every key the run may create, checked free and in the ledger from the start.
+    let mut scope = RunScope::open(
+        target,
+        probed.key_tag.as_deref(),
+        &match &actor {
+            Some(actor) => actor.server_settings(),
+            None => settings_for_observing(options.stall_threshold_us),
+        },
+        target.server.embedded || options.tune_server,
+        // The actor prepares once, before the clock starts (the writer lays out its steps and
+        // generates its value), so it disturbs nothing measured.
+        |key_prefix| {
+            let mut keys = match actor.as_mut() {
+                Some(actor) => actor.prepare(key_prefix)?,
+                None => Vec::new(),
+            };
+            keys.push(probe_get_key(key_prefix));
+            Ok(keys)
+        },
+    )?;
+    let view = ViewSetup {
+        reset_stats: target.server.embedded,
+        reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
+    };
+    let server_settings = scope.server_settings();
+
+    let probe_config = ProbeConfig {
+        threads: options.probe_threads,
+        rate_per_thread: options.probe_rate,
+        cmd: options.probe_cmd,
+        get_key: probe_get_key(&scope.key_prefix),
+        realtime: options.realtime,
+        first_thread: 0,
+        // Over several nodes one going away (a failover) must not end the run.
+        keep_going: probed.nodes.len() > 1,
+    };
+    // GET probes of nodes of other shards read a key of their own shard, set on its master and
+    // removed from it at the end.
+    let run_base = run_key_prefix(&scope.run_id);
+    let mut homed_probe_keys: Vec<String> = Vec::new();
+    // The export files first: if they cannot be created, nothing has been written to the
+    // server yet.
+    let mut out = match &options.out {
+        Some(dir) => Some(ProbeFiles::create(dir, options)?),
+        None => None,
+    };
+    if options.probe_cmd == ProbeCmd::Get {
+        redis::cmd("SET")
+            .arg(&probe_config.get_key)
+            .arg(crate::measure::probe::PROBE_VALUE)
+            .query::<()>(&mut control)
+            .with_context(|| format!("preparing the probe key {}", probe_config.get_key))?;
+        // Replicas read it too: wait (a second at most) until they have it.
+        let replicas = |shard: Option<u16>| {
+            probed
+                .nodes
+                .iter()
+                .filter(|n| n.cols.role == NodeRole::Replica && n.cols.shard == shard)
+                .count()
+        };
+        let wait_for = |conn: &mut redis::Connection, replicas: usize| {
+            if replicas > 0 {
+                let _ = redis::cmd("WAIT")
+                    .arg(replicas)
+                    .arg(1000)
+                    .query::<i64>(conn);
+            }
+        };
+        wait_for(&mut control, replicas(probed.nodes[0].cols.shard));
+        for node in &probed.nodes {
+            if let Some((tag, master)) = &node.probe_key_home {
+                let key = format!("{run_base}{{{tag}}}:probe");
+                if homed_probe_keys.contains(&key) {
+                    continue;
+                }
+                homed_probe_keys.push(key.clone());
+                // In the ledger before it is set: removed at the end from its master.
+                scope.keys.created_on(master, &key);
+                let set = master.redis_connection().and_then(|mut conn| {
+                    redis::cmd("SET")
+                        .arg(&key)
+                        .arg(crate::measure::probe::PROBE_VALUE)
+                        .query::<()>(&mut conn)
+                        .map_err(anyhow::Error::from)?;
+                    wait_for(&mut conn, replicas(node.cols.shard));
+                    Ok(())
+                });
+                if let Err(err) = set {
+                    scope.remove_keys(target, &mut Vec::new());
+                    return Err(err.context(format!("preparing the probe key {key} on {master}")));
+                }
+            }
+        }
+    }
+    // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
+    // at the default rates if the collector stalls (what does not fit is counted as dropped).
+    let mut session = Session::start(target, scope, spec, 1 << 16);
+    let run = session.run.clone();
+    let clock = run.clock;
+    // Gives up a run whose threads could not all start.
+    let abandon = |session: &mut Session<'_>, threads: &mut Threads, err: anyhow::Error| {
+        threads.stop_all();
+        session.abandon();
+        Err(err)
+    };
+    let mut threads = Threads::new();
+    if let Some(out) = out.as_mut()
+        && let Err(err) = out.start_hlog(clock.unix_start_us())
+    {
+        return abandon(&mut session, &mut threads, err);
+    }
+    let schedule_start_us = 20_000;
+    let mut thread_node = Vec::new();
+    for (index, node) in probed.nodes.iter().enumerate() {
+        let config = ProbeConfig {
+            first_thread: thread_node.len() as u16,
+            get_key: match &node.probe_key_home {
+                Some((tag, _)) => format!("{run_base}{{{tag}}}:probe"),
+                None => probe_config.get_key.clone(),
+            },
+            ..probe_config.clone()
+        };
+        match spawn_probes(
+            &config,
+            &node.conn,
+            clock,
+            schedule_start_us,
+            session.events(),
+            Arc::clone(&threads.probes_shared),
+        ) {
+            Ok(handles) => threads.probes.extend(handles),
+            Err(err) => {
+                let err = err.context(format!("probing {}", node.cols.node));
+                return abandon(&mut session, &mut threads, err);
+            }
+        }
+        thread_node.extend(std::iter::repeat_n(
+            index,
+            usize::from(options.probe_threads),
+        ));
+    }
+    let steps_total = actor.as_ref().map_or(0, |a| a.steps_total());
+    let has_actor = actor.is_some();
+    let cluster = probed
+        .topology
+        .as_ref()
+        .is_some_and(|t| t.kind == TopologyKind::Cluster);
+    if let Some(actor) = actor.take() {
+        let spawned = spawn_memory_sampler(
+            clock,
+            session.events(),
+            Arc::clone(&threads.sampler_stop),
+            MEMORY_SAMPLE_PERIOD,
+        )
+        .and_then(|sampler| {
+            threads.sampler = Some(sampler);
+            let cluster_nodes = if cluster {
+                probed.nodes.iter().map(|n| n.conn.clone()).collect()
+            } else {
+                Vec::new()
+            };
+            // The written master's replicas (the first node's shard).
+            let replicas = probed
+                .nodes
+                .iter()
+                .filter(|n| n.same_shard && n.cols.role == NodeRole::Replica)
+                .count();
+            session.spawn_actor(actor, view, cluster_nodes, replicas)
+        });
+        if let Err(err) = spawned {
+            return abandon(&mut session, &mut threads, err);
+        }
+    }
+    // The server's slow log names the stalls, unless it logs every command (the writer's view
+    // of each write needs that; its stalls are named by their write instead).
+    let log_threshold = session.scope.tuning.effective("slowlog-log-slower-than");
+    let naming = if log_threshold.is_none_or(|t| t != 0) {
+        match ServerLogPoller::connect(&target.conn)
+            .map(|poller| {
+                // The event loop's longest cycle per poll, exact on the run's own server when
+                // no actor reads the counters a reset clears.
+                let poller = if target.server.embedded && !has_actor {
+                    poller.resetting_stats()
+                } else {
+                    poller
+                };
+                poller.hearing_removed_keys(clock)
+            })
+            .and_then(|poller| {
+                spawn_poller(poller, session.events(), Arc::clone(&threads.poller_stop))
+            }) {
+            Ok(handle) => {
+                threads.poller = Some(handle);
+                if let Some(t) = log_threshold
+                    && t > i64::try_from(options.stall_threshold_us).unwrap_or(i64::MAX)
+                {
+                    session.warnings.push(format!(
+                        "the server logs commands slower than {:.1} ms only (slowlog-log-slower-than {t}): shorter stalls go unnamed (--tune-server lowers it for the run)",
+                        t as f64 / 1e3
+                    ));
+                }
+                Some(Namer::default())
+            }
+            Err(err) => {
+                session.warnings.push(format!(
+                    "stalls go unnamed: could not read the server's slow log ({})",
+                    crate::error::one_line(&err)
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    // A cluster's topology is read every second: a failover shows with its time.
+    if cluster {
+        let watcher = TopologyWatcher::new(probed.nodes.iter().map(|n| n.conn.clone()).collect());
+        match spawn_topology_watch(
+            watcher,
+            clock,
+            session.events(),
+            Arc::clone(&threads.watcher_stop),
+        ) {
+            Ok(handle) => threads.watcher = Some(handle),
+            Err(err) => session.warnings.push(format!(
+                "topology changes go unseen: {}",
+                crate::error::one_line(&err)
+            )),
+        }
+    }
+    notify(Notice::Started {
+        run_id: &run.run_id,
+        steps_total,
+        started_unix_us: clock.unix_start_us(),
+    });
+
+    let nodes = probed
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut correlator = Correlator::new(CorrelateConfig {
+                stall_threshold_us: options.stall_threshold_us,
+                max_silence_us: Some(node.conn.command_timeout.as_micros() as u64),
+            })
+            .with_intervals(options.interval.as_micros().max(1) as u64);
+            if !has_actor {
+                correlator.memory_ended();
+            }
+            NodeState {
+                cols: node.cols.clone(),
+                same_shard: SameShard {
+                    same_shard: node.same_shard,
+                },
+                correlator,
+                analysis: Analysis::default(),
+                stalls_found: 0,
+                stall_ms_total: 0.0,
+                hiccups_found: 0,
+                down_threads: BTreeSet::new(),
+            }
+        })
+        .collect();
+    let state = Collector {
+        nodes,
+        last_intended: vec![None; thread_node.len()],
+        thread_node,
+        writes: Vec::new(),
+        probes_recorded: 0,
+        wrote_since_checkpoint: false,
+        node_events: Vec::new(),
+        new_node_events: 0,
+        naming,
+        notes: Vec::new(),
+        unix_start_us: clock.unix_start_us(),
+    };
+    // run.json stores the options as the run used them (the writer with its real key prefix).
+    let effective_options = options.recorded(&run.key_prefix);
+    // The files first: an export error stops a finding before the terminal shows it.
+    let mut sinks = ProbeSinks::new();
+    if let Some(files) = out {
+        sinks.push(Box::new(files));
+    }
+    if let Some(metrics) = &run.metrics {
+        sinks.push(Box::new(MetricsSink(Arc::clone(metrics))));
+    }
+    sinks.push(Box::new(ProbeTerminal(notify)));
+    let mut probes = ProbeInstrument {
+        state,
+        threads,
+        sinks,
+        meta: Meta {
+            run: &run,
+            target,
+            topology: probed.topology.as_ref(),
+            options: &effective_options,
+        },
+        last_checkpoint: Instant::now(),
+    };
+    let limits = Limits {
+        deadline_us: options
+            .duration
+            .map(|d| schedule_start_us + d.as_micros() as u64),
+        ends_with_actor: true,
+    };
+    let ended = session.run(&mut probes, limits, interrupt);
+    let warnings = std::mem::take(&mut session.warnings);
+    probes.finish(ended, warnings, server_settings)
+}
+
+/// The probes as a session's instrument: their threads (and the memory sampler, the slow-log
+/// poller, the topology watcher), the collector of their events and the exports.
+struct ProbeInstrument<'a, 'n> {
+    state: Collector,
+    threads: Threads,
+    /// Where its findings go: the files, the metrics endpoint, the caller's notices.
+    sinks: ProbeSinks<'n>,
+    meta: Meta<'a>,
+    last_checkpoint: Instant,
+}
+
+impl Instrument for ProbeInstrument<'_, '_> {
+    fn take(&mut self, event: Event, keys: &mut KeyLedger) -> Result<()> {
+        self.state.take(event, &mut self.sinks, keys)
+    }
+
+    fn settle(&mut self, writes_from_us: u64, warnings: &[String]) -> Result<()> {
+        self.state.settle(writes_from_us, &mut self.sinks)?;
+        if self.state.wrote_since_checkpoint || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+            self.last_checkpoint = Instant::now();
+            self.state.wrote_since_checkpoint = false;
+            self.state.take_baselines();
+            if self.sinks.take_checkpoints() {
+                let run_json = run_json(
+                    &self.meta,
+                    &self.state,
+                    RunStatus::Running,
+                    None,
+                    &self.threads,
+                    warnings,
+                );
+                self.sinks.emit(&ProbeFinding::Checkpoint(&run_json))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self) {
+        let tick = ProbeFinding::Tick {
+            elapsed: Duration::from_micros(self.meta.run.clock.now_us()),
+            probes: self.state.probes_recorded as usize,
+            writes: self.state.writes.len(),
+        };
+        // Only the terminal takes it, and it cannot fail.
+        let _ = self.sinks.emit(&tick);
+    }
+
+    fn check(&mut self) -> Option<EndOfRun> {
+        let threads = &mut self.threads;
+        // A probe thread that ended without saying why (a panic) would hold the correlator's
+        // horizon for good.
+        if threads.probes_shared.failure().is_none()
+            && let Some(index) = threads.probes.iter().position(|h| h.is_finished())
+        {
+            let died = thread_died("a probe thread", threads.probes.swap_remove(index));
+            return Some((RunStatus::Failed, Some(died)));
+        }
+        // Nor may a memory sampler that ended hold the writes' figures; one that panicked
+        // fails the run, as does a slow-log poller that did (it ends on its own only when the
+        // channel stays full).
+        if threads.sampler.as_ref().is_some_and(|h| h.is_finished()) {
+            for node in &mut self.state.nodes {
+                node.correlator.memory_ended();
+            }
+            if let Some(panic) = threads.sampler.take().and_then(panicked) {
+                let died = format!("the memory sampler thread panicked: {panic}{BUG}");
+                return Some((RunStatus::Failed, Some(died)));
+            }
+        }
+        if threads.poller.as_ref().is_some_and(|h| h.is_finished())
+            && let Some(panic) = threads.poller.take().and_then(panicked)
+        {
+            let died = format!("the slow-log poller thread panicked: {panic}{BUG}");
+            return Some((RunStatus::Failed, Some(died)));
+        }
+        // A probe thread that could go on no more (reported beside the channel, so a full one
+        // cannot hold it up).
+        self.failure()
+            .map(|failure| (RunStatus::Failed, Some(failure)))
+    }
+
+    fn stop(&mut self, _events: &Receiver<Event>, _keys: &mut KeyLedger) -> Option<String> {
+        // Joined without draining the channel (see the module comment).
+        self.threads.stop_all()
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.threads
+            .probes_shared
+            .failure()
+            .map(|(thread, error)| format!("probe thread {thread} lost the server: {error}"))
+    }
+}
+
+impl ProbeInstrument<'_, '_> {
+    /// The final exports and the report, every thread stopped, the keys removed and the
+    /// settings restored; after an export error, what the disk takes and the error.
+    fn finish(
+        mut self,
+        ended: Ended,
+        mut warnings: Vec<String>,
+        server_settings: Vec<String>,
+    ) -> Result<RunReport> {
+        let Ended {
+            status,
+            status_reason,
+            export_error,
+        } = ended;
+        let (state, sinks, meta) = (&mut self.state, &mut self.sinks, &self.meta);
+        if let Some(err) = export_error {
+            // What is still in memory goes to the files that can take it, and run.json says the
+            // run failed (best effort: the disk may be full), before the error is returned.
+            // The terminal hears nothing more: the command reports the error.
+            sinks.silence_terminal();
+            state.finish();
+            let _ = state.file_findings(sinks);
+            let _ = state.file_named(true, sinks);
+            state.take_baselines();
+            if sinks.take_checkpoints() {
+                let run_json = run_json(
+                    meta,
+                    state,
+                    RunStatus::Failed,
+                    Some(format!(
+                        "could not write the exports: {}",
+                        crate::error::one_line(&err)
+                    )),
+                    &self.threads,
+                    &warnings,
+                );
+                let _ = sinks.emit(&ProbeFinding::Checkpoint(&run_json));
+            }
+            return Err(err);
+        }
+        state.finish();
+        state.file_findings(sinks)?;
+        state.file_named(true, sinks)?;
+        for note in std::mem::take(&mut state.notes) {
+            if !warnings.contains(&note) {
+                warnings.push(note);
+            }
+        }
+        state.take_baselines();
+        for node in &mut state.nodes {
+            node.analysis.summarize_writes();
+        }
+        let options = meta.options;
+        let shared = &self.threads.probes_shared;
+        let realtime_threads = shared.realtime_threads.load(Ordering::Relaxed);
+        if options.realtime && realtime_threads < u32::from(options.probe_threads) {
+            warnings.push(
+                "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
+            );
+        }
+        if let Some(note) = late_probe_note(&state.nodes[0].analysis.writes, options.realtime) {
+            warnings.push(note);
+        }
+        let dropped = shared.dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
+            warnings.push(format!(
+                "{dropped} probe records were dropped because the collector fell behind: the figures miss them"
+            ));
+        }
+        let first = &state.nodes[0];
+        let omitted = first.stalls_found - first.analysis.stalls.len() as u64;
+        if omitted > 0 {
+            warnings.push(format!(
+                "{} stalls in all ({:.1} ms): run.json keeps the {} longest, stalls.csv every one",
+                first.stalls_found,
+                first.stall_ms_total,
+                first.analysis.stalls.len()
+            ));
+        }
+        let run_json = run_json(
+            meta,
+            state,
+            status,
+            status_reason.clone(),
+            &self.threads,
+            &warnings,
+        );
+        sinks.emit(&ProbeFinding::Checkpoint(&run_json))?;
+        Ok(RunReport {
+            run_json,
+            run_id: meta.run.run_id.clone(),
+            status,
+            status_reason,
+            nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
+            node_events: std::mem::take(&mut state.node_events),
+            analysis: std::mem::take(&mut state.nodes[0].analysis),
+            writes: std::mem::take(&mut state.writes),
+            probes_recorded: state.probes_recorded,
+            stalls_found: state.nodes[0].stalls_found,
+            stall_ms_total: state.nodes[0].stall_ms_total,
+            hiccups_found: state.nodes[0].hiccups_found,
+            probes_dropped: dropped,
+            warnings,
+            started_unix_us: meta.run.clock.unix_start_us(),
+            server_settings,
+        })
+    }
+}

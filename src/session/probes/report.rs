@@ -1,0 +1,130 @@
+//! What a probe run tells its caller: the notices while it goes ([`Notice`]) and the report at
+//! the end ([`RunReport`]), with the note on late probes.
+
+use std::time::Duration;
+
+use crate::analyze::correlate::{Analysis, Stall};
+use crate::analyze::correlate::{Interval, WriteSummary};
+use crate::output::export::{NodeEvent, NodeFindings};
+use crate::output::export::{RunJson, RunStatus};
+use crate::record::{NodeCols, WriteRecord};
+
+/// What a finished (or stopped) run found.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run's id (its keys were under `holprobe:<run_id>:`).
+    pub run_id: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Why it stopped early, if it did.
+    pub status_reason: Option<String>,
+    /// The findings.
+    pub analysis: Analysis,
+    /// Every write event.
+    pub writes: Vec<WriteRecord>,
+    /// Probes recorded (the records themselves went to the correlator and probes.csv).
+    pub probes_recorded: u64,
+    /// Stall episodes found; `analysis.stalls` keeps at most [`crate::session::KEEP_STALLS`].
+    pub stalls_found: u64,
+    /// Their total length, ms.
+    pub stall_ms_total: f64,
+    /// Client hiccups found; `analysis.client_hiccups` keeps at most [`KEEP_STALLS`].
+    pub hiccups_found: u64,
+    /// Probe records dropped because the collector fell behind (expected 0).
+    pub probes_dropped: u64,
+    /// Warnings raised during the run (also in run.json).
+    pub warnings: Vec<String>,
+    /// Wall-clock time of the run's clock zero, µs since the Unix epoch.
+    pub started_unix_us: u64,
+    /// Server settings changed for the run (and restored), as `name old -> new`.
+    pub server_settings: Vec<String>,
+    /// What the other nodes saw (empty when only one server was probed).
+    pub nodes: Vec<NodeFindings>,
+    /// Nodes that went down or came back during the run.
+    pub node_events: Vec<NodeEvent>,
+    /// The run's findings as run.json has them (the same value, written there with --out):
+    /// what `--format json` prints.
+    pub run_json: RunJson,
+}
+
+/// Something the caller may show while the run goes.
+#[derive(Debug)]
+pub enum Notice<'a> {
+    /// The run's clock started; probes begin shortly.
+    Started {
+        /// Run id.
+        run_id: &'a str,
+        /// Steps the writer will take (0 in observe mode).
+        steps_total: usize,
+        /// Wall-clock time of the run's clock zero, µs since the Unix epoch (every `*_us` of
+        /// the run counts from it).
+        started_unix_us: u64,
+    },
+    /// A write's figures are final (all probes around it are in).
+    Write {
+        /// The write as recorded.
+        record: &'a WriteRecord,
+        /// What the others saw.
+        summary: &'a WriteSummary,
+    },
+    /// A write's figures on another node are final.
+    NodeWrite {
+        /// The node.
+        node: &'a NodeCols,
+        /// It holds the written key's slot.
+        same_shard: bool,
+        /// What that node's other clients saw.
+        summary: &'a WriteSummary,
+    },
+    /// A node went down or came back (runs over several nodes).
+    Node(&'a NodeEvent),
+    /// A stall episode of the first node is final (with its wall-clock start).
+    Stall(&'a Stall),
+    /// An interval of the timeline is final.
+    Interval {
+        /// The interval.
+        interval: &'a Interval,
+        /// Wall-clock time of the run's clock zero, µs since the Unix epoch.
+        started_unix_us: u64,
+    },
+    /// About every 100 ms.
+    Tick {
+        /// Since the run's start.
+        elapsed: Duration,
+        /// Probes recorded so far.
+        probes: usize,
+        /// Writes done so far.
+        writes: usize,
+    },
+}
+
+/// A note when the probe behind some writes' `hol_delay_ms` left its thread a millisecond or
+/// more late: those figures are partly this host's (its cores were busy), not the server's.
+pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
+    let late: Vec<f64> = writes
+        .iter()
+        .filter_map(|w| w.hol_probe_send_lag_ms)
+        .filter(|&lag| lag >= LATE_PROBE_NOTE_MS)
+        .collect();
+    let worst = late.iter().copied().fold(0.0, f64::max);
+    (!late.is_empty()).then(|| {
+        format!(
+            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): up to that much of those figures is this host's own delay, not the server's (hol_probe_send_lag_ms in summary.csv){}",
+            late.len(),
+            writes.len(),
+            if realtime {
+                ""
+            } else {
+                "; --realtime shortens it"
+            }
+        )
+    })
+}
+
+/// How late the worst probe of a write must have left before the run says so.
+const LATE_PROBE_NOTE_MS: f64 = 1.0;
+
+/// Stalls (and, apart, client hiccups) kept for run.json and the report: beyond this many the
+/// shortest ones not tied to a write go (stalls.csv still has every one). A busy host can give
+/// a stall a second for hours; run.json, rewritten every few seconds, stays a few hundred KB.
+pub const KEEP_STALLS: usize = 1_000;
