@@ -740,11 +740,21 @@ fn a_write_under_way_at_ctrl_c_is_covered_by_probes_to_its_end() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    thread::sleep(Duration::from_millis(1300));
+    // Ctrl-C once two writes are in (not after a fixed time: on a busy host the embedded
+    // server's start and the value's generation can take longer than a second), so that the
+    // third is under way.
+    let writes_csv = dir.path().join("writes.csv");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline
+        && std::fs::read_to_string(&writes_csv).map_or(0, |t| t.lines().count()) < 3
+    {
+        thread::sleep(Duration::from_millis(20));
+    }
+    thread::sleep(Duration::from_millis(30));
     signal(child.id(), libc::SIGINT);
     let status = wait_within(&mut child, Duration::from_secs(30));
     assert_eq!(status.code(), Some(130));
-    let writes = read_csv(&dir.path().join("writes.csv"));
+    let writes = read_csv(&writes_csv);
     let probes = read_csv(&dir.path().join("probes.csv"));
     assert!(writes.len() >= 2, "{writes:?}");
     let last_probe = probes
