@@ -664,6 +664,8 @@ fn bad_directories_missing_files_and_mismatched_runs_exit_2() {
         ("--threshold", "0.9"),
         ("--alpha", "0"),
         ("--min-diff-ms", "-1"),
+        ("--possible-alpha", "0.001"),
+        ("--possible-alpha", "0.7"),
     ] {
         expect_2(
             &[

@@ -296,7 +296,8 @@ pub fn compare_metric(
         return result;
     }
 
-    // The conditions, each on its own scale: (interval, threshold for "slower", for "faster").
+    // The conditions, each on its own scale: (scale, interval, threshold of "slower", of
+    // "faster").
     // Without a ratio (a value not above 0) the difference alone decides.
     let mut conditions = vec![(Scale::Difference, diff_ci, min_diff_ms, -min_diff_ms)];
     if let Some(ratio_ci) = result.ratio_ci {
