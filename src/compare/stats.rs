@@ -229,28 +229,24 @@ pub fn repeats_for_separation(separation: f64, alpha: f64) -> Option<usize> {
 
 /// Counts of the Mann-Whitney U statistic under "no difference", without ties: `counts[u]` is
 /// the number of the C(n1 + n2, n1) ways to split n1 + n2 distinct values into the two groups
-/// that give U = u (the coefficients of the Gaussian binomial; Mann & Whitney 1947). Computed
-/// up to [`EXACT_MAX_TOTAL`] values in all, as the p-values are.
-fn null_u_counts(n1: usize, n2: usize) -> Vec<f64> {
-    // ways[b][u] for the first `a` baseline values (outer loop) and b candidate values:
-    // f(a, b, u) = f(a - 1, b, u - b) + f(a, b - 1, u).
-    let mut prev: Vec<Vec<f64>> = (0..=n2).map(|_| vec![1.0]).collect();
-    for a in 1..=n1 {
-        let mut cur: Vec<Vec<f64>> = Vec::with_capacity(n2 + 1);
-        cur.push(vec![1.0]);
-        for b in 1..=n2 {
-            let mut row = vec![0.0; a * b + 1];
-            for (u, &ways) in prev[b].iter().enumerate() {
-                row[u + b] += ways;
-            }
-            for (u, &ways) in cur[b - 1].iter().enumerate() {
-                row[u] += ways;
-            }
-            cur.push(row);
+/// that give U = u: the coefficients of the Gaussian binomial [n1 + n2 choose n2]_q (Mann &
+/// Whitney 1947), built as the product of (1 − q^(n1+i)) / (1 − q^i) for i = 1..=n2. Every
+/// partial product is itself a Gaussian binomial, so the coefficients stay below C(100, 50) ≈
+/// 1e29 (times 2 between the two steps) and i128 keeps them exact, the tail counts of 1, 2, 4
+/// that set a bound included.
+fn null_u_counts(n1: usize, n2: usize) -> Vec<i128> {
+    let mut counts = vec![0_i128; n1 * n2 + 1];
+    counts[0] = 1;
+    for i in 1..=n2 {
+        let m = n1 + i;
+        for k in (m..counts.len()).rev() {
+            counts[k] -= counts[k - m];
         }
-        prev = cur;
+        for k in i..counts.len() {
+            counts[k] += counts[k - i];
+        }
     }
-    prev.swap_remove(n2)
+    counts
 }
 
 /// The 1-based rank `k` such that the k-th smallest of the n1 n2 pairwise differences
@@ -262,29 +258,46 @@ fn null_u_counts(n1: usize, n2: usize) -> Vec<f64> {
 /// 4 at 0.01). Exact up to [`EXACT_MAX_TOTAL`] values in all, the normal approximation with
 /// continuity correction beyond.
 pub fn bound_rank(n1: usize, n2: usize, alpha: f64) -> Option<usize> {
-    if n1 == 0 || n2 == 0 || !(alpha > 0.0 && alpha < 1.0) {
-        return None;
-    }
-    let k = if n1 + n2 <= EXACT_MAX_TOTAL {
+    bound_ranks(n1, n2, &[alpha])[0]
+}
+
+/// [`bound_rank`] at several levels, from one null distribution.
+pub fn bound_ranks(n1: usize, n2: usize, alphas: &[f64]) -> Vec<Option<usize>> {
+    let valid = |alpha: f64| n1 > 0 && n2 > 0 && alpha > 0.0 && alpha < 1.0;
+    let ks: Vec<usize> = if n1 + n2 <= EXACT_MAX_TOTAL && n1 > 0 && n2 > 0 {
         let counts = null_u_counts(n1, n2);
-        let total: f64 = counts.iter().sum();
-        let mut cumulative = 0.0;
-        let mut k = 0;
-        for (u, ways) in counts.iter().enumerate() {
-            cumulative += ways;
-            if cumulative / total > alpha * (1.0 + 1e-12) {
-                break;
-            }
-            k = u + 1;
-        }
-        k
+        let total = counts.iter().sum::<i128>() as f64;
+        alphas
+            .iter()
+            .map(|&alpha| {
+                let mut cumulative = 0_i128;
+                let mut k = 0;
+                for (u, &ways) in counts.iter().enumerate() {
+                    cumulative += ways;
+                    if cumulative as f64 / total > alpha * (1.0 + 1e-12) {
+                        break;
+                    }
+                    k = u + 1;
+                }
+                k
+            })
+            .collect()
     } else {
         let (a, b) = (n1 as f64, n2 as f64);
         let sd = (a * b * (a + b + 1.0) / 12.0).sqrt();
-        let u = (a * b / 2.0 - 0.5 - normal_upper_quantile(alpha) * sd).floor();
-        if u < 0.0 { 0 } else { u as usize + 1 }
+        alphas
+            .iter()
+            .map(|&alpha| {
+                let u = (a * b / 2.0 - 0.5 - normal_upper_quantile(alpha) * sd).floor();
+                if u < 0.0 { 0 } else { u as usize + 1 }
+            })
+            .collect()
     };
-    (k >= 1).then_some(k.min(n1 * n2))
+    alphas
+        .iter()
+        .zip(ks)
+        .map(|(&alpha, k)| (valid(alpha) && k >= 1).then_some(k.min(n1 * n2)))
+        .collect()
 }
 
 /// z with P(Z > z) = p, by bisection on [`normal_upper_tail`] (to 1e-10: ample for a rank).
@@ -362,12 +375,12 @@ pub fn shift_interval(
     pairs.sort_by(f64::total_cmp);
     let n = pairs.len();
     let estimate = back((pairs[(n - 1) / 2] + pairs[n / 2]) / 2.0);
-    let rank = |a: f64| bound_rank(baseline.len(), candidate.len(), a);
+    let ranks = bound_ranks(baseline.len(), candidate.len(), &[alpha, possible_alpha]);
     Some(Interval {
         estimate,
-        low: rank(alpha).map(|k| back(pairs[k - 1])),
-        high: rank(alpha).map(|k| back(pairs[n - k])),
-        low_possible: rank(possible_alpha).map(|k| back(pairs[k - 1])),
+        low: ranks[0].map(|k| back(pairs[k - 1])),
+        high: ranks[0].map(|k| back(pairs[n - k])),
+        low_possible: ranks[1].map(|k| back(pairs[k - 1])),
     })
 }
 
@@ -528,8 +541,22 @@ mod tests {
     fn bound_ranks_match_the_exact_null_distribution() {
         // U for 5 vs 5 from the bottom: 1, 1, 2, 3, 5, 7, 9, ... of 252 (Mann & Whitney 1947).
         let counts = null_u_counts(5, 5);
-        assert_eq!(&counts[..7], &[1.0, 1.0, 2.0, 3.0, 5.0, 7.0, 9.0]);
-        assert_eq!(counts.iter().sum::<f64>(), 252.0);
+        assert_eq!(&counts[..7], &[1, 1, 2, 3, 5, 7, 9]);
+        assert_eq!(counts.iter().sum::<i128>(), 252);
+        // Symmetric, and exact at the largest size: C(100, 50) in all, one way to get U = 0.
+        assert_eq!(counts, counts.iter().rev().copied().collect::<Vec<_>>());
+        let largest = null_u_counts(50, 50);
+        assert_eq!(
+            largest.iter().sum::<i128>(),
+            100_891_344_545_564_193_334_812_497_256
+        );
+        assert_eq!(
+            (largest[0], largest[1], largest[2], largest[2500]),
+            (1, 1, 2, 1)
+        );
+        assert!(largest.iter().all(|&c| c > 0));
+        // Unequal sizes: 2 vs 3 has C(5, 2) = 10 splits, U from 0 to 6: 1 1 2 2 2 1 1.
+        assert_eq!(null_u_counts(2, 3), vec![1, 1, 2, 2, 2, 1, 1]);
         // P(U <= 1) = 2/252 <= 0.01 < P(U <= 2) = 4/252: the 2nd smallest pairwise difference.
         assert_eq!(bound_rank(5, 5, 0.01), Some(2));
         // P(U <= 4) = 12/252 = 0.048 <= 0.05; P(U <= 5) = 19/252 = 0.075 <= 0.1 < 28/252.
