@@ -9,27 +9,38 @@ use clap::Args;
 use super::Output;
 use crate::compare::render::{Format, render};
 use crate::compare::{
-    DEFAULT_ALPHA, DEFAULT_MIN_DIFF_MS, DEFAULT_THRESHOLD, Rules, compare_all, load_run,
+    DEFAULT_ALPHA, DEFAULT_MIN_DIFF_MS, DEFAULT_POSSIBLE_ALPHA, DEFAULT_THRESHOLD, Rules,
+    compare_all, load_run,
 };
 use crate::error::{EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_OK, UsageError};
 
 /// When a difference counts: shared by `probe compare` and `probe --baseline`.
 #[derive(Debug, Clone, Args)]
 pub struct RulesArgs {
-    /// A regression needs the candidate's median to be at least this many times the
-    /// baseline's (and an improvement at most 1/this).
+    /// "Worse" means at least this many times the baseline: a regression needs the lower
+    /// confidence bound of the ratio candidate / baseline at or past it (an improvement: the
+    /// upper bound at or below 1/this).
     #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_THRESHOLD, allow_negative_numbers = true)]
     pub threshold: f64,
 
-    /// Largest one-sided Mann-Whitney p-value over the repeats that counts as beyond the noise.
-    /// With 5 vs 5 repeats the smallest possible p is 1/252 = 0.004.
+    /// One-sided error of a regression call: a regression needs the (1 - P) lower confidence
+    /// bounds of the slowdown past --threshold and --min-diff-ms. With 5 vs 5 repeats a bound
+    /// exists from 1/252 = 0.004 up.
     #[arg(long, value_name = "P", default_value_t = DEFAULT_ALPHA, allow_negative_numbers = true)]
     pub alpha: f64,
 
-    /// Smallest difference of medians that counts, ms (for hol_delay_ms at least one probe
-    /// interval, the resolution of a probe).
+    /// Smallest difference that counts, ms: a regression needs the lower confidence bound of
+    /// candidate - baseline at or past it (for hol_delay_ms at least one probe interval, the
+    /// resolution of a probe).
     #[arg(long, value_name = "MS", default_value_t = DEFAULT_MIN_DIFF_MS, allow_negative_numbers = true)]
     pub min_diff_ms: f64,
+
+    /// A metric not shown to regress at --alpha is inconclusive (a possible regression, exit
+    /// 3) when its (1 - P) lower bounds are past the thresholds; else no regression. From
+    /// --alpha (never inconclusive, unless the repeats are too few) to 0.5 (the estimate
+    /// itself decides).
+    #[arg(long, value_name = "P", default_value_t = DEFAULT_POSSIBLE_ALPHA, allow_negative_numbers = true)]
+    pub possible_alpha: f64,
 }
 
 impl RulesArgs {
@@ -46,7 +57,7 @@ impl RulesArgs {
             return Err(UsageError::invalid(
                 "--alpha",
                 self.alpha,
-                "expected a p-value above 0 and at most 0.5, such as 0.01",
+                "expected a one-sided error above 0 and at most 0.5, such as 0.01",
             ));
         }
         if !self.min_diff_ms.is_finite() || self.min_diff_ms < 0.0 {
@@ -56,21 +67,37 @@ impl RulesArgs {
                 "expected a number of milliseconds, 0 or more",
             ));
         }
+        if !self.possible_alpha.is_finite()
+            || self.possible_alpha < self.alpha
+            || self.possible_alpha > 0.5
+        {
+            return Err(UsageError::invalid(
+                "--possible-alpha",
+                self.possible_alpha,
+                format!(
+                    "expected a one-sided error from --alpha ({}) to 0.5, such as 0.1",
+                    self.alpha
+                ),
+            ));
+        }
         Ok(Rules {
             threshold: self.threshold,
             alpha: self.alpha,
             min_diff_ms: self.min_diff_ms,
+            possible_alpha: self.possible_alpha,
         })
     }
 }
 
 /// Compare runs: per size and operation, baseline vs candidate head-of-line delay and SET time
-/// over the repeats, with a verdict per row: regression, improvement, no change, or
-/// inconclusive (too few repeats for the test ever to reach --alpha, or a difference past
-/// --threshold hidden in the spread of the repeats; it says how many repeats would decide).
+/// over the repeats, with a verdict per row from the one-sided question "is the candidate
+/// worse by at least --threshold and --min-diff-ms?": regression when the (1 - --alpha) lower
+/// confidence bounds of the slowdown are past both; inconclusive (a possible regression) when
+/// only the (1 - --possible-alpha) ones are, with the repeats that would decide; else no
+/// regression (improvements included).
 ///
-/// Exit status: 0 no regression (improvements and unchanged rows only); 1 at least one row
-/// regressed; 2 bad input; 3 no regression found but some row inconclusive.
+/// Exit status: 0 no regression; 1 at least one row regressed; 2 bad input; 3 no regression
+/// found but some row inconclusive.
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
     /// The reference run: a `probe --out` directory.

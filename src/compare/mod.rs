@@ -1,42 +1,19 @@
 //! Compares runs read back from their `--out` directories: per size and operation, the
 //! baseline's and candidate's head-of-line delay and SET time (median and range over the
-//! repeats), their ratio, and a verdict: regression, improvement, no change or inconclusive.
-//! Also the side-by-side view of several runs (one column per server).
+//! repeats), the slowdown's estimate and confidence bounds, and a verdict: regression, no
+//! regression (an improvement among them), or inconclusive (a possible regression, with the
+//! repeats that would decide). Also the side-by-side view of several runs (one column per
+//! server).
 //!
 //! Everything here but [`runs`] is pure: runs in, findings out, so the rules are unit-tested on
-//! synthetic runs. Rendering (table, markdown, JSON) is in [`render`].
+//! synthetic runs. The rule for one metric is in [`verdict`], its statistics in [`stats`],
+//! rendering (table, markdown, JSON) in [`render`].
 //!
-//! # The rule
-//! A metric of a (size, op) row regressed when all three hold:
-//! 1. **large enough to matter:** candidate median ≥ `threshold` × baseline median;
-//! 2. **larger than the measurement's resolution:** candidate median − baseline median ≥
-//!    `min_diff_ms` (for head-of-line delay, at least one aggregate probe interval of the
-//!    coarser run, since that is how finely a probe can see a stall);
-//! 3. **beyond the noise of the repeats:** a one-sided exact Mann-Whitney test of candidate >
-//!    baseline over the repeats gives p ≤ `alpha`.
-//!
-//! Improvement is the mirror image.
-//!
-//! # Inconclusive
-//! "No change" is a claim too, so a metric is **inconclusive** (not "no change") when the data
-//! cannot decide: (a) the repeats are too few for the test ever to reach `alpha` (1 vs 1, 2 vs
-//! 2, ... up to 4 vs 4 at the default 0.01), whatever the figures; or (b) the medians moved past
-//! both the threshold and the resolution but the repeats overlap, so p > `alpha`: the spread
-//! swamps a difference large enough to matter. Each says how many repeats per run would let the
-//! test decide: for (a) the fewest that can reach `alpha`, for (b) an estimate from the share of
-//! (baseline, candidate) pairs ordered the way the medians moved
-//! ([`stats::repeats_for_separation`]). A row is a regression when either metric regressed,
-//! else inconclusive when either is, else an improvement when either improved; `probe compare`
-//! exits 1 on a regression, else 3 when any row is inconclusive.
-//!
-//! With 5 vs 5 repeats the smallest one-sided p is 1/252 ≈
-//! 0.004; at the default `alpha` = 0.01 the test flags only when at least 24 of the 25
-//! (baseline, candidate) pairs are ordered the same way (p = 2/252 ≈ 0.008). Why a strict
-//! alpha and no multiple-test correction: a sweep compares ~28 cells (7 sizes × set/delete ×
-//! 2 metrics) and a Bonferroni or Holm correction at 0.05 would ask each for p ≤ 0.0018, which
-//! 5 repeats can never give; instead each cell needs near-complete separation *and* a ratio and
-//! a difference past the noise floor, and the false-alarm rate is measured on real A/A runs
-//! (docs/compare.md).
+//! # Head-of-line delay under one probe interval
+//! A write no probe overlapped has no `hol_delay_ms`: it held the server for less than one
+//! aggregate probe interval. It is compared as such: every `hol_delay_ms` is censored at the
+//! coarser run's interval ([`stats::censor`]), so such writes, and probe delays finer than the
+//! probes resolve, are ties at "under one interval" rather than missing.
 //!
 //! # Runs made differently
 //! Differences between the runs' options are warnings above the verdict, and every metric is
@@ -49,119 +26,24 @@
 pub mod render;
 pub mod runs;
 pub mod stats;
+pub mod verdict;
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-pub use runs::{PROBE_ENGINE_BEFORE_KEY, RunData, RunMeta, WriteSample, load_run};
+pub use runs::{PROBE_ENGINE_BEFORE_KEY, RepeatsRead, RunData, RunMeta, WriteSample, load_run};
 pub use stats::{
-    MannWhitney, Spread, mann_whitney, repeats_for_separation, repeats_to_reach,
-    smallest_one_sided_p,
+    Interval, MannWhitney, Scale, Spread, bound_rank, censor, mann_whitney, repeats_for_bound,
+    repeats_for_separation, repeats_to_reach, shift_interval, smallest_one_sided_p,
+};
+pub use verdict::{
+    DEFAULT_ALPHA, DEFAULT_MIN_DIFF_MS, DEFAULT_POSSIBLE_ALPHA, DEFAULT_THRESHOLD,
+    MetricComparison, Rules, Verdict, combine, compare_metric, not_comparable,
 };
 
 use crate::error::UsageError;
 use crate::units::format_size;
-
-/// When a difference counts.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Rules {
-    /// A regression needs candidate median ≥ threshold × baseline median (and an improvement
-    /// ≤ baseline / threshold). Default 1.2.
-    pub threshold: f64,
-    /// Largest one-sided Mann-Whitney p-value that counts as beyond the noise. Default 0.01.
-    pub alpha: f64,
-    /// Smallest difference of medians that counts, ms. Default 1.
-    pub min_diff_ms: f64,
-}
-
-/// Default `--threshold`.
-pub const DEFAULT_THRESHOLD: f64 = 1.2;
-/// Default `--alpha`.
-pub const DEFAULT_ALPHA: f64 = 0.01;
-/// Default `--min-diff-ms`: the tool's stated accuracy for a stall (about 1 ms at the default
-/// probe rate), so smaller differences are not resolved.
-pub const DEFAULT_MIN_DIFF_MS: f64 = 1.0;
-
-impl Default for Rules {
-    fn default() -> Self {
-        Rules {
-            threshold: DEFAULT_THRESHOLD,
-            alpha: DEFAULT_ALPHA,
-            min_diff_ms: DEFAULT_MIN_DIFF_MS,
-        }
-    }
-}
-
-/// The outcome for one metric or one row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The candidate is slower, beyond threshold, resolution and noise.
-    Regression,
-    /// The candidate is faster, beyond threshold, resolution and noise.
-    Improvement,
-    /// Neither: the medians differ by less than the threshold or the resolution.
-    NoChange,
-    /// The data cannot decide: too few repeats for the test ever to reach its p-value, or a
-    /// difference past threshold and resolution hidden in the spread of the repeats.
-    Inconclusive,
-    /// Not judged: the runs measured this metric differently (different probe engines), or one
-    /// of them has no value, or too few, for it (a write no probe overlapped has no
-    /// `hol_delay_ms`).
-    NotComparable,
-}
-
-impl Verdict {
-    /// `regression`, `improvement`, `no change`, `inconclusive`, `not comparable`.
-    pub fn label(self) -> &'static str {
-        match self {
-            Verdict::Regression => "regression",
-            Verdict::Improvement => "improvement",
-            Verdict::NoChange => "no change",
-            Verdict::Inconclusive => "inconclusive",
-            Verdict::NotComparable => "not comparable",
-        }
-    }
-}
-
-/// Baseline vs candidate for one metric of one (size, op).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MetricComparison {
-    /// `hol_delay_ms` or `set_ms`.
-    pub metric: &'static str,
-    /// The baseline's repeats (none when it has no value for this metric).
-    pub baseline_ms: Option<Spread>,
-    /// The candidate's repeats.
-    pub candidate_ms: Option<Spread>,
-    /// Candidate median / baseline median (empty when the baseline median is not above 0).
-    pub ratio: Option<f64>,
-    /// Candidate median − baseline median, ms.
-    pub diff_ms: Option<f64>,
-    /// Mann-Whitney one-sided p for "candidate slower".
-    pub p_slower: Option<f64>,
-    /// Mann-Whitney one-sided p for "candidate faster".
-    pub p_faster: Option<f64>,
-    /// The smallest difference that counted for this metric, ms.
-    pub min_diff_ms: f64,
-    /// The outcome.
-    pub verdict: Verdict,
-    /// Why, in a few words (which condition held or failed).
-    pub reason: String,
-    /// Inconclusive only: repeats per run (the same in both) that would let the test decide;
-    /// empty when no number up to 1000 would (or for any other verdict).
-    pub repeats_needed: Option<usize>,
-}
-
-impl MetricComparison {
-    /// The p-value in the direction the medians moved.
-    pub fn p_in_direction(&self) -> Option<f64> {
-        match self.diff_ms {
-            Some(d) if d < 0.0 => self.p_faster,
-            _ => self.p_slower,
-        }
-    }
-}
 
 /// One (size, op) of a comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -220,7 +102,13 @@ pub fn compare(
 ) -> Result<Comparison, UsageError> {
     let base_groups = baseline.groups();
     let cand_groups = candidate.groups();
-    let mut warnings = option_warnings(&baseline.meta, &candidate.meta);
+    // The repeats as the rows hold them, whatever run.json planned.
+    let with_repeats = |run: &RunData| RunMeta {
+        repeats_read: run.repeats_read(),
+        ..run.meta.clone()
+    };
+    let (base_meta, cand_meta) = (with_repeats(baseline), with_repeats(candidate));
+    let mut warnings = option_warnings(&base_meta, &cand_meta);
     warnings.extend(baseline.warnings.iter().cloned());
     warnings.extend(candidate.warnings.iter().cloned());
 
@@ -269,37 +157,40 @@ pub fn compare(
     let mut rows = Vec::new();
     for key in shared {
         let (base, cand) = (&base_groups[key], &cand_groups[key]);
-        let values = |group: &[&WriteSample], hol: bool| -> Vec<f64> {
-            group
-                .iter()
-                .filter_map(|w| if hol { w.hol_delay_ms } else { Some(w.set_ms) })
-                .collect()
+        // Head-of-line delay censored at the coarser run's probe interval: a write no probe
+        // overlapped counts as "under one interval", not as missing.
+        let hol = |group: &[&WriteSample]| -> Vec<f64> {
+            let values: Vec<Option<f64>> = group.iter().map(|w| w.hol_delay_ms).collect();
+            censor(&values, interval_ms)
         };
+        let set_ms =
+            |group: &[&WriteSample]| -> Vec<f64> { group.iter().map(|w| w.set_ms).collect() };
         let hol_delay = if hol_comparable {
             compare_metric(
                 "hol_delay_ms",
-                &values(base, true),
-                &values(cand, true),
+                &hol(base),
+                &hol(cand),
                 rules,
                 hol_min_diff,
+                Some(interval_ms),
             )
         } else {
             not_comparable(
                 "hol_delay_ms",
-                &values(base, true),
-                &values(cand, true),
+                Spread::of_censored(&hol(base), interval_ms),
+                Spread::of_censored(&hol(cand), interval_ms),
                 hol_min_diff,
                 format!("probe engines {base_engine} and {cand_engine}"),
             )
         };
         let set = compare_metric(
             "set_ms",
-            &values(base, false),
-            &values(cand, false),
+            &set_ms(base),
+            &set_ms(cand),
             rules,
             rules.min_diff_ms,
+            None,
         );
-        let hol_delay = too_few_overlapped(hol_delay, &set, rules);
         let verdict = combine(&[hol_delay.verdict, set.verdict]);
         let repeats_needed = hol_delay.repeats_needed.max(set.repeats_needed);
         rows.push(RowComparison {
@@ -348,8 +239,8 @@ pub fn compare(
         .filter_map(|r| r.repeats_needed)
         .max();
     Ok(Comparison {
-        baseline: baseline.meta.clone(),
-        candidate: candidate.meta.clone(),
+        baseline: base_meta,
+        candidate: cand_meta,
         rules,
         rows,
         warnings,
@@ -385,21 +276,6 @@ pub fn op_order(op: &str) -> (u8, &str) {
     (rank, op)
 }
 
-fn combine(verdicts: &[Verdict]) -> Verdict {
-    if verdicts.contains(&Verdict::Regression) {
-        Verdict::Regression
-    } else if verdicts.contains(&Verdict::Inconclusive) {
-        // An improvement beside a metric that cannot tell is not a finding to act on.
-        Verdict::Inconclusive
-    } else if verdicts.contains(&Verdict::Improvement) {
-        Verdict::Improvement
-    } else if verdicts.iter().all(|&v| v == Verdict::NotComparable) {
-        Verdict::NotComparable
-    } else {
-        Verdict::NoChange
-    }
-}
-
 fn describe_groups(
     groups: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>,
 ) -> String {
@@ -425,194 +301,6 @@ fn describe_keys(keys: &[&(u64, String)]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// A `hol_delay_ms` with too few values for the test while the writes themselves are enough: the
-/// missing ones are writes no probe overlapped (shorter than a probe interval), which more
-/// repeats would not give, so it is not judged rather than inconclusive.
-fn too_few_overlapped(
-    hol_delay: MetricComparison,
-    set: &MetricComparison,
-    rules: Rules,
-) -> MetricComparison {
-    let (Some(hol_b), Some(hol_c), Some(set_b), Some(set_c)) = (
-        hol_delay.baseline_ms,
-        hol_delay.candidate_ms,
-        set.baseline_ms,
-        set.candidate_ms,
-    ) else {
-        return hol_delay;
-    };
-    let writes_enough = smallest_one_sided_p(set_b.n, set_c.n) <= rules.alpha;
-    let values_too_few = smallest_one_sided_p(hol_b.n, hol_c.n) > rules.alpha;
-    if hol_delay.verdict != Verdict::Inconclusive || !writes_enough || !values_too_few {
-        return hol_delay;
-    }
-    MetricComparison {
-        verdict: Verdict::NotComparable,
-        repeats_needed: None,
-        reason: format!(
-            "only {} and {} of {} and {} writes overlapped a probe",
-            hol_b.n, hol_c.n, set_b.n, set_c.n
-        ),
-        ..hol_delay
-    }
-}
-
-/// One metric the runs measured differently: each run's values, but no ratio, test or verdict,
-/// so nothing downstream can read a judgement into it. `why` says what differed.
-pub fn not_comparable(
-    metric: &'static str,
-    baseline: &[f64],
-    candidate: &[f64],
-    min_diff_ms: f64,
-    why: String,
-) -> MetricComparison {
-    MetricComparison {
-        metric,
-        baseline_ms: Spread::of(baseline),
-        candidate_ms: Spread::of(candidate),
-        ratio: None,
-        diff_ms: None,
-        p_slower: None,
-        p_faster: None,
-        min_diff_ms,
-        verdict: Verdict::NotComparable,
-        reason: why,
-        repeats_needed: None,
-    }
-}
-
-/// Applies the rule to one metric.
-pub fn compare_metric(
-    metric: &'static str,
-    baseline: &[f64],
-    candidate: &[f64],
-    rules: Rules,
-    min_diff_ms: f64,
-) -> MetricComparison {
-    let baseline_ms = Spread::of(baseline);
-    let candidate_ms = Spread::of(candidate);
-    let mut result = MetricComparison {
-        metric,
-        baseline_ms,
-        candidate_ms,
-        ratio: None,
-        diff_ms: None,
-        p_slower: None,
-        p_faster: None,
-        min_diff_ms,
-        verdict: Verdict::NoChange,
-        reason: String::new(),
-        repeats_needed: None,
-    };
-    // Nothing measured on a side (a write no probe overlapped has no hol_delay_ms): not judged,
-    // neither "no change" nor a reason to call the row inconclusive.
-    let (Some(base), Some(cand)) = (baseline_ms, candidate_ms) else {
-        result.verdict = Verdict::NotComparable;
-        result.reason = format!(
-            "no {metric} values in the {}",
-            if baseline_ms.is_none() {
-                "baseline"
-            } else {
-                "candidate"
-            }
-        );
-        return result;
-    };
-    let diff = cand.median - base.median;
-    result.diff_ms = Some(diff);
-    result.ratio = (base.median > 0.0).then(|| cand.median / base.median);
-    let Some(mw) = mann_whitney(baseline, candidate) else {
-        result.reason = "no test possible".into();
-        return result;
-    };
-    result.p_slower = Some(mw.p_larger);
-    result.p_faster = Some(mw.p_smaller);
-
-    let slower_direction = diff >= 0.0;
-    let p = if slower_direction {
-        mw.p_larger
-    } else {
-        mw.p_smaller
-    };
-    let ratio_ok = match result.ratio {
-        Some(r) if slower_direction => r >= rules.threshold,
-        Some(r) => r <= 1.0 / rules.threshold,
-        // The baseline median is not above 0: only a rise to above 0 is a ratio past any
-        // threshold.
-        None => slower_direction && cand.median > 0.0,
-    };
-    let diff_ok = diff.abs() >= min_diff_ms;
-    let p_ok = p <= rules.alpha;
-    // (a) Too few repeats: the test can never reach alpha, so neither a change nor its absence
-    // can be shown.
-    if smallest_one_sided_p(base.n, cand.n) > rules.alpha {
-        let needed = repeats_to_reach(rules.alpha);
-        result.verdict = Verdict::Inconclusive;
-        result.repeats_needed = Some(needed);
-        result.reason = format!(
-            "{} vs {} repeats cannot reach p <= {}; {needed} per run can",
-            base.n, cand.n, rules.alpha
-        );
-        return result;
-    }
-    let moved = match result.ratio {
-        Some(r) => format!("x{r:.2}"),
-        None => "from 0".to_string(),
-    };
-    if ratio_ok && diff_ok && p_ok {
-        result.verdict = if slower_direction {
-            Verdict::Regression
-        } else {
-            Verdict::Improvement
-        };
-        result.reason = format!(
-            "{} {:.2} ms ({moved}), p {p:.3}",
-            if slower_direction {
-                "slower by"
-            } else {
-                "faster by"
-            },
-            diff.abs(),
-        );
-        return result;
-    }
-    // (b) A difference large enough to matter, hidden in the spread of the repeats.
-    if ratio_ok && diff_ok {
-        let pairs = (base.n * cand.n) as f64;
-        let separation = if slower_direction {
-            mw.u_candidate_larger / pairs
-        } else {
-            1.0 - mw.u_candidate_larger / pairs
-        };
-        result.verdict = Verdict::Inconclusive;
-        result.repeats_needed = repeats_for_separation(separation, rules.alpha);
-        result.reason = format!(
-            "{moved} but the repeats overlap, p {p:.3} > {}; {}",
-            rules.alpha,
-            match result.repeats_needed {
-                Some(n) => format!("about {n} per run could tell"),
-                None => "more repeats would hardly tell".to_string(),
-            }
-        );
-        return result;
-    }
-    let mut failed = Vec::new();
-    if !ratio_ok {
-        failed.push(match result.ratio {
-            Some(r) => format!("ratio {r:.2} within {:.2}x", rules.threshold),
-            None => "no ratio".into(),
-        });
-    }
-    if !diff_ok {
-        failed.push(format!(
-            "difference {:.2} ms below {min_diff_ms:.2} ms",
-            diff.abs()
-        ));
-    }
-    result.reason = failed.join("; ");
-    result
 }
 
 /// Differences between two runs' options that make their figures less comparable.
@@ -670,9 +358,9 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
     );
     differ(
         "repeats",
-        show(base.repeat.map(|n| n.to_string())),
-        show(cand.repeat.map(|n| n.to_string())),
-        "",
+        show(base.repeats_read.describe()),
+        show(cand.repeats_read.describe()),
+        " (successful writes per size and op, as the rows hold them)",
     );
     let sizes = |m: &RunMeta| {
         let set: BTreeSet<u64> = m.planned_sizes_bytes.iter().copied().collect();
@@ -743,13 +431,18 @@ pub fn side_by_side(runs: &[RunData]) -> SideBySide {
             let per_run = |hol: bool| -> Vec<Option<Spread>> {
                 groups
                     .iter()
-                    .map(|g| {
-                        let values: Vec<f64> = g
-                            .get(&key)?
-                            .iter()
-                            .filter_map(|w| if hol { w.hol_delay_ms } else { Some(w.set_ms) })
-                            .collect();
-                        Spread::of(&values)
+                    .zip(runs)
+                    .map(|(g, run)| {
+                        let group = g.get(&key)?;
+                        if !hol {
+                            let values: Vec<f64> = group.iter().map(|w| w.set_ms).collect();
+                            return Spread::of(&values);
+                        }
+                        // Each run's own resolution, as in its compare.
+                        let at = run.meta.probe_interval_ms().unwrap_or(0.0);
+                        let values: Vec<Option<f64>> =
+                            group.iter().map(|w| w.hol_delay_ms).collect();
+                        Spread::of_censored(&censor(&values, at), at)
                     })
                     .collect()
             };

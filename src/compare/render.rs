@@ -43,17 +43,34 @@ pub fn fmt_ms(value: f64) -> String {
     }
 }
 
-/// `median [min–max]`, or `-` when there is no value.
+/// `median [min–max]`, or `-` when there is no value; a figure of a censored spread at its
+/// censoring point reads `<0.50` (under one probe interval).
 pub fn fmt_spread(spread: Option<Spread>) -> String {
-    match spread {
-        Some(s) if s.n == 1 => fmt_ms(s.median),
-        Some(s) => format!("{} [{}-{}]", fmt_ms(s.median), fmt_ms(s.min), fmt_ms(s.max)),
-        None => "-".into(),
+    let Some(s) = spread else {
+        return "-".into();
+    };
+    let show = |v: f64| match s.censored_at_ms {
+        Some(at) if v <= at => format!("<{}", fmt_ms(at)),
+        _ => fmt_ms(v),
+    };
+    let all_under = s.censored_at_ms.is_some_and(|at| s.max <= at);
+    if s.n == 1 || all_under {
+        show(s.median)
+    } else {
+        format!("{} [{}-{}]", show(s.median), show(s.min), show(s.max))
     }
 }
 
+/// The ratio's estimate and its two one-sided bounds: `1.31x [1.05-1.62]`; the ratio of the
+/// medians when there is no interval.
 fn fmt_ratio(m: &MetricComparison) -> String {
-    m.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}x"))
+    match m.ratio_ci {
+        Some(ci) => match (ci.low, ci.high) {
+            (Some(low), Some(high)) => format!("{:.2}x [{low:.2}-{high:.2}]", ci.estimate),
+            _ => format!("{:.2}x", ci.estimate),
+        },
+        None => m.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}x")),
+    }
 }
 
 fn fmt_p(m: &MetricComparison) -> String {
@@ -62,8 +79,10 @@ fn fmt_p(m: &MetricComparison) -> String {
 }
 
 fn run_line(role: &str, meta: &super::RunMeta) -> String {
+    // As the rows hold them, not as run.json planned them.
     let repeats = meta
-        .repeat
+        .repeats_read
+        .describe()
         .map_or(String::new(), |n| format!(", {n} repeats"));
     format!(
         "{role}: {} ({}{repeats}, probe engine {}, run {})",
@@ -75,9 +94,14 @@ fn run_line(role: &str, meta: &super::RunMeta) -> String {
 }
 
 fn rule_line(c: &Comparison) -> String {
+    let r = &c.rules;
     format!(
-        "rule: a regression needs candidate median >= {}x baseline, at least {} ms more (hol_delay_ms: at least one probe interval), and a one-sided Mann-Whitney p <= {} over the repeats",
-        c.rules.threshold, c.rules.min_diff_ms, c.rules.alpha
+        "rule: a regression needs the {} lower bounds of the slowdown past {}x and {} ms (hol_delay_ms: at least one probe interval; a write no probe overlapped counts as under one); inconclusive when only the {} ones are; ratio: Hodges-Lehmann estimate [{} bounds]",
+        r.confidence_label(),
+        r.threshold,
+        r.min_diff_ms,
+        r.possible_label(),
+        r.confidence_label()
     )
 }
 
@@ -103,15 +127,16 @@ fn summary_line(c: &Comparison) -> String {
     };
     let advice = match (c.verdict, c.repeats_needed) {
         (Verdict::Inconclusive, Some(n)) => format!(
-            "; the data cannot tell: record both runs with --repeat {n} (or more) to decide"
+            "; a possible regression the data cannot tell: record both runs with --repeat {n} (or more) to decide"
         ),
         (Verdict::Inconclusive, None) => {
-            "; the data cannot tell, and more repeats would hardly settle it".to_string()
+            "; a possible regression the data cannot tell, and more repeats would hardly settle it"
+                .to_string()
         }
         _ => String::new(),
     };
     format!(
-        "verdict: {verdict} ({} regressed, {} improved, {inconclusive}{} unchanged of {} size/op rows{not_judged}){advice}",
+        "verdict: {verdict} ({} regressed, {} improved, {inconclusive}{} no regression of {} size/op rows{not_judged}){advice}",
         c.regressions,
         c.improvements,
         c.rows.len() - c.regressions - c.improvements - c.inconclusive,
@@ -157,7 +182,7 @@ fn comparison_cells(c: &Comparison) -> Vec<Vec<String>> {
         "metric".into(),
         "baseline ms".into(),
         "candidate ms".into(),
-        "ratio".into(),
+        "ratio [CI]".into(),
         "p".into(),
         "verdict".into(),
     ]];
@@ -180,7 +205,7 @@ fn comparison_cells(c: &Comparison) -> Vec<Vec<String>> {
                 fmt_ratio(m),
                 fmt_p(m),
                 match m.verdict {
-                    Verdict::NoChange => "no change".to_string(),
+                    Verdict::NoChange => format!("no regression ({})", m.reason),
                     Verdict::NotComparable => format!("not comparable ({})", m.reason),
                     other => format!("{} ({})", other.label().to_uppercase(), m.reason),
                 },
@@ -351,6 +376,13 @@ mod tests {
             fmt_spread(Spread::of(&[1.0, 2.0, 30.0])),
             "2.00 [1.00-30.0]"
         );
+        // Under one probe interval.
+        assert_eq!(
+            fmt_spread(Spread::of_censored(&[0.5, 0.5, 2.0], 0.5)),
+            "<0.50 [<0.50-2.00]"
+        );
+        assert_eq!(fmt_spread(Spread::of_censored(&[0.5], 0.5)), "<0.50");
+        assert_eq!(fmt_spread(Spread::of_censored(&[0.5, 0.5], 0.5)), "<0.50");
     }
 
     #[test]

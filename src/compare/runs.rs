@@ -75,6 +75,29 @@ pub struct RunMeta {
     /// The server the writes went to (`host:port`), when run.json says (runs over several
     /// nodes have a summary.csv row per write per node: only this node's are compared).
     pub written_node: Option<String>,
+    /// Successful writes per (size, op), counted from the rows (not run.json's `repeat`, which
+    /// says what was planned): what the statistics had.
+    pub repeats_read: RepeatsRead,
+}
+
+/// The fewest and most successful writes of any (size, op) of a run: its repeats as read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RepeatsRead {
+    /// The fewest of any (size, op).
+    pub fewest: usize,
+    /// The most of any (size, op).
+    pub most: usize,
+}
+
+impl RepeatsRead {
+    /// `5`, or `3-5` when the (size, op)s differ; empty when nothing was read.
+    pub fn describe(self) -> Option<String> {
+        match (self.fewest, self.most) {
+            (_, 0) => None,
+            (a, b) if a == b => Some(a.to_string()),
+            (a, b) => Some(format!("{a}-{b}")),
+        }
+    }
 }
 
 /// The engine of runs recorded before run.json had `probe_engine`: one probe at a time per
@@ -132,6 +155,15 @@ pub struct RunData {
 }
 
 impl RunData {
+    /// The repeats the rows hold: the fewest and most successful writes of any (size, op).
+    pub fn repeats_read(&self) -> RepeatsRead {
+        let groups = self.groups();
+        RepeatsRead {
+            fewest: groups.values().map(Vec::len).min().unwrap_or(0),
+            most: groups.values().map(Vec::len).max().unwrap_or(0),
+        }
+    }
+
     /// Successful writes grouped by (size, op), in size order.
     pub fn groups(&self) -> BTreeMap<(u64, String), Vec<&WriteSample>> {
         let mut groups: BTreeMap<(u64, String), Vec<&WriteSample>> = BTreeMap::new();
@@ -166,7 +198,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
             "not a directory (expected a probe --out directory)".into()
         ));
     }
-    let meta = read_run_json(dir).map_err(&bad)?;
+    let (meta, expected) = read_run_json(dir).map_err(&bad)?;
     let mut warnings = Vec::new();
     let summary: Vec<WriteSummary> =
         read_csv(&dir.join(SUMMARY_CSV), SUMMARY_REQUIRED).map_err(&bad)?;
@@ -181,6 +213,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         .collect();
     let writes: Vec<WriteRecord> =
         read_csv(&dir.join(WRITES_CSV), WRITES_REQUIRED).map_err(&bad)?;
+    check_rows(&summary, &writes, &meta, &expected).map_err(&bad)?;
     let outcome: BTreeMap<u32, &WriteRecord> = writes.iter().map(|w| (w.seq, w)).collect();
 
     let mut samples = Vec::new();
@@ -247,15 +280,55 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
             failed_writes.join("; ")
         ));
     }
-    Ok(RunData {
+    let mut run = RunData {
         meta,
         writes: samples,
         failed_writes,
         warnings,
-    })
+    };
+    run.meta.repeats_read = run.repeats_read();
+    Ok(run)
 }
 
-fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
+/// What run.json says the CSVs must agree with.
+struct Expected {
+    /// Every key of the run is under it (`holprobe:<run_id>:`).
+    key_prefix: String,
+}
+
+/// The rows are the run's own, each once: no write twice in either file (a file edited, or
+/// two joined, would count its values twice and fake repeats the run did not make), no key
+/// outside the run's prefix (writes.csv of another run).
+fn check_rows(
+    summary: &[WriteSummary],
+    writes: &[WriteRecord],
+    meta: &RunMeta,
+    expected: &Expected,
+) -> Result<(), String> {
+    let twice = |name: &str, seqs: Vec<u32>| -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        match seqs.into_iter().find(|&seq| !seen.insert(seq)) {
+            Some(seq) => Err(format!(
+                "{name} holds write {seq} more than once: a run records each write once (was the file edited or joined with another?)"
+            )),
+            None => Ok(()),
+        }
+    };
+    twice(SUMMARY_CSV, summary.iter().map(|row| row.seq).collect())?;
+    twice(WRITES_CSV, writes.iter().map(|w| w.seq).collect())?;
+    if let Some(w) = writes
+        .iter()
+        .find(|w| !w.key.is_empty() && !w.key.starts_with(&expected.key_prefix))
+    {
+        return Err(format!(
+            "{WRITES_CSV} write {} is of key '{}', not under this run's prefix '{}' (run {} in {RUN_JSON}): the files come from different runs",
+            w.seq, w.key, expected.key_prefix, meta.run_id
+        ));
+    }
+    Ok(())
+}
+
+fn read_run_json(dir: &Path) -> Result<(RunMeta, Expected), String> {
     let path = dir.join(RUN_JSON);
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
@@ -310,7 +383,10 @@ fn read_run_json(dir: &Path) -> Result<RunMeta, String> {
     let Some(writer) = &run.options.writer else {
         return Err("an observe-mode run (no --writer-sizes): it has no writes to compare".into());
     };
-    Ok(RunMeta::of(dir, &run, writer))
+    let expected = Expected {
+        key_prefix: run.key_prefix.clone(),
+    };
+    Ok((RunMeta::of(dir, &run, writer), expected))
 }
 
 /// The node columns of a summary.csv row (absent in runs recorded before them).
@@ -404,6 +480,7 @@ impl RunMeta {
                 .probe_engine
                 .as_ref()
                 .map_or(PROBE_ENGINE_BEFORE_KEY, |engine| engine.version),
+            repeats_read: RepeatsRead::default(),
         }
     }
 }
@@ -557,6 +634,7 @@ mod tests {
                 started_unix_us: Some(1_796_053_782_168_721),
                 probe_engine_version: 2,
                 written_node: Some("127.0.0.1:6379".into()),
+                repeats_read: RepeatsRead { fewest: 1, most: 1 },
             }
         );
         assert_eq!(run.meta.server_label(), "valkey 9.1.0 appendonly");
@@ -807,6 +885,52 @@ mod tests {
         );
         let err = load_with(&|json| json["options"]["writer"] = Value::Null);
         assert!(err.contains("observe-mode"), "{err}");
+    }
+
+    /// Issue 22: a summary.csv with every row repeated read as "5 repeats" and its p-values
+    /// shrank into a regression; a writes.csv of another run was accepted. Both are refused in
+    /// one line naming the file, and the repeats are counted from the rows.
+    #[test]
+    fn duplicated_rows_and_files_of_another_run_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = sample::run_json();
+        write_run(dir.path(), &written);
+        let run = load_run("CANDIDATE", dir.path()).unwrap();
+        assert_eq!(run.meta.repeats_read, RepeatsRead { fewest: 1, most: 1 });
+        assert_eq!(run.repeats_read().describe().as_deref(), Some("1"));
+        for name in [SUMMARY_CSV, WRITES_CSV] {
+            write_run(dir.path(), &written);
+            let path = dir.path().join(name);
+            let text = fs::read_to_string(&path).unwrap();
+            let (header, rows) = text.split_once('\n').unwrap();
+            fs::write(&path, format!("{header}\n{}", rows.repeat(51))).unwrap();
+            let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
+            assert!(!err.contains('\n'), "{err}");
+            assert!(
+                err.contains("CANDIDATE")
+                    && err.contains(&format!("{name} holds write 1 more than once")),
+                "{err}"
+            );
+        }
+        // writes.csv of another run: the same plan, so seq, op and size agree, but its keys
+        // name another run id.
+        write_run(dir.path(), &written);
+        let path = dir.path().join(WRITES_CSV);
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.contains("holprobe:feedf00d:"), "{text}");
+        fs::write(
+            &path,
+            text.replace("holprobe:feedf00d:", "holprobe:0badc0de:"),
+        )
+        .unwrap();
+        let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(
+            err.contains("writes.csv write 1 is of key 'holprobe:0badc0de:")
+                && err.contains("not under this run's prefix 'holprobe:feedf00d:'")
+                && err.contains("different runs"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""How long each way of removing or reading a large value froze the server for other clients
+(hol_delay_ms), against the value's element count, from the summary.csv of one or more
+`probe --type ... --ops ... --out` runs: one panel per op (delete, unlink, expire, overwrite,
+read), one line per server version and value type (the median over the repeats at each element
+count, the repeats as faint points), log-log axes. A string counts as one element and is drawn
+against its size in MiB on the same axis, marked as such. Rows whose value was freed in the
+background (freed_by = background) are drawn hollow: what they show is the unlink of the key,
+not the free. Prints each series' medians on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import holprobe_data as hd
+import matplotlib.pyplot as plt
+import numpy as np
+
+OPS = ["delete", "unlink", "expire", "overwrite", "read"]
+TYPE_MARKERS = {"string": "*", "hash": "o", "set": "s", "zset": "^", "list": "D", "stream": "v"}
+COLOURS = plt.get_cmap("tab10").colors
+REQUIRED = ["op", "hol_delay_ms", "ok", "value_type", "elements", "size_bytes"]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="probe --out directories")
+    parser.add_argument("-o", "--output", required=True, help="picture to write: .png or .svg")
+    parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated ops to draw, one panel each (default: {','.join(OPS)})")
+    parser.add_argument("--title", help="replace the generated title")
+    return parser.parse_args(argv)
+
+
+def read_rows(directory: Path, ops: list[str]):
+    """(server label, type, op) -> {x: [hol_delay_ms]} and the set of (series, x) freed in the
+    background."""
+    meta = hd.read_run_json(directory)
+    table = hd.node_table(directory, hd.SUMMARY_CSV, REQUIRED, ["freed_by"], meta=meta)
+    server = hd.server_label(meta, directory.name)
+    series: dict[tuple[str, str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    background: set[tuple[tuple[str, str, str], float]] = set()
+    ok = table.flag("ok")
+    op = table.text("op")
+    kind = table.text("value_type")
+    elements = table.num("elements")
+    size = table.num("size_bytes")
+    hol = table.num("hol_delay_ms")
+    freed = table.text("freed_by") if table.has("freed_by") else np.array([""] * len(table), dtype=object)
+    for i in range(len(table)):
+        if not ok[i] or op[i] not in ops or np.isnan(hol[i]):
+            continue
+        # A string's one element says nothing of its size: its MiB stand in for the count.
+        x = size[i] / (1 << 20) if kind[i] == "string" else elements[i]
+        if not x > 0:
+            continue
+        key = (server, kind[i] or "string", op[i])
+        series[key][x].append(hol[i])
+        if freed[i] == "background":
+            background.add((key, x))
+    return series, background
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    prog = "freeze.py"
+    try:
+        ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+        unknown = [o for o in ops if o not in OPS]
+        if unknown or not ops:
+            raise hd.InputError(f"--ops: unknown op(s) {', '.join(unknown) or '(none)'}: expected some of {', '.join(OPS)}")
+        out = hd.output_path(args.output)
+        series: dict = defaultdict(lambda: defaultdict(list))
+        background: set = set()
+        for path in args.run_dirs:
+            directory = hd.run_dir(path, hd.SUMMARY_CSV)
+            rows, bg = read_rows(directory, ops)
+            for key, points in rows.items():
+                for x, values in points.items():
+                    series[key][x].extend(values)
+            background |= bg
+    except hd.InputError as err:
+        hd.fail(prog, str(err))
+        return 2
+    drawn_ops = [o for o in ops if any(k[2] == o for k in series)]
+    if not drawn_ops:
+        hd.fail(prog, f"no successful rows of op {', '.join(ops)} with a hol_delay_ms in these runs (were they run with --ops?)")
+        return 2
+    servers = sorted({k[0] for k in series})
+    colour = {s: COLOURS[i % len(COLOURS)] for i, s in enumerate(servers)}
+    fig, axes = plt.subplots(1, len(drawn_ops), figsize=(4.2 * len(drawn_ops), 4.2), squeeze=False, sharey=True)
+    for ax, op in zip(axes[0], drawn_ops):
+        for key in sorted(k for k in series if k[2] == op):
+            server, kind, _ = key
+            points = series[key]
+            xs = sorted(points)
+            medians = [float(np.median(points[x])) for x in xs]
+            for x in xs:
+                ax.scatter([x] * len(points[x]), points[x], s=8, alpha=0.25, color=colour[server], marker=TYPE_MARKERS.get(kind, "o"))
+            hollow = [(x, m) for x, m in zip(xs, medians) if (key, x) in background]
+            ax.plot(xs, medians, marker=TYPE_MARKERS.get(kind, "o"), color=colour[server], label=f"{server} {kind}", linewidth=1.2)
+            if hollow:
+                ax.scatter([h[0] for h in hollow], [h[1] for h in hollow], s=60, facecolors="white", edgecolors=colour[server], zorder=3)
+            print(f"{op} {server} {kind}: " + ", ".join(f"{x:g} -> {m:.2f} ms" for x, m in zip(xs, medians)))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(op)
+        ax.set_xlabel("elements (a string: MiB)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("others blocked, hol_delay_ms (ms)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:]:
+        h, lab = ax.get_legend_handles_labels()
+        for hh, ll in zip(h, lab):
+            if ll not in labels:
+                handles.append(hh)
+                labels.append(ll)
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(labels) // 4)))
+    fig.suptitle(args.title or "What freeing or reading one large value cost the other clients (hollow: freed in the background)")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    hd.save(fig, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
