@@ -18,6 +18,7 @@ pub mod cli;
 pub mod commands;
 pub mod compare;
 pub mod error;
+pub mod keys;
 pub mod load;
 pub mod measure;
 pub mod options;

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 
 /// The subcommands whose `--help` counts, besides `probe --help` itself.
-const SUBCOMMANDS: [&str; 5] = ["calibrate", "populate", "load", "clean", "compare"];
+const SUBCOMMANDS: [&str; 6] = ["calibrate", "populate", "load", "clean", "compare", "keys"];
 
 /// Flags the docs name that belong to another tool, each with that tool. Only `--long` flags
 /// are checked, so single-dash ones (redis-benchmark's `-t get -c 50`, redis-cli's `-x`,
 /// HdrHistogram's `-outputValueUnitRatio`) need no entry.
-const OTHER_TOOLS: [(&str, &str); 17] = [
+const OTHER_TOOLS: [(&str, &str); 22] = [
     // redis-server's command line, as the embedded server is started (docs/usage.md, Target).
     ("--save", "redis-server"),
     ("--appendonly", "redis-server"),
@@ -29,6 +29,12 @@ const OTHER_TOOLS: [(&str, &str); 17] = [
     ("--locked", "cargo"),
     ("--bench", "cargo"),
     ("--example", "cargo"),
+    ("--test", "cargo"),
+    ("--ignored", "cargo test (docs/keys.md)"),
+    ("--nocapture", "cargo test (docs/keys.md)"),
+    // redis-cli's big-key modes, which probe keys is set against (docs/keys.md).
+    ("--bigkeys", "redis-cli"),
+    ("--memkeys", "redis-cli"),
     // The cargo examples' own flags (docs/usage.md, docs/load.md).
     ("--sizes", "examples/seed.rs"),
     ("--command", "examples/custom_command.rs"),

@@ -13,7 +13,7 @@ use clap::Parser;
 pub use crate::commands::{
     CleanArgs, CompareArgs, LoadArgs, LoadTargets, Output, PopulateArgs, ProbeArgs, RulesArgs,
 };
-use crate::commands::{calibrate, clean, compare, load, populate, probe};
+use crate::commands::{calibrate, clean, compare, keys, load, populate, probe};
 pub use sections::probing::{
     MAX_PROBE_RATE, MAX_PROBE_THREADS, parse_probe_threads, parse_rate, parse_stall_threshold,
 };
@@ -67,6 +67,9 @@ enum Command {
     Load(Box<LoadArgs>),
     /// Remove every key under holprobe:load: (SCAN + UNLINK in batches).
     Clean(CleanArgs),
+    /// Which keys of a live server would freeze it, for how long, and when: a SCAN paced by
+    /// probes, each key's predicted DEL, UNLINK, expiry and read freeze.
+    Keys(Box<keys::KeysArgs>),
     /// Compare runs (probe --out directories): per size, baseline vs candidate head-of-line
     /// delay and SET time over the repeats, with a verdict. Exit 1 on a regression, 3 when
     /// inconclusive (too few repeats, or a difference hidden in their spread).
@@ -100,6 +103,7 @@ pub fn main_entry() -> i32 {
         Some(Command::Populate(args)) => populate::run(args, &interrupt, &mut output),
         Some(Command::Load(args)) => load::run(args, &interrupt, &mut output),
         Some(Command::Clean(args)) => clean::run(args, &interrupt, &mut output),
+        Some(Command::Keys(args)) => keys::run(args, &interrupt, &mut output),
         None => probe::versions::run(
             &cli.target,
             &cli.probe,

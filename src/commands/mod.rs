@@ -7,12 +7,14 @@
 //!   several server binaries or against a baseline (`probe::versions`);
 //! - [`calibrate`]: stalls of known length injected while probing;
 //! - [`load`], [`populate`], [`clean`]: load mode and its keys;
+//! - [`keys`]: which keys of a live server would freeze it (a paced scan and a cost model);
 //! - [`compare`]: runs read back and judged.
 
 pub mod calibrate;
 pub mod clean;
 pub mod compare;
 pub mod deployment;
+pub mod keys;
 pub mod load;
 pub mod output;
 pub mod populate;
@@ -20,6 +22,7 @@ pub mod probe;
 
 pub use clean::CleanArgs;
 pub use compare::{CompareArgs, RulesArgs};
+pub use keys::KeysArgs;
 pub use load::{LoadArgs, LoadTargets};
 pub use output::Output;
 pub use populate::PopulateArgs;

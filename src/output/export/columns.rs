@@ -4,8 +4,8 @@
 //! its struct gives, and `tests/docs.rs` checks docs/exports.md's tables against [`BY_FILE`].
 
 use super::{
-    CALIBRATION_CSV, LOAD_TIMELINE_CSV, LOAD_WRITES_CSV, PROBES_CSV, STALLS_CSV, SUMMARY_CSV,
-    TIMELINE_CSV, WRITES_CSV,
+    CALIBRATION_CSV, KEYS_CSV, LOAD_TIMELINE_CSV, LOAD_WRITES_CSV, PROBES_CSV, STALLS_CSV,
+    SUMMARY_CSV, TIMELINE_CSV, WRITES_CSV,
 };
 
 /// probes.csv (rows: [`crate::record::ProbeRecord`], then the node's columns)
@@ -178,6 +178,28 @@ pub const CALIBRATION: &[&str] = &[
     "within",
     "error",
 ];
+/// keys.csv (rows: [`crate::keys::report::KeyRow`])
+pub const KEYS: &[&str] = &[
+    "node",
+    "key",
+    "type",
+    "encoding",
+    "elements",
+    "memory_bytes",
+    "ttl_ms",
+    "expires_at",
+    "free_effort",
+    "delete_ms",
+    "unlink_ms",
+    "expire_ms",
+    "evict_ms",
+    "overwrite_ms",
+    "read_ms",
+    "worst_ms",
+    "expire_freed_by",
+    "basis",
+    "provisional",
+];
 
 /// Every CSV file the tool writes, by file name.
 pub const BY_FILE: &[(&str, &[&str])] = &[
@@ -189,6 +211,7 @@ pub const BY_FILE: &[(&str, &[&str])] = &[
     (CALIBRATION_CSV, CALIBRATION),
     (LOAD_TIMELINE_CSV, LOAD_TIMELINE),
     (LOAD_WRITES_CSV, LOAD_WRITES),
+    (KEYS_CSV, KEYS),
 ];
 
 #[cfg(test)]
@@ -282,6 +305,10 @@ mod tests {
             (CALIBRATION_CSV, derived_header(&calibration)),
             (LOAD_TIMELINE_CSV, derived_header(&second)),
             (LOAD_WRITES_CSV, derived_header(&under_load)),
+            (
+                KEYS_CSV,
+                derived_header(&crate::keys::report::tests::sample_row()),
+            ),
         ];
         assert_eq!(
             derived.iter().map(|(file, _)| *file).collect::<Vec<_>>(),

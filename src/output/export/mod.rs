@@ -28,8 +28,8 @@ pub use csv_rows::{RowAppender, csv_bytes};
 #[cfg(test)]
 pub(crate) use run_json::sample;
 pub use run_json::{
-    CalibrationJson, HostInfo, LoadRunJson, Mode, NodeEvent, NodeFindings, RunJson, RunStatus,
-    ToolInfo,
+    CalibrationJson, HostInfo, KeysModelUsed, KeysRunJson, KeysScanSettings, LoadRunJson, Mode,
+    NodeEvent, NodeFindings, RunJson, RunStatus, ScanCost, ToolInfo,
 };
 pub use timeline::TimelineRow;
 
@@ -59,6 +59,8 @@ pub const LOAD_TIMELINE_CSV: &str = "load_timeline.csv";
 pub const LOAD_LATENCY_HGRM: &str = "load_latency.hgrm";
 /// `probe load`: one row per writer event, what the load clients saw.
 pub const LOAD_WRITES_CSV: &str = "load_writes.csv";
+/// `probe keys`: one row per key at or above the size floor.
+pub const KEYS_CSV: &str = "keys.csv";
 
 /// Makes sure `dir` can take a new run, before anything is measured or sent: creates it if
 /// needed, refuses one that already holds a run unless `force`, and checks it can be written.

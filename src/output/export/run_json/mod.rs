@@ -6,12 +6,14 @@
 //! reading the rest.
 
 mod calibrate;
+mod keys;
 mod load;
 mod probe;
 
 use serde::{Deserialize, Serialize};
 
 pub use calibrate::CalibrationJson;
+pub use keys::{KeysModelUsed, KeysRunJson, KeysScanSettings, ScanCost};
 pub use load::LoadRunJson;
 #[cfg(test)]
 pub(crate) use probe::sample;
@@ -27,6 +29,8 @@ pub enum Mode {
     Load,
     /// `probe calibrate` ([`CalibrationJson`]).
     Calibrate,
+    /// `probe keys` ([`KeysRunJson`]).
+    Keys,
 }
 
 impl Mode {
@@ -38,7 +42,7 @@ impl Mode {
 
     /// The mode named `name` in a file, if this version knows it.
     pub fn from_name(name: &str) -> Option<Mode> {
-        [Mode::Probe, Mode::Load, Mode::Calibrate]
+        [Mode::Probe, Mode::Load, Mode::Calibrate, Mode::Keys]
             .into_iter()
             .find(|mode| mode.name() == name)
     }
@@ -49,6 +53,7 @@ impl Mode {
             Mode::Probe => "probe",
             Mode::Load => "load",
             Mode::Calibrate => "calibrate",
+            Mode::Keys => "keys",
         }
     }
 }

@@ -1,0 +1,288 @@
+//! `probe keys`' flags: the target, probing, output and topology sections and its own (what to
+//! scan, how fast, what to keep), checked into its one [`KeysPlan`] before anything connects.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::cli::sections::output::OutputArgs;
+use crate::cli::sections::parse_count;
+use crate::cli::sections::probing::CalibrateProbingArgs;
+use crate::cli::sections::target::TargetArgs;
+use crate::cli::sections::topology::{DiscoveryArgs, DiscoveryPlan};
+use crate::error::UsageError;
+use crate::keys::model::CostModel;
+use crate::load::cluster::ReadFrom;
+use crate::measure::target::TargetSpec;
+use crate::output::format::Format;
+use crate::run::RunOptions;
+use crate::units::parse_size;
+use crate::workload::kinds::kind_names;
+use crate::workload::{ValueKind, kind_named};
+
+/// Which keys of a live server would freeze it, for how long, and when: SCAN (never KEYS) with
+/// a few cheap commands per key, paced by probes watching the server, then each key's predicted
+/// DEL, UNLINK, expiry, eviction, overwrite and whole-read freeze from the server version's cost
+/// model.
+#[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("url", |a| a.help("The server to scan: redis://[user:password@]host:port[/db] or rediss:// (or --host/--port); a replica works, and on a cluster node every master is scanned. The password may instead come from REDISCLI_AUTH or --password. Required")),
+    // keys never starts a server (--replay will).
+    mut_arg("server_bin", |a| a.hide(true)),
+    mut_arg("server_arg", |a| a.hide(true)),
+    mut_arg("out", |a| a.help("Write keys.csv (every key at or above --size-floor, as scanned) and run.json here")),
+    mut_arg("format", |a| a.help("What stdout gets: `text` (the report on one screen), `json` (run.json's content; notes and progress stay on stderr) or `markdown` (the report's tables)")),
+    mut_arg("topology", |a| a.help("auto: on a Redis Cluster node, scan every master (or every replica with --read-from replicas), each probed; single: only the --url server")),
+    mut_arg("node_address", |a| a.help("Reach a cluster node that announces FROM (host:port) at TO (host:port) instead (NAT, containers). Repeatable"))
+)]
+pub struct KeysArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// Only keys matching this glob (SCAN MATCH).
+    #[arg(long = "match", value_name = "PATTERN")]
+    pub pattern: Option<String>,
+
+    /// Only keys of this type (SCAN TYPE): string, hash, list, set, zset or stream.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub kind: Option<String>,
+
+    /// Keys asked for per SCAN (COUNT), at most: the scan asks for fewer when its batches
+    /// delay the probes past --stall-threshold.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "100",
+        allow_negative_numbers = true
+    )]
+    pub count: String,
+
+    /// Rows of the worst-keys table.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "10",
+        allow_negative_numbers = true
+    )]
+    pub top: String,
+
+    /// keys.csv gets every key of at least this many bytes (MEMORY USAGE, or STRLEN where
+    /// MEMORY is refused); 0 for every key.
+    #[arg(long, value_name = "SIZE", default_value = "64K")]
+    pub size_floor: String,
+
+    /// A cost model file (as in data/models/) instead of the one shipped for the server's
+    /// version; it must be of the server's version.
+    #[arg(long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+
+    /// On a cluster: scan the masters, or every shard's replicas.
+    #[arg(long, value_name = "masters|replicas", default_value = "masters")]
+    pub read_from: String,
+
+    #[command(flatten)]
+    pub probing: CalibrateProbingArgs,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    #[command(flatten)]
+    pub topology: DiscoveryArgs,
+}
+
+/// `probe keys`' plan.
+pub struct KeysPlan {
+    /// The server to scan.
+    pub target: TargetSpec,
+    /// The probe run's options.
+    pub options: RunOptions,
+    /// `--match`.
+    pub pattern: Option<String>,
+    /// `--type`.
+    pub kind: Option<&'static dyn ValueKind>,
+    /// `--count`.
+    pub count: u64,
+    /// `--top`.
+    pub top: usize,
+    /// `--size-floor`, bytes.
+    pub size_floor_bytes: u64,
+    /// `--model`, read and checked (its server is checked once the server is known).
+    pub model: Option<(PathBuf, CostModel)>,
+    /// `--read-from`.
+    pub read_from: ReadFrom,
+    /// `--topology`, `--node-address`.
+    pub discovery: DiscoveryPlan,
+    /// `--out`, `--force`, `--format`.
+    pub out: Option<PathBuf>,
+    /// `--force`.
+    pub force: bool,
+    /// `--format`.
+    pub format: Format,
+}
+
+/// Refuses a glob the server would read otherwise than its writer meant: empty, or with a `[`
+/// never closed (SCAN then matches it literally up to the end, which is never what was meant).
+fn check_pattern(pattern: &str) -> Result<(), UsageError> {
+    if pattern.is_empty() {
+        return Err(UsageError::invalid(
+            "--match",
+            "''",
+            "an empty pattern matches no key (use * for every key)",
+        ));
+    }
+    let bytes = pattern.as_bytes();
+    let mut i = 0;
+    let mut open = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 1,
+            b'[' if !open => open = true,
+            b']' if open => open = false,
+            _ => {}
+        }
+        i += 1;
+    }
+    if open {
+        return Err(UsageError::invalid(
+            "--match",
+            pattern,
+            "a [ is never closed by ] (write \\[ for a literal bracket)",
+        ));
+    }
+    Ok(())
+}
+
+impl KeysArgs {
+    /// Checks every flag into the plan.
+    pub fn validate(&self) -> Result<KeysPlan, UsageError> {
+        if let Some(pattern) = &self.pattern {
+            check_pattern(pattern)?;
+        }
+        let kind = match &self.kind {
+            Some(name) => Some(kind_named(name.trim()).ok_or_else(|| {
+                UsageError::invalid("--type", name, format!("expected one of {}", kind_names()))
+            })?),
+            None => None,
+        };
+        let count = parse_count("--count", &self.count, 1, 100_000)?;
+        let top = parse_count("--top", &self.top, 0, 1_000)? as usize;
+        // 0 keeps every key (parse_size wants a size of at least a byte).
+        let size_floor_bytes = match self.size_floor.trim() {
+            "0" => 0,
+            text => parse_size("--size-floor", text)?,
+        };
+        let model = match &self.model {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|err| {
+                    UsageError::invalid(
+                        "--model",
+                        path.display(),
+                        format!("cannot read it ({err})"),
+                    )
+                })?;
+                let model = CostModel::parse(&text)
+                    .map_err(|err| UsageError::invalid("--model", path.display(), err.0))?;
+                Some((path.clone(), model))
+            }
+            None => None,
+        };
+        let read_from: ReadFrom = self.read_from.trim().parse()?;
+        let probing = self.probing.probing.to_plan()?;
+        let output = self.output.to_plan();
+        let target = self.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+        if let TargetSpec::Embedded { .. } = target {
+            return Err(UsageError::Conflict(
+                "probe keys needs --url (or --host/--port): it scans a server's own keys, and a server the tool starts has none".into(),
+            ));
+        }
+        Ok(KeysPlan {
+            target,
+            options: RunOptions {
+                seed: 0,
+                out: None,
+                // Short intervals: the pacing hears from the probes within a quarter second.
+                interval: std::time::Duration::from_millis(250),
+                ..probing.run_options()
+            },
+            pattern: self.pattern.clone(),
+            kind,
+            count,
+            top,
+            size_floor_bytes,
+            model,
+            read_from,
+            discovery: self.topology.to_plan()?,
+            out: output.out,
+            force: output.force,
+            format: output.format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: KeysArgs,
+    }
+
+    fn validate(argv: &[&str]) -> Result<KeysPlan, UsageError> {
+        let mut full = vec!["keys", "--url", "redis://127.0.0.1:6379"];
+        full.extend_from_slice(argv);
+        Wrapper::try_parse_from(full)
+            .expect("clap parse")
+            .args
+            .validate()
+    }
+
+    #[test]
+    fn defaults() {
+        let plan = validate(&[]).unwrap();
+        assert_eq!(plan.count, 100);
+        assert_eq!(plan.top, 10);
+        assert_eq!(plan.size_floor_bytes, 64 * 1024);
+        assert!(plan.kind.is_none() && plan.pattern.is_none() && plan.model.is_none());
+        let plan =
+            validate(&["--type", "zset", "--match", "user:[ab]*", "--count", "5000"]).unwrap();
+        assert_eq!(plan.kind.map(|k| k.name()), Some("zset"));
+        assert_eq!(plan.count, 5000);
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        let garbage =
+            std::env::temp_dir().join(format!("holprobe-model-garbage-{}", std::process::id()));
+        std::fs::write(&garbage, "not json").unwrap();
+        let other = std::env::temp_dir().join(format!("holprobe-model-v9-{}", std::process::id()));
+        std::fs::write(&other, "{\"format\": 9}").unwrap();
+        for (argv, flag) in [
+            (vec!["--match", ""], "--match"),
+            (vec!["--match", "user:[ab"], "--match"),
+            (vec!["--type", "hashmap"], "--type"),
+            (vec!["--count", "0"], "--count"),
+            (vec!["--count", "-5"], "--count"),
+            (vec!["--count", "lots"], "--count"),
+            (vec!["--top", "1001"], "--top"),
+            (vec!["--size-floor", "12X"], "--size-floor"),
+            (vec!["--read-from", "everyone"], "--read-from"),
+            (vec!["--model", "/nonexistent/model.json"], "--model"),
+            (vec!["--model", garbage.to_str().unwrap()], "--model"),
+            (vec!["--model", other.to_str().unwrap()], "--model"),
+        ] {
+            let err = match validate(&argv) {
+                Ok(_) => panic!("{argv:?} accepted"),
+                Err(err) => err.to_string(),
+            };
+            assert!(err.contains(flag), "{argv:?}: {err}");
+            assert!(!err.contains('\n'), "{argv:?}: {err}");
+        }
+        let _ = std::fs::remove_file(garbage);
+        let _ = std::fs::remove_file(other);
+        assert!(validate(&["--match", "a\\[b"]).is_ok());
+    }
+}

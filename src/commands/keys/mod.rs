@@ -1,0 +1,366 @@
+//! `probe keys`: which keys of a live server would freeze it, for how long, and when. Its flags
+//! and plan are in `args.rs`, the scan (the session's actor) in `scan.rs`, its text and Markdown
+//! in `report.rs`; the model, the pacing and the tally are pure, in [`crate::keys`].
+//!
+//! The scan runs as the actor of an ordinary measuring session, so the probes watch the server
+//! (every node of a cluster) while it goes: their intervals pace the scan, and the report says
+//! what the scan cost other clients. Nothing is written to the server.
+
+mod args;
+mod report;
+mod scan;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+
+pub use args::{KeysArgs, KeysPlan};
+use scan::{KeyScanner, LEAD_IN, ScanNode, ScanShared, ScanSpec, ScanState};
+
+use super::Output;
+use super::deployment::{Deployment, describe_target};
+use crate::cli::sections::topology::TopologyPlan;
+use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
+use crate::keys::model::{CostModel, choose, fits_server, shipped};
+use crate::keys::report::Tally;
+use crate::load::cluster::ReadFrom;
+use crate::measure::local_cluster::LocalTopologySpec;
+use crate::measure::topology::TopologyKind;
+use crate::output::export::{
+    HostInfo, KEYS_CSV, KeysModelUsed, KeysRunJson, KeysScanSettings, Mode, RUN_JSON, RowAppender,
+    RunStatus, ScanCost, ToolInfo, columns, prepare_out_dir, write_atomic,
+};
+use crate::output::format::{self, Format};
+use crate::run::Notice;
+use crate::workload::lazyfree::LazyfreeSettings;
+
+/// The server's `lazyfree-lazy-*` settings (`None` each where CONFIG is refused).
+fn lazyfree_settings(conn: &crate::measure::target::ConnInfo) -> LazyfreeSettings {
+    let pairs: Vec<(String, String)> = conn
+        .redis_connection()
+        .ok()
+        .and_then(|mut c| {
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("lazyfree-lazy-*")
+                .query::<Vec<String>>(&mut c)
+                .ok()
+        })
+        .map(|flat| {
+            flat.chunks(2)
+                .filter_map(|p| Some((p.first()?.clone(), p.get(1)?.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    LazyfreeSettings::from_config(pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())))
+}
+
+/// Runs `probe keys`; returns the exit status.
+pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
+    let plan = args.validate()?;
+    if let Some(dir) = &plan.out {
+        prepare_out_dir(dir, plan.force)?;
+    }
+    let mut deployment = Deployment::start(&plan.target, &LocalTopologySpec::default(), out)?;
+    describe_target(&deployment.target, "scanning", out);
+    deployment.discover(
+        &TopologyPlan {
+            discovery: plan.discovery.clone(),
+            shard: None,
+            local: LocalTopologySpec::default(),
+        },
+        false,
+        plan.options.probe_cmd,
+        out,
+    )?;
+    let target = &deployment.target;
+    let server = target.server.clone();
+    let mut warnings: Vec<String> = Vec::new();
+
+    // The nodes whose keys are scanned: a cluster's masters (or replicas), else the --url
+    // server (a master's replicas hold the same keys).
+    let mut nodes = Vec::new();
+    match &deployment.probed.topology {
+        Some(topology) if topology.kind == TopologyKind::Cluster => {
+            for shard in &topology.shards {
+                match plan.read_from {
+                    ReadFrom::Masters => nodes.push(ScanNode {
+                        name: shard.master.announced.clone(),
+                        conn: target.conn.for_node(&shard.master.address)?,
+                        readonly: false,
+                    }),
+                    ReadFrom::Replicas => {
+                        let replica = shard.replicas.first().ok_or_else(|| {
+                            UsageError::invalid(
+                                "--read-from",
+                                "replicas",
+                                format!(
+                                    "shard {} (master {}) has no reachable replica to scan",
+                                    shard.index, shard.master.announced
+                                ),
+                            )
+                        })?;
+                        nodes.push(ScanNode {
+                            name: replica.announced.clone(),
+                            conn: target.conn.for_node(&replica.address)?,
+                            readonly: true,
+                        });
+                    }
+                }
+            }
+        }
+        _ => nodes.push(ScanNode {
+            name: target.conn.address(),
+            conn: target.conn.clone(),
+            readonly: false,
+        }),
+    }
+
+    let lazyfree = lazyfree_settings(&target.conn);
+    if lazyfree.lazy_expire.is_none() {
+        warnings.push("the server did not tell its lazyfree-lazy-* settings (CONFIG GET refused): removals are predicted as main-thread frees".into());
+    }
+    let models = shipped();
+    let (model, nearest, from): (CostModel, bool, String) = match &plan.model {
+        Some((path, model)) => {
+            if !fits_server(model, &server.flavor, &server.version) {
+                return Err(UsageError::invalid(
+                    "--model",
+                    path.display(),
+                    format!(
+                        "was fitted on {}, the server is {} {}",
+                        model.server_name(),
+                        server.flavor,
+                        server.version
+                    ),
+                )
+                .into());
+            }
+            (model.clone(), false, path.display().to_string())
+        }
+        None => {
+            let (model, warning) = choose(&models, &server.flavor, &server.version)
+                .context("no cost model is shipped with this build")?;
+            let nearest = warning.is_some();
+            if let Some(warning) = warning {
+                out.warn(&warning);
+                warnings.push(warning);
+            }
+            (model.clone(), nearest, "shipped".into())
+        }
+    };
+    let (worst_median, worst) = model.worst_errors_pct();
+    let model_used = KeysModelUsed {
+        server: model.server_name(),
+        from,
+        nearest,
+        provisional: model.has_provisional(),
+        worst_median_error_pct: worst_median,
+        worst_error_pct: worst,
+        measured_how: model.measured_how.clone(),
+    };
+
+    let threshold_ms = plan.options.stall_threshold_us as f64 / 1e3;
+    let shared = Arc::new(ScanShared {
+        keys_scanned: AtomicU64::new(0),
+        probe_worst_us: AtomicU64::new(0),
+        state: Mutex::new(ScanState {
+            tally: Tally::new(plan.top, threshold_ms),
+            scan_window_us: None,
+            batches: 0,
+            backoffs: 0,
+            smallest_count: plan.count,
+            refused: Vec::new(),
+            nodes_done: Vec::new(),
+            rows_written: 0,
+            failure: None,
+        }),
+    });
+    let csv = match &plan.out {
+        Some(dir) => Some(RowAppender::create(&dir.join(KEYS_CSV), columns::KEYS)?),
+        None => None,
+    };
+    let mut total = 0u64;
+    for node in &nodes {
+        total += node
+            .conn
+            .redis_connection()
+            .ok()
+            .and_then(|mut c| redis::cmd("DBSIZE").query::<u64>(&mut c).ok())
+            .unwrap_or(0);
+    }
+    let scanner = KeyScanner::new(
+        ScanSpec {
+            nodes: nodes.clone(),
+            pattern: plan.pattern.clone(),
+            kind: plan.kind,
+            count: plan.count,
+            threshold_us: plan.options.stall_threshold_us,
+            size_floor_bytes: plan.size_floor_bytes,
+            model: model.clone(),
+            lazyfree,
+        },
+        Arc::clone(&shared),
+        csv,
+    );
+    let started = crate::measure::clock::wall_time(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64),
+    );
+    // Probe intervals: (start, end, worst, p99, probes), µs.
+    let mut intervals: Vec<(u64, u64, u64, u64, u64)> = Vec::new();
+    let mut refusals_shown = 0;
+    out.start_progress(total.max(1), "keys");
+    let report = crate::session::measure_nodes(
+        &plan.options,
+        target,
+        &deployment.probed,
+        Some(Box::new(scanner)),
+        crate::session::RunSpec::new(crate::output::export::Mode::Keys),
+        interrupt,
+        &mut |notice| match notice {
+            Notice::Interval { interval, .. } => {
+                shared
+                    .probe_worst_us
+                    .fetch_max(interval.max_us, Ordering::SeqCst);
+                intervals.push((
+                    interval.start_us,
+                    interval.start_us + interval.length_us,
+                    interval.max_us,
+                    interval.p99_us,
+                    interval.probes,
+                ));
+            }
+            Notice::Tick { .. } => {
+                let scanned = shared.keys_scanned.load(Ordering::Relaxed);
+                out.progress(scanned, String::new());
+                if let Ok(state) = shared.state.lock() {
+                    for (_, line) in state.refused.iter().skip(refusals_shown) {
+                        out.warn(line);
+                    }
+                    refusals_shown = state.refused.len();
+                }
+            }
+            _ => {}
+        },
+    );
+    out.finish_progress();
+    let report = report?;
+    let state = shared
+        .state
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the scan's thread panicked"))?;
+    for (_, line) in state.refused.iter().skip(refusals_shown) {
+        out.warn(line);
+    }
+    warnings.extend(state.refused.iter().map(|(_, line)| line.clone()));
+    warnings.extend(report.warnings.iter().cloned());
+
+    let (from_us, to_us) = state
+        .scan_window_us
+        .unwrap_or((LEAD_IN.as_micros() as u64, 0));
+    let during: Vec<_> = intervals
+        .iter()
+        .filter(|i| i.1 > from_us && i.0 < to_us)
+        .collect();
+    let before: Vec<_> = intervals.iter().filter(|i| i.1 <= from_us).collect();
+    let worst = |list: &[&(u64, u64, u64, u64, u64)],
+                 pick: fn(&(u64, u64, u64, u64, u64)) -> u64| {
+        list.iter()
+            .filter(|i| i.4 > 0)
+            .map(|i| pick(i))
+            .max()
+            .map(|us| us as f64 / 1e3)
+    };
+    let stalls: Vec<_> = report
+        .analysis
+        .stalls
+        .iter()
+        .filter(|s| s.end_us > from_us && s.start_us < to_us)
+        .collect();
+    let tally = &state.tally;
+    let doc = KeysRunJson {
+        tool: ToolInfo::default(),
+        mode: Mode::Keys,
+        run_id: report.run_id.clone(),
+        status: report.status,
+        status_reason: report.status_reason.clone().or(state.failure.clone()),
+        started,
+        host: HostInfo::read(),
+        server: server.clone(),
+        nodes: nodes.iter().map(|n| n.name.clone()).collect(),
+        nodes_done: state.nodes_done.clone(),
+        scan: KeysScanSettings {
+            pattern: plan.pattern.clone(),
+            kind: plan.kind.map(|k| k.name().to_string()),
+            count: plan.count,
+            threshold_ms,
+            top: plan.top,
+            size_floor_bytes: plan.size_floor_bytes,
+            rows_written: state.rows_written,
+        },
+        lazyfree,
+        model: model_used,
+        keys_scanned: tally.keys_scanned,
+        keys_over_threshold: tally.keys_over_threshold,
+        sum_over_threshold_ms: (tally.sum_over_threshold_ms * 1e3).round() / 1e3,
+        keys_with_ttl: tally.keys_with_ttl,
+        top: tally.top.clone(),
+        expiring: tally.expiring.clone(),
+        expiring_count: tally.expiring_count,
+        advice: tally.advice(),
+        scan_cost: ScanCost {
+            wall_s: to_us.saturating_sub(from_us) as f64 / 1e6,
+            batches: state.batches,
+            backoffs: state.backoffs,
+            smallest_count: state.smallest_count,
+            probes_during: during.iter().map(|i| i.4).sum(),
+            worst_probe_ms_during: worst(&during, |i| i.2),
+            p99_probe_ms_during: worst(&during, |i| i.3),
+            worst_probe_ms_before: worst(&before, |i| i.2),
+            stalls_during: stalls.len() as u64,
+            longest_stall_ms: stalls.iter().map(|s| s.duration_ms).reduce(f64::max),
+        },
+        warnings,
+    };
+    drop(state);
+    drop(deployment);
+    if let Some(dir) = &plan.out {
+        let json = serde_json::to_vec_pretty(&doc).context("encoding run.json")?;
+        write_atomic(&dir.join(RUN_JSON), &json)?;
+    }
+    match plan.format {
+        Format::Text => {
+            for line in report::text_lines(&doc) {
+                out.line(&line);
+            }
+        }
+        Format::Json => out.line(format::json(&doc)?.trim_end()),
+        Format::Markdown => {
+            for line in report::markdown(&doc).lines() {
+                out.line(line);
+            }
+        }
+    }
+    if let Some(dir) = &plan.out {
+        out.note(&format!("results in {}", dir.display()));
+    }
+    Ok(match doc.status {
+        RunStatus::Interrupted => {
+            if !out.stdout_closed() {
+                out.error("interrupted; the keys scanned so far were kept");
+            }
+            EXIT_INTERRUPTED
+        }
+        RunStatus::Failed => {
+            out.error(&format!(
+                "{}; the keys scanned so far were kept",
+                doc.status_reason.as_deref().unwrap_or("the scan failed")
+            ));
+            EXIT_FAILURE
+        }
+        _ => EXIT_OK,
+    })
+}

@@ -1,0 +1,215 @@
+//! `probe keys`' text and Markdown: the report on one screen, from run.json's content.
+
+use crate::output::export::KeysRunJson;
+
+fn ms(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 1.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.3}"),
+        None => "?".into(),
+    }
+}
+
+fn bytes(x: Option<u64>) -> String {
+    x.map_or("?".into(), crate::analyze::pressure::human_bytes)
+}
+
+fn ttl(x: Option<u64>) -> String {
+    match x {
+        None => "-".into(),
+        Some(ms) if ms >= 86_400_000 => format!("{:.1}d", ms as f64 / 86_400_000.0),
+        Some(ms) if ms >= 3_600_000 => format!("{:.1}h", ms as f64 / 3_600_000.0),
+        Some(ms) if ms >= 60_000 => format!("{:.1}m", ms as f64 / 60_000.0),
+        Some(ms) => format!("{:.1}s", ms as f64 / 1e3),
+    }
+}
+
+/// The table rows of the worst keys: key, type, encoding, elements, bytes, TTL, DEL, UNLINK,
+/// expiry, read.
+fn top_cells(doc: &KeysRunJson) -> Vec<Vec<String>> {
+    doc.top
+        .iter()
+        .map(|r| {
+            vec![
+                format!("\"{}\"", r.key),
+                r.kind.clone(),
+                r.encoding.clone(),
+                r.elements.map_or("?".into(), |n| n.to_string()),
+                bytes(r.memory_bytes),
+                ttl(r.ttl_ms),
+                ms(r.delete_ms),
+                ms(r.unlink_ms),
+                ms(r.expire_ms),
+                ms(r.read_ms),
+            ]
+        })
+        .collect()
+}
+
+const TOP_HEADER: [&str; 10] = [
+    "key",
+    "type",
+    "encoding",
+    "elements",
+    "bytes",
+    "ttl",
+    "del ms",
+    "unlink ms",
+    "expire ms",
+    "read ms",
+];
+
+fn model_line(doc: &KeysRunJson) -> String {
+    let m = &doc.model;
+    format!(
+        "model: {} ({}){}; fit error (leave-one-out) median up to {}%, worst {}%{}",
+        m.server,
+        m.from,
+        if m.nearest {
+            ", the nearest shipped version"
+        } else {
+            ""
+        },
+        m.worst_median_error_pct
+            .map_or("?".into(), |x| format!("{x:.0}")),
+        m.worst_error_pct.map_or("?".into(), |x| format!("{x:.0}")),
+        if m.provisional {
+            "; PROVISIONAL for collections: fitted from the server's SLOWLOG/LATENCY figures, not yet the tool's probes"
+        } else {
+            ""
+        }
+    )
+}
+
+fn cost_line(doc: &KeysRunJson) -> String {
+    let c = &doc.scan_cost;
+    format!(
+        "the scan itself: {:.2} s, {} SCAN batches ({} slowdowns, COUNT down to {}); others' worst wait {} ms during it ({} ms before it), p99 {} ms; {} stall(s) past the threshold{}",
+        c.wall_s,
+        c.batches,
+        c.backoffs,
+        c.smallest_count,
+        ms(c.worst_probe_ms_during),
+        ms(c.worst_probe_ms_before),
+        ms(c.p99_probe_ms_during),
+        c.stalls_during,
+        c.longest_stall_ms
+            .map_or(String::new(), |l| format!(", the longest {l:.1} ms"))
+    )
+}
+
+/// The text report.
+pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
+    let mut lines = Vec::new();
+    lines.push(format!(
+        "scanned {} keys on {}: {} predicted to freeze the server past {} ms (together {} ms); {} with a TTL",
+        doc.keys_scanned,
+        doc.nodes.join(", "),
+        doc.keys_over_threshold,
+        doc.scan.threshold_ms,
+        ms(Some(doc.sum_over_threshold_ms)),
+        doc.keys_with_ttl
+    ));
+    if !doc.top.is_empty() {
+        let mut rows = vec![TOP_HEADER.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
+        rows.extend(top_cells(doc));
+        let widths: Vec<usize> = (0..TOP_HEADER.len())
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        lines.push(format!(
+            "the {} worst keys by predicted freeze:",
+            doc.top.len()
+        ));
+        for row in rows {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(i, (cell, w))| {
+                    if i < 3 {
+                        format!("{cell:<w$}")
+                    } else {
+                        format!("{cell:>w$}")
+                    }
+                })
+                .collect();
+            lines.push(format!("  {}", cells.join("  ").trim_end()));
+        }
+    }
+    if doc.expiring_count > 0 {
+        lines.push(format!(
+            "{} key(s) will freeze the server past the threshold when they expire:",
+            doc.expiring_count
+        ));
+        for r in doc.expiring.iter().take(5) {
+            lines.push(format!(
+                "  \"{}\" at {} (in {}): {} ms on the {} thread",
+                r.key,
+                r.expires_at.as_deref().unwrap_or("?"),
+                ttl(r.ttl_ms),
+                ms(r.expire_ms),
+                r.expire_freed_by.as_deref().unwrap_or("?")
+            ));
+        }
+        if doc.expiring_count > 5 {
+            lines.push(format!(
+                "  ... and {} more (run.json, keys.csv)",
+                doc.expiring_count - 5
+            ));
+        }
+    }
+    for a in &doc.advice {
+        lines.push(format!("{} {}", a.change, a.effect));
+    }
+    lines.push(model_line(doc));
+    lines.push(cost_line(doc));
+    lines
+}
+
+fn md_row(cells: &[String]) -> String {
+    format!("| {} |", cells.join(" | ").replace('\n', " "))
+}
+
+/// The Markdown report.
+pub fn markdown(doc: &KeysRunJson) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "**{} keys scanned** on {}: {} past {} ms (together {} ms), {} with a TTL.\n\n",
+        doc.keys_scanned,
+        doc.nodes.join(", "),
+        doc.keys_over_threshold,
+        doc.scan.threshold_ms,
+        ms(Some(doc.sum_over_threshold_ms)),
+        doc.keys_with_ttl
+    ));
+    out.push_str(&md_row(
+        &TOP_HEADER.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+    ));
+    out.push('\n');
+    out.push_str(&md_row(&vec!["---".to_string(); TOP_HEADER.len()]));
+    out.push('\n');
+    for row in top_cells(doc) {
+        let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+        out.push_str(&md_row(&cells));
+        out.push('\n');
+    }
+    if !doc.expiring.is_empty() {
+        out.push_str("\n| expiring key | at | expire ms | thread |\n|---|---|---|---|\n");
+        for r in &doc.expiring {
+            out.push_str(&md_row(&[
+                format!("\"{}\"", r.key.replace('|', "\\|")),
+                r.expires_at.clone().unwrap_or_default(),
+                ms(r.expire_ms),
+                r.expire_freed_by.clone().unwrap_or_default(),
+            ]));
+            out.push('\n');
+        }
+    }
+    out.push('\n');
+    for a in &doc.advice {
+        out.push_str(&format!("- `{}` {}\n", a.change, a.effect));
+    }
+    out.push_str(&format!("\n{}\n\n{}\n", model_line(doc), cost_line(doc)));
+    out
+}

@@ -1,0 +1,500 @@
+//! The key scan as the session's actor: SCAN with a few cheap commands per key, pipelined per
+//! batch (TYPE, OBJECT ENCODING, PTTL, MEMORY USAGE ... SAMPLES 5, then the count command its
+//! type has), paced by [`crate::keys::pacing`] from the probes' intervals and its own round
+//! trips. It writes no key and sends no write event: the probes measure the whole run, and the
+//! report compares the probes during the scan with those of the quiet lead-in before it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow};
+
+use crate::keys::model::{CostModel, KeyShape, predict};
+use crate::keys::pacing::{BatchCost, Pacer};
+use crate::keys::report::{KeyRow, Tally};
+use crate::measure::actor::{Actor, ActorContext};
+use crate::measure::event::Event;
+use crate::measure::resp::{RawConn, Reply, encode_command};
+use crate::measure::serverview::Want;
+use crate::measure::target::ConnInfo;
+use crate::output::export::RowAppender;
+use crate::workload::lazyfree::LazyfreeSettings;
+use crate::workload::{ValueKind, kind_named};
+
+/// Quiet probing before the first SCAN: what the probes see without the scan, to set against
+/// what they see during it.
+pub const LEAD_IN: Duration = Duration::from_millis(500);
+
+/// One node to scan.
+#[derive(Debug, Clone)]
+pub struct ScanNode {
+    /// `host:port`, as in the exports.
+    pub name: String,
+    /// How to reach it.
+    pub conn: ConnInfo,
+    /// A cluster replica: READONLY first, or it answers MOVED.
+    pub readonly: bool,
+}
+
+/// What the scan shares with the command while it goes.
+#[derive(Debug)]
+pub struct ScanShared {
+    /// Keys looked at so far.
+    pub keys_scanned: AtomicU64,
+    /// The worst probe latency of the intervals that ended since the scan last looked, µs.
+    pub probe_worst_us: AtomicU64,
+    /// Set by the command once the lead-in's intervals are in.
+    pub state: Mutex<ScanState>,
+}
+
+/// The scan's findings.
+#[derive(Debug)]
+pub struct ScanState {
+    /// Every key counted.
+    pub tally: Tally,
+    /// When the first SCAN went out and the last reply came, µs on the run's clock.
+    pub scan_window_us: Option<(u64, u64)>,
+    /// SCAN batches sent.
+    pub batches: u64,
+    /// Times the pacing slowed the scan down.
+    pub backoffs: u64,
+    /// The smallest COUNT the pacing went down to.
+    pub smallest_count: u64,
+    /// Commands the server refused, each with its first error (one line each).
+    pub refused: Vec<(String, String)>,
+    /// Nodes scanned to the end.
+    pub nodes_done: Vec<String>,
+    /// keys.csv rows written.
+    pub rows_written: u64,
+    /// Why the scan failed, if it did.
+    pub failure: Option<String>,
+}
+
+/// The scan's settings.
+pub struct ScanSpec {
+    /// Where.
+    pub nodes: Vec<ScanNode>,
+    /// `--match`.
+    pub pattern: Option<String>,
+    /// `--type`.
+    pub kind: Option<&'static dyn ValueKind>,
+    /// `--count`.
+    pub count: u64,
+    /// `--stall-threshold`, µs.
+    pub threshold_us: u64,
+    /// `--size-floor`, bytes.
+    pub size_floor_bytes: u64,
+    /// The cost model.
+    pub model: CostModel,
+    /// The server's lazyfree settings.
+    pub lazyfree: LazyfreeSettings,
+}
+
+/// The actor.
+pub struct KeyScanner {
+    spec: ScanSpec,
+    shared: Arc<ScanShared>,
+    csv: Option<RowAppender>,
+}
+
+impl KeyScanner {
+    /// A scan that writes its rows to `csv` (keys.csv) as it goes.
+    pub fn new(spec: ScanSpec, shared: Arc<ScanShared>, csv: Option<RowAppender>) -> KeyScanner {
+        KeyScanner { spec, shared, csv }
+    }
+}
+
+impl Actor for KeyScanner {
+    fn steps_total(&self) -> usize {
+        0
+    }
+
+    /// None: a scan of someone's server changes none of its settings.
+    fn server_settings(&self) -> Vec<(&'static str, Want)> {
+        Vec::new()
+    }
+
+    fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("key-scan".into())
+            .spawn(move || {
+                let events = ctx.events.clone();
+                let mut scanner = *self;
+                let result = scanner.run(&ctx);
+                if let Some(csv) = scanner.csv.as_mut() {
+                    let _ = csv.flush();
+                }
+                match result {
+                    Ok(()) => {
+                        let _ = events.send(Event::WriterDone);
+                    }
+                    Err(err) => {
+                        let text = crate::error::one_line(&err);
+                        if let Ok(mut state) = scanner.shared.state.lock() {
+                            state.failure = Some(text.clone());
+                        }
+                        let _ = events.send(Event::WriterFailed(text));
+                    }
+                }
+            })
+            .context("starting the key scan's thread")
+    }
+}
+
+/// A reply that says the command is not allowed or not there (ACL, `rename-command`).
+fn refused(reply: &Reply) -> Option<&str> {
+    let text = reply.error()?;
+    let upper = text.to_ascii_uppercase();
+    (upper.starts_with("NOPERM")
+        || upper.contains("NO PERMISSIONS")
+        || upper.contains("UNKNOWN COMMAND")
+        || upper.contains("UNKNOWN SUBCOMMAND"))
+    .then_some(text)
+}
+
+fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Sends `commands` at once and reads their replies, in order; the round trip, µs.
+fn pipeline(conn: &mut RawConn, commands: &[Vec<Vec<u8>>]) -> Result<(Vec<Reply>, u64)> {
+    let mut buf = Vec::new();
+    for args in commands {
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        buf.extend_from_slice(&encode_command(&refs));
+    }
+    let start = Instant::now();
+    conn.send_raw(&buf).context("sending a batch")?;
+    let mut replies = Vec::with_capacity(commands.len());
+    for _ in commands {
+        replies.push(conn.read_reply().context("reading a batch's replies")?);
+    }
+    Ok((replies, start.elapsed().as_micros() as u64))
+}
+
+impl KeyScanner {
+    fn stopped(&self, stop: &AtomicBool) -> bool {
+        stop.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps up to `pause`, waking for a stop.
+    fn pause(&self, pause: Duration, stop: &AtomicBool) {
+        let until = Instant::now() + pause;
+        while !self.stopped(stop) {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(20)));
+        }
+    }
+
+    fn run(&mut self, ctx: &ActorContext) -> Result<()> {
+        self.pause(LEAD_IN, &ctx.stop);
+        // What the probes saw before the scan is not the scan's doing.
+        self.shared.probe_worst_us.store(0, Ordering::SeqCst);
+        let first_us = ctx.clock.now_us();
+        let mut pacer = Pacer::new(self.spec.count, self.spec.threshold_us);
+        // Commands found refused: not sent again.
+        let mut skip_object = false;
+        let mut skip_memory = false;
+        let mut smallest = self.spec.count;
+        let nodes = self.spec.nodes.clone();
+        let result = (|| -> Result<()> {
+            for node in &nodes {
+                let mut conn = RawConn::connect(&node.conn)
+                    .with_context(|| format!("connecting to {}", node.name))?;
+                if node.readonly {
+                    let reply = conn.command(&[b"READONLY"])?;
+                    if let Some(err) = reply.error() {
+                        return Err(anyhow!("READONLY on {}: {err}", node.name));
+                    }
+                }
+                let mut cursor = b"0".to_vec();
+                loop {
+                    if self.stopped(&ctx.stop) {
+                        return Ok(());
+                    }
+                    let step = pacer.step();
+                    smallest = smallest.min(step.count);
+                    self.pause(step.pause, &ctx.stop);
+                    if self.stopped(&ctx.stop) {
+                        return Ok(());
+                    }
+                    let mut scan: Vec<Vec<u8>> = vec![b"SCAN".to_vec(), cursor.clone()];
+                    if let Some(pattern) = &self.spec.pattern {
+                        scan.extend([b"MATCH".to_vec(), pattern.as_bytes().to_vec()]);
+                    }
+                    scan.extend([b"COUNT".to_vec(), step.count.to_string().into_bytes()]);
+                    if let Some(kind) = self.spec.kind {
+                        scan.extend([b"TYPE".to_vec(), kind.name().as_bytes().to_vec()]);
+                    }
+                    let (replies, scan_us) = pipeline(&mut conn, &[scan])?;
+                    let (next, keys) = parse_scan(&replies[0])
+                        .with_context(|| format!("SCAN on {}", node.name))?;
+                    cursor = next;
+                    let mut worst_round_trip = scan_us;
+                    if !keys.is_empty() {
+                        let round_trip = self.look_at(
+                            &mut conn,
+                            node,
+                            &keys,
+                            &mut skip_object,
+                            &mut skip_memory,
+                        )?;
+                        worst_round_trip = worst_round_trip.max(round_trip);
+                    }
+                    let probe_worst = self.shared.probe_worst_us.swap(0, Ordering::SeqCst);
+                    pacer.observe(BatchCost {
+                        worst_probe_us: (probe_worst > 0).then_some(probe_worst),
+                        round_trip_us: worst_round_trip,
+                    });
+                    if let Ok(mut state) = self.shared.state.lock() {
+                        state.batches += 1;
+                        state.backoffs = pacer.backoffs();
+                        state.smallest_count = smallest;
+                        state.scan_window_us = Some((first_us, ctx.clock.now_us()));
+                    }
+                    if cursor == b"0" {
+                        break;
+                    }
+                }
+                if let Ok(mut state) = self.shared.state.lock() {
+                    state.nodes_done.push(node.name.clone());
+                }
+            }
+            Ok(())
+        })();
+        if let Ok(mut state) = self.shared.state.lock() {
+            state.scan_window_us = Some((first_us, ctx.clock.now_us()));
+        }
+        result
+    }
+
+    /// The cheap commands for one batch of keys, two pipelined round trips (the count command
+    /// depends on the type); returns the longer round trip, µs.
+    fn look_at(
+        &mut self,
+        conn: &mut RawConn,
+        node: &ScanNode,
+        keys: &[Vec<u8>],
+        skip_object: &mut bool,
+        skip_memory: &mut bool,
+    ) -> Result<u64> {
+        let known_kind = self.spec.kind;
+        let mut first: Vec<Vec<Vec<u8>>> = Vec::with_capacity(keys.len() * 4);
+        for key in keys {
+            if known_kind.is_none() {
+                first.push(vec![b"TYPE".to_vec(), key.clone()]);
+            }
+            if !*skip_object {
+                first.push(vec![b"OBJECT".to_vec(), b"ENCODING".to_vec(), key.clone()]);
+            }
+            first.push(vec![b"PTTL".to_vec(), key.clone()]);
+            if !*skip_memory {
+                // A few samples, never 0: SAMPLES 0 walks the whole value and can itself
+                // freeze the server.
+                first.push(vec![
+                    b"MEMORY".to_vec(),
+                    b"USAGE".to_vec(),
+                    key.clone(),
+                    b"SAMPLES".to_vec(),
+                    b"5".to_vec(),
+                ]);
+            }
+        }
+        let (replies, first_us) = pipeline(conn, &first)?;
+        let mut replies = replies.into_iter();
+        struct Seen {
+            kind: Option<&'static dyn ValueKind>,
+            encoding: Option<String>,
+            ttl_ms: Option<u64>,
+            memory: Option<u64>,
+            gone: bool,
+        }
+        let (object_was_skipped, memory_was_skipped) = (*skip_object, *skip_memory);
+        let mut seen = Vec::with_capacity(keys.len());
+        for _ in keys {
+            let mut s = Seen {
+                kind: known_kind,
+                encoding: None,
+                ttl_ms: None,
+                memory: None,
+                gone: false,
+            };
+            if known_kind.is_none() {
+                match replies.next() {
+                    Some(Reply::Status(name)) if name == "none" => s.gone = true,
+                    Some(Reply::Status(name)) => s.kind = kind_named(&name),
+                    Some(reply) => {
+                        return Err(anyhow!(
+                            "TYPE on {}: {}",
+                            node.name,
+                            reply.error().unwrap_or("unexpected reply")
+                        ));
+                    }
+                    None => {}
+                }
+            }
+            if !object_was_skipped {
+                match replies.next() {
+                    Some(Reply::Bulk(Some(bytes))) => {
+                        s.encoding = Some(String::from_utf8_lossy(&bytes).into_owned())
+                    }
+                    Some(reply) => {
+                        if let Some(text) = refused(&reply) {
+                            self.refuse("OBJECT ENCODING", text, "encodings");
+                            *skip_object = true;
+                        }
+                    }
+                    None => {}
+                }
+            }
+            match replies.next() {
+                Some(Reply::Integer(-2)) => s.gone = true,
+                Some(Reply::Integer(ms)) if ms >= 0 => s.ttl_ms = Some(ms as u64),
+                Some(reply) => {
+                    if let Some(text) = refused(&reply) {
+                        return Err(anyhow!("PTTL on {} is refused: {text}", node.name));
+                    }
+                }
+                None => {}
+            }
+            if !memory_was_skipped {
+                match replies.next() {
+                    Some(Reply::Integer(bytes)) if bytes >= 0 => s.memory = Some(bytes as u64),
+                    Some(reply) => {
+                        if let Some(text) = refused(&reply) {
+                            self.refuse(
+                                "MEMORY USAGE",
+                                text,
+                                "each key's bytes (STRLEN stands in for a string's)",
+                            );
+                            *skip_memory = true;
+                        }
+                    }
+                    None => {}
+                }
+            }
+            seen.push(s);
+        }
+        // The counts, by type.
+        let mut second = Vec::new();
+        let mut asked = Vec::new();
+        for (index, (key, s)) in keys.iter().zip(&seen).enumerate() {
+            if let (false, Some(kind)) = (s.gone, s.kind) {
+                second.push(vec![kind.count_command().as_bytes().to_vec(), key.clone()]);
+                asked.push(index);
+            }
+        }
+        let (counts, second_us) = if second.is_empty() {
+            (Vec::new(), 0)
+        } else {
+            pipeline(conn, &second)?
+        };
+        let mut elements = vec![None; keys.len()];
+        for (index, reply) in asked.into_iter().zip(counts) {
+            match reply {
+                Reply::Integer(n) if n >= 0 => elements[index] = Some(n as u64),
+                other => {
+                    if let Some(text) = refused(&other) {
+                        let kind = seen[index].kind.map_or("?", |k| k.count_command());
+                        self.refuse(kind, text, "that type's element counts");
+                    }
+                }
+            }
+        }
+        let now_ms = now_unix_ms();
+        let mut rows = Vec::new();
+        for ((key, s), count) in keys.iter().zip(seen).zip(elements) {
+            let Some(kind) = s.kind else { continue };
+            if s.gone {
+                continue;
+            }
+            let shape = KeyShape {
+                kind,
+                encoding: s.encoding,
+                elements: count,
+                memory_bytes: s.memory,
+            };
+            let prediction = predict(&self.spec.model, &shape, &self.spec.lazyfree);
+            rows.push(KeyRow::new(
+                &node.name,
+                key,
+                &shape,
+                s.ttl_ms,
+                now_ms,
+                &prediction,
+            ));
+        }
+        let mut written = 0;
+        if let Some(csv) = self.csv.as_mut() {
+            for row in &rows {
+                let bytes = row.memory_bytes.or(if row.kind == "string" {
+                    row.elements
+                } else {
+                    None
+                });
+                if bytes.unwrap_or(0) >= self.spec.size_floor_bytes {
+                    csv.push(row)?;
+                    written += 1;
+                }
+            }
+            csv.flush()?;
+        }
+        self.shared
+            .keys_scanned
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        if let Ok(mut state) = self.shared.state.lock() {
+            for row in &rows {
+                state.tally.add(row);
+            }
+            state.rows_written += written;
+        }
+        Ok(first_us.max(second_us))
+    }
+
+    /// Notes a refused command once: the scan goes on without `missing`.
+    fn refuse(&self, command: &str, text: &str, missing: &str) {
+        if let Ok(mut state) = self.shared.state.lock()
+            && !state.refused.iter().any(|(c, _)| c == command)
+        {
+            state.refused.push((
+                command.to_string(),
+                format!(
+                    "the server refuses {command} ({}): the scan goes on without {missing}",
+                    text.lines().next().unwrap_or(text)
+                ),
+            ));
+        }
+    }
+}
+
+/// SCAN's reply: the next cursor and the keys.
+fn parse_scan(reply: &Reply) -> Result<(Vec<u8>, Vec<Vec<u8>>)> {
+    match reply {
+        Reply::Array(Some(parts)) if parts.len() == 2 => {
+            let cursor = match &parts[0] {
+                Reply::Bulk(Some(c)) => c.clone(),
+                other => return Err(anyhow!("unexpected cursor {other:?}")),
+            };
+            let keys = match &parts[1] {
+                Reply::Array(Some(keys)) => keys
+                    .iter()
+                    .filter_map(|k| match k {
+                        Reply::Bulk(Some(bytes)) => Some(bytes.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+                other => return Err(anyhow!("unexpected keys {other:?}")),
+            };
+            Ok((cursor, keys))
+        }
+        Reply::Error(text) => Err(anyhow!("{text}")),
+        other => Err(anyhow!("unexpected reply {other:?}")),
+    }
+}

@@ -1,0 +1,361 @@
+//! The fit of a cost model: rows of measured ops in (type, encoding, elements, element size,
+//! op, the thread that freed the value, the freeze others saw), one [`CostEntry`] per type ×
+//! encoding × op × thread out. Pure: no server, no file.
+//!
+//! Method: a freeze is modelled as `per_element_us × elements + per_mib_ms × payload MiB`, with
+//! no constant (an empty value freezes nothing) and both coefficients non-negative, by least
+//! squares. Where one of the two does not vary independently across a group's rows (a string's
+//! elements are always 1; collections measured at one element size have MiB proportional to
+//! elements) only the other is fitted, so the fit never rests on a collinear pair. The error is
+//! the leave-one-out error: each row predicted by the fit of the others (in-sample with fewer
+//! than three rows, and said so), which is what a key not in the fit would see; relative over
+//! the rows of at least [`RELATIVE_FROM_MS`], absolute over all.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{CostEntry, FitError, ModelOp, Source};
+use crate::workload::kind_named;
+use crate::workload::lazyfree::FreedBy;
+
+/// One measured op: the fit's input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitRow {
+    /// The value's type (`hash`, `string`, ...).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `OBJECT ENCODING` of the value.
+    pub encoding: String,
+    /// Elements (1 for a string).
+    pub elements: u64,
+    /// Bytes of one element (a string's whole size).
+    pub element_bytes: u64,
+    /// The op measured.
+    pub op: ModelOp,
+    /// Which thread freed the value (`None` for a read).
+    pub freed_by: Option<FreedBy>,
+    /// How long other clients were kept waiting, ms.
+    pub hol_delay_ms: f64,
+    /// Where the figure came from.
+    pub source: Source,
+}
+
+impl FitRow {
+    /// The payload the client sent for the value, MiB (a hash's field and value each count).
+    pub fn payload_mib(&self) -> f64 {
+        let factor = kind_named(&self.kind).map_or(1, |k| k.bytes_per_element_factor());
+        (self.elements as f64) * (self.element_bytes as f64) * factor as f64 / (1u64 << 20) as f64
+    }
+}
+
+/// The coefficients of one group: µs per element and ms per MiB.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Coefficients {
+    per_element_us: f64,
+    per_mib_ms: f64,
+}
+
+impl Coefficients {
+    fn predict_ms(&self, elements: f64, mib: f64) -> f64 {
+        self.per_element_us * elements / 1e3 + self.per_mib_ms * mib
+    }
+}
+
+/// Which regressors a group's rows can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Regressors {
+    Elements,
+    Mib,
+    Both,
+}
+
+/// Fits every group of `rows` (type, encoding, op, freed_by). Rows with a freeze that is not a
+/// finite non-negative number are left out.
+pub fn fit(rows: &[FitRow]) -> Vec<CostEntry> {
+    // FreedBy is not ordered: its name keys the group.
+    let mut groups: BTreeMap<(String, String, ModelOp, Option<&'static str>), Vec<&FitRow>> =
+        BTreeMap::new();
+    for row in rows {
+        if !(row.hol_delay_ms.is_finite() && row.hol_delay_ms >= 0.0) {
+            continue;
+        }
+        groups
+            .entry((
+                row.kind.clone(),
+                row.encoding.clone(),
+                row.op,
+                row.freed_by.map(FreedBy::name),
+            ))
+            .or_default()
+            .push(row);
+    }
+    groups
+        .into_iter()
+        .map(|((kind, encoding, op, _), group)| {
+            let freed_by = group[0].freed_by;
+            let regressors = regressors_of(&group);
+            let points: Vec<(f64, f64, f64)> = group
+                .iter()
+                .map(|r| (r.elements as f64, r.payload_mib(), r.hol_delay_ms))
+                .collect();
+            let coefficients = least_squares(&points, regressors);
+            let error = leave_one_out(&points, regressors, coefficients);
+            let source = if group.iter().all(|r| r.source == Source::Tool) {
+                Source::Tool
+            } else {
+                Source::Provisional
+            };
+            CostEntry {
+                kind,
+                encoding,
+                op,
+                freed_by,
+                per_element_us: coefficients.per_element_us,
+                per_mib_ms: coefficients.per_mib_ms,
+                rows: group.len(),
+                elements_min: group.iter().map(|r| r.elements).min().unwrap_or(0),
+                elements_max: group.iter().map(|r| r.elements).max().unwrap_or(0),
+                element_bytes_min: group.iter().map(|r| r.element_bytes).min().unwrap_or(0),
+                element_bytes_max: group.iter().map(|r| r.element_bytes).max().unwrap_or(0),
+                error,
+                source,
+            }
+        })
+        .collect()
+}
+
+/// A string's elements never vary; a collection at one element size has MiB ∝ elements.
+fn regressors_of(group: &[&FitRow]) -> Regressors {
+    let elements_vary = group.iter().any(|r| r.elements != group[0].elements);
+    let sizes_vary = group
+        .iter()
+        .any(|r| r.element_bytes != group[0].element_bytes);
+    match (elements_vary, sizes_vary) {
+        (true, true) => Regressors::Both,
+        (true, false) => Regressors::Elements,
+        // One element count: the size is what moves (a string), or nothing does.
+        (false, _) if group[0].elements > 1 => Regressors::Elements,
+        (false, _) => Regressors::Mib,
+    }
+}
+
+/// Non-negative least squares without a constant over one or two regressors.
+fn least_squares(points: &[(f64, f64, f64)], regressors: Regressors) -> Coefficients {
+    let one = |pick: fn(&(f64, f64, f64)) -> f64| -> f64 {
+        let xx: f64 = points.iter().map(|p| pick(p) * pick(p)).sum();
+        let xy: f64 = points.iter().map(|p| pick(p) * p.2).sum();
+        if xx > 0.0 { (xy / xx).max(0.0) } else { 0.0 }
+    };
+    let elements_only = || Coefficients {
+        // ms per element -> µs per element.
+        per_element_us: one(|p| p.0) * 1e3,
+        per_mib_ms: 0.0,
+    };
+    let mib_only = || Coefficients {
+        per_element_us: 0.0,
+        per_mib_ms: one(|p| p.1),
+    };
+    match regressors {
+        Regressors::Elements => elements_only(),
+        Regressors::Mib => mib_only(),
+        Regressors::Both => {
+            let (mut aa, mut ab, mut bb, mut ay, mut by) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            for &(a, b, y) in points {
+                aa += a * a;
+                ab += a * b;
+                bb += b * b;
+                ay += a * y;
+                by += b * y;
+            }
+            let det = aa * bb - ab * ab;
+            if det.abs() <= 1e-12 * aa * bb {
+                return elements_only();
+            }
+            let per_element_ms = (ay * bb - by * ab) / det;
+            let per_mib_ms = (by * aa - ay * ab) / det;
+            if per_element_ms >= 0.0 && per_mib_ms >= 0.0 {
+                return Coefficients {
+                    per_element_us: per_element_ms * 1e3,
+                    per_mib_ms,
+                };
+            }
+            // The constrained optimum lies on an axis: the better of the two single fits.
+            let sse = |c: Coefficients| -> f64 {
+                points
+                    .iter()
+                    .map(|p| (c.predict_ms(p.0, p.1) - p.2).powi(2))
+                    .sum()
+            };
+            let (e, m) = (elements_only(), mib_only());
+            if sse(e) <= sse(m) { e } else { m }
+        }
+    }
+}
+
+/// Each row predicted by the fit of the others (with at least three rows), else in-sample.
+fn leave_one_out(
+    points: &[(f64, f64, f64)],
+    regressors: Regressors,
+    all: Coefficients,
+) -> FitError {
+    let out_of_sample = points.len() >= 3;
+    let mut relative_pct = Vec::new();
+    let mut worst_abs_ms: f64 = 0.0;
+    for (index, point) in points.iter().enumerate() {
+        let coefficients = if out_of_sample {
+            let others: Vec<(f64, f64, f64)> = points
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != index)
+                .map(|(_, p)| *p)
+                .collect();
+            least_squares(&others, regressors)
+        } else {
+            all
+        };
+        let predicted = coefficients.predict_ms(point.0, point.1);
+        let abs = (predicted - point.2).abs();
+        worst_abs_ms = worst_abs_ms.max(abs);
+        // A relative error of a sub-millisecond figure is the timer's noise, not the fit's.
+        if point.2 >= RELATIVE_FROM_MS {
+            relative_pct.push(100.0 * abs / point.2);
+        }
+    }
+    relative_pct.sort_by(f64::total_cmp);
+    let median = match relative_pct.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(relative_pct[n / 2]),
+        n => Some((relative_pct[n / 2 - 1] + relative_pct[n / 2]) / 2.0),
+    };
+    FitError {
+        method: if out_of_sample {
+            "leave-one-out".into()
+        } else {
+            "in-sample (fewer than 3 rows)".into()
+        },
+        median_abs_pct: median.map(round3),
+        max_abs_pct: relative_pct.last().copied().map(round3),
+        max_abs_ms: round3(worst_abs_ms),
+    }
+}
+
+/// Rows measured below this count in the absolute error only.
+pub const RELATIVE_FROM_MS: f64 = 1.0;
+
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(kind: &str, encoding: &str, elements: u64, element_bytes: u64, ms: f64) -> FitRow {
+        FitRow {
+            kind: kind.into(),
+            encoding: encoding.into(),
+            elements,
+            element_bytes,
+            op: ModelOp::Delete,
+            freed_by: Some(FreedBy::Main),
+            hol_delay_ms: ms,
+            source: Source::Tool,
+        }
+    }
+
+    #[test]
+    fn a_collection_s_freeze_per_element_is_recovered() {
+        // 0.41 µs per field, as the 1M-field hash of issue 20 (410 ms).
+        let rows: Vec<FitRow> = [100_000u64, 300_000, 1_000_000]
+            .iter()
+            .map(|&n| row("hash", "hashtable", n, 16, n as f64 * 0.41e-3))
+            .collect();
+        let entries = fit(&rows);
+        assert_eq!(entries.len(), 1);
+        let e = &entries[0];
+        assert!((e.per_element_us - 0.41).abs() < 1e-9, "{e:?}");
+        assert_eq!(e.per_mib_ms, 0.0);
+        assert_eq!(e.error.method, "leave-one-out");
+        assert!(e.error.max_abs_pct.unwrap() < 1e-6);
+        assert_eq!(
+            (e.elements_min, e.elements_max, e.rows),
+            (100_000, 1_000_000, 3)
+        );
+    }
+
+    #[test]
+    fn a_string_s_freeze_is_per_mib() {
+        let rows: Vec<FitRow> = [64u64, 128, 256, 512]
+            .iter()
+            .map(|&mib| row("string", "raw", 1, mib << 20, mib as f64 * 0.04))
+            .collect();
+        let e = &fit(&rows)[0];
+        assert_eq!(e.per_element_us, 0.0);
+        assert!((e.per_mib_ms - 0.04).abs() < 1e-9, "{e:?}");
+    }
+
+    #[test]
+    fn both_regressors_when_both_vary() {
+        // 0.2 µs per element plus 1.5 ms per MiB of payload.
+        let truth = |n: u64, b: u64| n as f64 * 0.2e-3 + 1.5 * (n * b) as f64 / (1 << 20) as f64;
+        let rows: Vec<FitRow> = [
+            (100_000u64, 16u64),
+            (200_000, 64),
+            (50_000, 256),
+            (400_000, 16),
+        ]
+        .iter()
+        .map(|&(n, b)| row("set", "hashtable", n, b, truth(n, b)))
+        .collect();
+        let e = &fit(&rows)[0];
+        assert!((e.per_element_us - 0.2).abs() < 1e-6, "{e:?}");
+        assert!((e.per_mib_ms - 1.5).abs() < 1e-6, "{e:?}");
+    }
+
+    #[test]
+    fn coefficients_never_go_negative() {
+        // Freezes falling with size (noise): the fit stays at zero, not below.
+        let rows = vec![
+            row("list", "quicklist", 1_000, 16, 5.0),
+            row("list", "quicklist", 2_000, 16, 1.0),
+        ];
+        let e = &fit(&rows)[0];
+        assert!(e.per_element_us >= 0.0 && e.per_mib_ms >= 0.0);
+        assert_eq!(e.error.method, "in-sample (fewer than 3 rows)");
+    }
+
+    #[test]
+    fn the_error_is_out_of_sample_and_honest() {
+        // One row far off the line: its leave-one-out error is large.
+        let mut rows: Vec<FitRow> = [100_000u64, 200_000, 400_000]
+            .iter()
+            .map(|&n| row("zset", "skiplist", n, 16, n as f64 * 1e-4))
+            .collect();
+        rows.push(row("zset", "skiplist", 800_000, 16, 800_000.0 * 3e-4));
+        let e = &fit(&rows)[0];
+        assert!(e.error.max_abs_pct.unwrap() > 50.0, "{e:?}");
+        assert!(e.error.max_abs_ms > 10.0, "{e:?}");
+    }
+
+    #[test]
+    fn groups_are_kept_apart_and_bad_figures_left_out() {
+        let mut rows = vec![
+            row("hash", "hashtable", 1_000, 16, 0.5),
+            row("set", "hashtable", 1_000, 16, 0.2),
+            row("set", "hashtable", 2_000, 16, f64::NAN),
+        ];
+        let mut unlink = row("hash", "hashtable", 1_000, 16, 0.01);
+        unlink.op = ModelOp::Unlink;
+        unlink.freed_by = Some(FreedBy::Background);
+        unlink.source = Source::Provisional;
+        rows.push(unlink);
+        let entries = fit(&rows);
+        assert_eq!(entries.len(), 3);
+        let set = entries.iter().find(|e| e.kind == "set").unwrap();
+        assert_eq!(set.rows, 1);
+        let unlink = entries.iter().find(|e| e.op == ModelOp::Unlink).unwrap();
+        assert_eq!(unlink.source, Source::Provisional);
+        assert_eq!(unlink.freed_by, Some(FreedBy::Background));
+    }
+}

@@ -1,0 +1,739 @@
+//! The cost model of one server version: for each type × encoding × op, the freeze per element
+//! and per MiB, fitted from measured ops ([`super::fit`]), with the fit's error and where each
+//! figure came from. Stored as a small JSON file ([`CostModel`], format [`MODEL_FORMAT`]); those
+//! in `data/models/` are built into the binary ([`shipped`]).
+//!
+//! A model holds what the main thread pays to free (or read) a value. Which thread frees it is
+//! not in the model but in the server's rule and settings ([`crate::workload::lazyfree`]), read
+//! from the scanned server: a prediction applies the rule, so a hash past the effort threshold
+//! on a server with `lazyfree-lazy-expire yes` is predicted to expire with a freeze of about 0.
+
+use serde::{Deserialize, Serialize};
+
+use crate::workload::lazyfree::{FreedBy, LazyfreeSettings, Removal, freed_by};
+use crate::workload::{ValueKind, kind_named};
+
+/// The model file format this build reads and writes.
+pub const MODEL_FORMAT: u32 = 1;
+
+/// One server's cost model (a file of `data/models/`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostModel {
+    /// [`MODEL_FORMAT`].
+    pub format: u32,
+    /// The server the ops were measured on.
+    pub server: ModelServer,
+    /// The `lazyfree-lazy-*` settings while measuring (the measurements set them all to `no`,
+    /// so that every removal was a main-thread free, except UNLINK).
+    pub lazyfree_measured: LazyfreeSettings,
+    /// How the figures were obtained: commands, host, date.
+    pub measured_how: Vec<String>,
+    /// One entry per type × encoding × op × thread.
+    pub entries: Vec<CostEntry>,
+    /// The measured rows the entries were fitted from: a refit starts from them, and a reader
+    /// can check any entry against its evidence.
+    #[serde(default)]
+    pub rows: Vec<super::fit::FitRow>,
+}
+
+/// The server of a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelServer {
+    /// `redis` or `valkey`.
+    pub flavor: String,
+    /// Its version (`7.0.15`).
+    pub version: String,
+}
+
+/// An op a model prices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelOp {
+    /// `DEL`.
+    Delete,
+    /// `UNLINK`.
+    Unlink,
+    /// The server's active expiry.
+    Expire,
+    /// An eviction under `maxmemory`.
+    Evict,
+    /// A `SET` over the value.
+    Overwrite,
+    /// The whole value read in one command (`GET`, `HGETALL`, ...).
+    Read,
+}
+
+impl ModelOp {
+    /// How the value leaves the server, for a removal.
+    pub fn removal(self) -> Option<Removal> {
+        Some(match self {
+            ModelOp::Delete => Removal::Delete,
+            ModelOp::Unlink => Removal::Unlink,
+            ModelOp::Expire => Removal::Expire,
+            ModelOp::Evict => Removal::Evict,
+            ModelOp::Overwrite => Removal::Overwrite,
+            ModelOp::Read => return None,
+        })
+    }
+
+    /// Lower-case name, as in the files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelOp::Delete => "delete",
+            ModelOp::Unlink => "unlink",
+            ModelOp::Expire => "expire",
+            ModelOp::Evict => "evict",
+            ModelOp::Overwrite => "overwrite",
+            ModelOp::Read => "read",
+        }
+    }
+}
+
+/// Where an entry's figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The tool's own measured ops: `hol_delay_ms`, what its probes saw.
+    Tool,
+    /// Provisional: the server's own figure (SLOWLOG execution time, LATENCY event) of ops on
+    /// values built by test code, not yet the tool's probes (see `measured_how`).
+    Provisional,
+}
+
+/// One fitted group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostEntry {
+    /// The value's type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its encoding.
+    pub encoding: String,
+    /// The op.
+    pub op: ModelOp,
+    /// The thread that freed the value in the rows (`None` for a read).
+    pub freed_by: Option<FreedBy>,
+    /// Freeze per element, µs.
+    pub per_element_us: f64,
+    /// Freeze per MiB of payload, ms.
+    pub per_mib_ms: f64,
+    /// Rows fitted.
+    pub rows: usize,
+    /// Fewest elements among them.
+    pub elements_min: u64,
+    /// Most elements among them.
+    pub elements_max: u64,
+    /// Smallest element among them, bytes.
+    pub element_bytes_min: u64,
+    /// Largest element among them, bytes.
+    pub element_bytes_max: u64,
+    /// The fit's error.
+    pub error: FitError,
+    /// Where the rows came from.
+    pub source: Source,
+}
+
+/// How far a fit's predictions were from the rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitError {
+    /// `leave-one-out`, or `in-sample (fewer than 3 rows)`.
+    pub method: String,
+    /// Median |predicted − measured| / measured, %.
+    pub median_abs_pct: Option<f64>,
+    /// Worst of the same, %.
+    pub max_abs_pct: Option<f64>,
+    /// Worst |predicted − measured|, ms.
+    pub max_abs_ms: f64,
+}
+
+/// A model file that cannot be used, with why (the caller names the flag).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ModelError(pub String);
+
+impl CostModel {
+    /// Reads a model file's text, refusing garbage and other formats.
+    pub fn parse(text: &str) -> Result<CostModel, ModelError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|err| ModelError(format!("not JSON ({err})")))?;
+        let format = value.get("format").and_then(serde_json::Value::as_u64);
+        match format {
+            Some(f) if f == u64::from(MODEL_FORMAT) => {}
+            Some(f) => {
+                return Err(ModelError(format!(
+                    "a cost model of format {f}; this probe reads format {MODEL_FORMAT}"
+                )));
+            }
+            None => return Err(ModelError("not a cost model (no \"format\")".into())),
+        }
+        let model: CostModel = serde_json::from_value(value)
+            .map_err(|err| ModelError(format!("not a cost model ({err})")))?;
+        for entry in &model.entries {
+            let usable = |x: f64| x.is_finite() && x >= 0.0;
+            if kind_named(&entry.kind).is_none()
+                || !usable(entry.per_element_us)
+                || !usable(entry.per_mib_ms)
+            {
+                return Err(ModelError(format!(
+                    "entry {} {} {} is not a usable fit",
+                    entry.kind,
+                    entry.encoding,
+                    entry.op.name()
+                )));
+            }
+        }
+        Ok(model)
+    }
+
+    /// `redis 7.0.15`.
+    pub fn server_name(&self) -> String {
+        format!("{} {}", self.server.flavor, self.server.version)
+    }
+
+    /// The entry of `kind` × `encoding` × `op` freed on `thread`.
+    fn entry(
+        &self,
+        kind: &str,
+        encoding: &str,
+        op: ModelOp,
+        thread: Option<FreedBy>,
+    ) -> Option<&CostEntry> {
+        self.entries.iter().find(|e| {
+            e.kind == kind && e.encoding == encoding && e.op == op && e.freed_by == thread
+        })
+    }
+
+    /// Any entry of `kind` × `op` freed on `thread` whatever the encoding, the one fitted on the
+    /// most rows.
+    fn entry_of_kind(
+        &self,
+        kind: &str,
+        op: ModelOp,
+        thread: Option<FreedBy>,
+    ) -> Option<&CostEntry> {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == kind && e.op == op && e.freed_by == thread)
+            .max_by_key(|e| e.rows)
+    }
+
+    /// True when any entry is provisional.
+    pub fn has_provisional(&self) -> bool {
+        self.entries.iter().any(|e| e.source == Source::Provisional)
+    }
+
+    /// The worst median and worst single error over every entry, %.
+    pub fn worst_errors_pct(&self) -> (Option<f64>, Option<f64>) {
+        let worst = |pick: fn(&FitError) -> Option<f64>| {
+            self.entries
+                .iter()
+                .filter_map(|e| pick(&e.error))
+                .fold(None, |acc: Option<f64>, x| {
+                    Some(acc.map_or(x, |a| a.max(x)))
+                })
+        };
+        (worst(|e| e.median_abs_pct), worst(|e| e.max_abs_pct))
+    }
+}
+
+/// The models in `data/models/`, built into the binary.
+pub fn shipped() -> Vec<CostModel> {
+    [
+        include_str!("../../data/models/redis-6.2.json"),
+        include_str!("../../data/models/redis-7.0.json"),
+        include_str!("../../data/models/redis-8.2.json"),
+        include_str!("../../data/models/valkey-9.1.json"),
+    ]
+    .iter()
+    .filter_map(|text| CostModel::parse(text).ok())
+    .collect()
+}
+
+/// `major.minor` of a version string, as numbers.
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.trim().parse().ok()?;
+    let minor = parts.next().unwrap_or("0").trim().parse().ok()?;
+    Some((major, minor))
+}
+
+/// Where a version sits on one line of descent: Valkey forked Redis 7.2, so Valkey 8.0 comes
+/// after Redis 7.2 and beside Redis 7.4.
+fn lineage(flavor: &str, version: &str) -> Option<f64> {
+    let (major, minor) = major_minor(version)?;
+    let own = major as f64 + minor as f64 / 100.0;
+    Some(if flavor == "valkey" && major >= 8 {
+        7.2 + (own - 7.2) / 4.0
+    } else {
+        own
+    })
+}
+
+/// True when `model` was fitted on the same flavor and `major.minor` as the server.
+pub fn fits_server(model: &CostModel, flavor: &str, version: &str) -> bool {
+    model.server.flavor == flavor
+        && major_minor(&model.server.version).is_some()
+        && major_minor(&model.server.version) == major_minor(version)
+}
+
+/// The model for a server: its own version's (same flavor and `major.minor`), else the
+/// nearest, with a warning that says so. `None` without any model.
+pub fn choose<'m>(
+    models: &'m [CostModel],
+    flavor: &str,
+    version: &str,
+) -> Option<(&'m CostModel, Option<String>)> {
+    if let Some(own) = models.iter().find(|m| fits_server(m, flavor, version)) {
+        return Some((own, None));
+    }
+    let here = lineage(flavor, version).unwrap_or(0.0);
+    let distance = |m: &CostModel| {
+        let there = lineage(&m.server.flavor, &m.server.version).unwrap_or(0.0);
+        // The same flavor first, then the nearest version.
+        (
+            m.server.flavor != flavor,
+            ((there - here).abs() * 1e4) as u64,
+        )
+    };
+    let nearest = models.iter().min_by_key(|m| distance(m))?;
+    Some((
+        nearest,
+        Some(format!(
+            "no cost model was fitted on {flavor} {version}: using the nearest shipped one, {}; its predictions may be off for this server",
+            nearest.server_name()
+        )),
+    ))
+}
+
+/// What the scan knows of one key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyShape {
+    /// `TYPE`.
+    pub kind: &'static dyn ValueKind,
+    /// `OBJECT ENCODING` (`None`: refused or failed).
+    pub encoding: Option<String>,
+    /// The count command's reply (a string's STRLEN).
+    pub elements: Option<u64>,
+    /// `MEMORY USAGE ... SAMPLES 5` (`None`: refused or failed).
+    pub memory_bytes: Option<u64>,
+}
+
+impl PartialEq for &'static dyn ValueKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl KeyShape {
+    /// Elements as the model counts them: 1 for a string.
+    fn model_elements(&self) -> u64 {
+        if self.kind.name() == "string" {
+            1
+        } else {
+            self.elements.unwrap_or(0)
+        }
+    }
+
+    /// Bytes of one element, estimated: a string's length; a collection's memory over its
+    /// elements (an over-estimate: it counts the overhead per element too).
+    fn element_bytes(&self) -> u64 {
+        match (self.kind.name(), self.elements, self.memory_bytes) {
+            ("string", Some(len), _) => len,
+            ("string", None, Some(memory)) => memory,
+            (_, Some(n), Some(memory)) if n > 0 => memory / n,
+            _ => 16,
+        }
+    }
+
+    /// The server's free effort of the value (`lazyfree.c`), from what was scanned.
+    pub fn free_effort(&self) -> u64 {
+        let encoding = self.encoding.as_deref().unwrap_or("");
+        self.kind
+            .free_effort(encoding, self.model_elements(), self.element_bytes())
+    }
+
+    /// Payload MiB as a fit row counts it.
+    fn payload_mib(&self) -> f64 {
+        let factor = self.kind.bytes_per_element_factor();
+        (self.model_elements() as f64) * (self.element_bytes() as f64) * factor as f64
+            / (1u64 << 20) as f64
+    }
+}
+
+/// One predicted op.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Predicted {
+    /// The freeze, ms (`None`: nothing in the model to predict it from).
+    pub freeze_ms: Option<f64>,
+    /// The thread that frees the value (`None` for a read, or where the server did not say).
+    pub freed_by: Option<FreedBy>,
+    /// What the figure rests on: `hash hashtable delete`, `... (as delete)`, `background`.
+    pub basis: String,
+    /// True when it rests on a provisional entry.
+    pub provisional: bool,
+}
+
+/// Every op predicted for one key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    /// `DEL`.
+    pub delete: Predicted,
+    /// `UNLINK`.
+    pub unlink: Predicted,
+    /// Its expiry.
+    pub expire: Predicted,
+    /// An eviction.
+    pub evict: Predicted,
+    /// A `SET` over it.
+    pub overwrite: Predicted,
+    /// A whole read.
+    pub read: Predicted,
+}
+
+impl Prediction {
+    /// The worst freeze any op would cause, ms.
+    pub fn worst_ms(&self) -> f64 {
+        [
+            &self.delete,
+            &self.expire,
+            &self.evict,
+            &self.overwrite,
+            &self.read,
+        ]
+        .iter()
+        .filter_map(|p| p.freeze_ms)
+        .fold(0.0, f64::max)
+    }
+}
+
+/// Predicts every op of a key of `shape` on a server with `settings`, from `model`.
+pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings) -> Prediction {
+    let effort = shape.free_effort();
+    let one = |op: ModelOp| -> Predicted {
+        let thread = op.removal().and_then(|r| freed_by(r, effort, settings));
+        if thread == Some(FreedBy::Background) {
+            // The main thread only unlinks the key: the model's background figure where it has
+            // one (UNLINK's), else about nothing.
+            let entry = model
+                .entry(
+                    shape.kind.name(),
+                    shape.encoding.as_deref().unwrap_or(""),
+                    ModelOp::Unlink,
+                    thread,
+                )
+                .or_else(|| model.entry_of_kind(shape.kind.name(), ModelOp::Unlink, thread));
+            return match entry {
+                Some(entry) => priced(entry, shape, "background"),
+                None => Predicted {
+                    freeze_ms: Some(0.0),
+                    freed_by: thread,
+                    basis: "background".into(),
+                    provisional: false,
+                },
+            };
+        }
+        let main = op.removal().map(|_| FreedBy::Main);
+        let encoding = shape.encoding.as_deref().unwrap_or("");
+        let kind = shape.kind.name();
+        // Every main-thread free of the same value does the same work: a removal the model has
+        // no rows of is priced as its DEL.
+        let found = model
+            .entry(kind, encoding, op, main)
+            .map(|e| (e, None))
+            .or_else(|| {
+                (op.removal().is_some() && op != ModelOp::Delete)
+                    .then(|| model.entry(kind, encoding, ModelOp::Delete, main))
+                    .flatten()
+                    .map(|e| (e, Some("as delete")))
+            })
+            .or_else(|| {
+                // A compact encoding (listpack, intset, embstr) is one allocation: priced as a
+                // string of its bytes.
+                (effort <= 1 && op.removal().is_some())
+                    .then(|| model.entry_of_kind("string", ModelOp::Delete, main))
+                    .flatten()
+                    .map(|e| (e, Some("one allocation, as a string's delete")))
+            })
+            .or_else(|| {
+                model
+                    .entry_of_kind(kind, op, main)
+                    .map(|e| (e, Some("another encoding")))
+            });
+        match found {
+            Some((entry, how)) => {
+                let mut p = if how == Some("one allocation, as a string's delete") {
+                    let bytes = shape.memory_bytes.unwrap_or_else(|| shape.element_bytes());
+                    Predicted {
+                        freeze_ms: Some(entry.per_mib_ms * bytes as f64 / (1u64 << 20) as f64),
+                        freed_by: thread,
+                        basis: String::new(),
+                        provisional: entry.source == Source::Provisional,
+                    }
+                } else {
+                    priced(entry, shape, "")
+                };
+                p.freed_by = thread;
+                p.basis = match how {
+                    Some(how) => format!(
+                        "{} {} {} ({how})",
+                        entry.kind,
+                        entry.encoding,
+                        entry.op.name()
+                    ),
+                    None => format!("{} {} {}", entry.kind, entry.encoding, entry.op.name()),
+                };
+                p
+            }
+            None => Predicted {
+                freeze_ms: None,
+                freed_by: thread,
+                basis: "no model entry".into(),
+                provisional: false,
+            },
+        }
+    };
+    Prediction {
+        delete: one(ModelOp::Delete),
+        unlink: one(ModelOp::Unlink),
+        expire: one(ModelOp::Expire),
+        evict: one(ModelOp::Evict),
+        overwrite: one(ModelOp::Overwrite),
+        read: one(ModelOp::Read),
+    }
+}
+
+fn priced(entry: &CostEntry, shape: &KeyShape, basis: &str) -> Predicted {
+    let ms = entry.per_element_us * shape.model_elements() as f64 / 1e3
+        + entry.per_mib_ms * shape.payload_mib();
+    Predicted {
+        freeze_ms: Some(ms),
+        freed_by: entry.freed_by,
+        basis: basis.to_string(),
+        provisional: entry.source == Source::Provisional,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::keys::fit::{FitRow, fit};
+
+    /// A model of 0.4 µs per hash field (main thread), 0.03 ms per MiB of string, and an
+    /// UNLINK in the background at 0.
+    pub(crate) fn sample_model() -> CostModel {
+        let row = |kind: &str, encoding: &str, n: u64, b: u64, op, thread, ms| FitRow {
+            kind: kind.into(),
+            encoding: encoding.into(),
+            elements: n,
+            element_bytes: b,
+            op,
+            freed_by: thread,
+            hol_delay_ms: ms,
+            source: Source::Provisional,
+        };
+        let mut rows = Vec::new();
+        for n in [100_000u64, 300_000, 1_000_000] {
+            let ms = n as f64 * 0.4e-3;
+            rows.push(row(
+                "hash",
+                "hashtable",
+                n,
+                16,
+                ModelOp::Delete,
+                Some(FreedBy::Main),
+                ms,
+            ));
+            rows.push(row(
+                "hash",
+                "hashtable",
+                n,
+                16,
+                ModelOp::Read,
+                None,
+                ms / 2.0,
+            ));
+            rows.push(row(
+                "hash",
+                "hashtable",
+                n,
+                16,
+                ModelOp::Unlink,
+                Some(FreedBy::Background),
+                0.0,
+            ));
+        }
+        for mib in [64u64, 256] {
+            let mut r = row(
+                "string",
+                "raw",
+                1,
+                mib << 20,
+                ModelOp::Delete,
+                Some(FreedBy::Main),
+                mib as f64 * 0.03,
+            );
+            r.source = Source::Tool;
+            rows.push(r);
+        }
+        CostModel {
+            format: MODEL_FORMAT,
+            server: ModelServer {
+                flavor: "redis".into(),
+                version: "7.0.15".into(),
+            },
+            lazyfree_measured: LazyfreeSettings::default(),
+            measured_how: vec!["synthetic".into()],
+            entries: fit(&rows),
+            rows,
+        }
+    }
+
+    fn shape(kind: &str, encoding: &str, elements: u64, memory: u64) -> KeyShape {
+        KeyShape {
+            kind: kind_named(kind).unwrap(),
+            encoding: Some(encoding.into()),
+            elements: Some(elements),
+            memory_bytes: Some(memory),
+        }
+    }
+
+    fn settings(lazy: bool) -> LazyfreeSettings {
+        LazyfreeSettings {
+            lazy_user_del: Some(lazy),
+            lazy_server_del: Some(lazy),
+            lazy_expire: Some(lazy),
+            lazy_eviction: Some(lazy),
+            lazy_user_flush: Some(lazy),
+        }
+    }
+
+    #[test]
+    fn a_big_hash_freezes_on_del_not_on_unlink() {
+        let model = sample_model();
+        let p = predict(
+            &model,
+            &shape("hash", "hashtable", 1_000_000, 80 << 20),
+            &settings(false),
+        );
+        let del = p.delete.freeze_ms.unwrap();
+        assert!((del - 400.0).abs() < 1e-6, "{p:?}");
+        assert_eq!(p.delete.freed_by, Some(FreedBy::Main));
+        assert_eq!(p.unlink.freed_by, Some(FreedBy::Background));
+        assert!(p.unlink.freeze_ms.unwrap() < 1.0);
+        // Expiry and overwrite have no rows: priced as the DEL they equal.
+        assert_eq!(p.expire.freeze_ms, Some(del));
+        assert!(p.expire.basis.contains("as delete"), "{}", p.expire.basis);
+        assert!((p.read.freeze_ms.unwrap() - 200.0).abs() < 1e-6);
+        assert!(p.delete.provisional);
+        assert_eq!(p.worst_ms(), del);
+    }
+
+    #[test]
+    fn lazyfree_takes_a_collection_off_the_main_thread_but_never_a_string() {
+        let model = sample_model();
+        let lazy = settings(true);
+        let hash = predict(
+            &model,
+            &shape("hash", "hashtable", 1_000_000, 80 << 20),
+            &lazy,
+        );
+        assert_eq!(hash.expire.freed_by, Some(FreedBy::Background));
+        assert!(hash.expire.freeze_ms.unwrap() < 1.0);
+        assert_eq!(hash.delete.freed_by, Some(FreedBy::Background));
+        let string = KeyShape {
+            kind: kind_named("string").unwrap(),
+            encoding: Some("raw".into()),
+            elements: Some(256 << 20),
+            memory_bytes: Some((256 << 20) + 64),
+        };
+        let p = predict(&model, &string, &lazy);
+        assert_eq!(p.unlink.freed_by, Some(FreedBy::Main));
+        assert!(
+            (p.unlink.freeze_ms.unwrap() - 256.0 * 0.03).abs() < 1e-6,
+            "{p:?}"
+        );
+        assert!(!p.delete.provisional);
+    }
+
+    #[test]
+    fn a_small_hash_is_one_allocation() {
+        let model = sample_model();
+        let p = predict(
+            &model,
+            &shape("hash", "listpack", 100, 4096),
+            &settings(true),
+        );
+        // Effort 1: the main thread, whatever the settings, and tiny.
+        assert_eq!(p.expire.freed_by, Some(FreedBy::Main));
+        assert!(p.delete.freeze_ms.unwrap() < 0.01, "{p:?}");
+        assert!(
+            p.delete.basis.contains("one allocation"),
+            "{}",
+            p.delete.basis
+        );
+    }
+
+    #[test]
+    fn a_type_the_model_lacks_is_not_invented() {
+        let model = sample_model();
+        let p = predict(
+            &model,
+            &shape("zset", "skiplist", 1_000_000, 90 << 20),
+            &settings(false),
+        );
+        assert_eq!(p.delete.freeze_ms, None);
+        assert_eq!(p.delete.basis, "no model entry");
+        assert_eq!(p.worst_ms(), 0.0);
+    }
+
+    #[test]
+    fn files_round_trip_and_garbage_is_refused() {
+        let model = sample_model();
+        let text = serde_json::to_string_pretty(&model).unwrap();
+        assert_eq!(CostModel::parse(&text).unwrap(), model);
+        for (bad, says) in [
+            ("garbage", "not JSON"),
+            ("{}", "no \"format\""),
+            ("{\"format\": 2}", "format 2"),
+            ("{\"format\": 1, \"server\": 3}", "not a cost model"),
+        ] {
+            let err = CostModel::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        let negative = text.replacen("\"per_element_us\": 0.4", "\"per_element_us\": -0.4", 1);
+        assert_ne!(negative, text);
+        assert!(CostModel::parse(&negative).is_err());
+    }
+
+    #[test]
+    fn the_nearest_model_is_chosen_with_a_warning() {
+        let mut models = Vec::new();
+        for (flavor, version) in [
+            ("redis", "6.2.14"),
+            ("redis", "7.0.15"),
+            ("redis", "8.2.3"),
+            ("valkey", "9.1.2"),
+        ] {
+            let mut m = sample_model();
+            m.server = ModelServer {
+                flavor: flavor.into(),
+                version: version.into(),
+            };
+            models.push(m);
+        }
+        let (m, warning) = choose(&models, "redis", "7.0.11").unwrap();
+        assert_eq!(m.server.version, "7.0.15");
+        assert_eq!(warning, None);
+        let (m, warning) = choose(&models, "redis", "7.2.4").unwrap();
+        assert_eq!(m.server.version, "7.0.15");
+        assert!(
+            warning
+                .unwrap()
+                .contains("nearest shipped one, redis 7.0.15")
+        );
+        let (m, _) = choose(&models, "valkey", "8.0.1").unwrap();
+        assert_eq!(m.server.flavor, "valkey");
+        let (m, _) = choose(&models, "redis", "8.4.0").unwrap();
+        assert_eq!(m.server.version, "8.2.3");
+        assert!(choose(&[], "redis", "7.0.0").is_none());
+    }
+}

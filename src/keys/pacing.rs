@@ -1,0 +1,196 @@
+//! How fast the key scan may go: a small controller, pure, fed after every SCAN batch with what
+//! that batch cost others, answering how many keys the next SCAN asks for (`COUNT`) and how long
+//! to wait before sending it.
+//!
+//! What a batch cost others comes from two places: the probes (the worst probe latency of the
+//! probe intervals that ended since the last batch; they arrive a little late, so a backoff may
+//! come one or two batches after the batch that caused it) and the batch's own round trip, which
+//! bounds the time the server spent on it and is known at once. Either past `--stall-threshold`
+//! halves the count and doubles the pause (multiplicative decrease); both under half of it let
+//! the count grow back by an eighth of the ceiling and the pause shrink by a quarter (additive
+//! increase), so the scan settles just under what the server takes without delaying anyone past
+//! the threshold.
+
+use std::time::Duration;
+
+/// The shortest pause after a backoff.
+const MIN_BACKOFF_PAUSE: Duration = Duration::from_millis(5);
+/// The longest pause between two batches.
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// What one batch cost others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchCost {
+    /// The worst probe latency reported since the previous batch, µs (`None`: no probe
+    /// interval ended since).
+    pub worst_probe_us: Option<u64>,
+    /// The batch's round trip: from its first command sent to its last reply, µs.
+    pub round_trip_us: u64,
+}
+
+/// The next batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// `SCAN ... COUNT`.
+    pub count: u64,
+    /// Wait before sending it.
+    pub pause: Duration,
+}
+
+/// The controller.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    ceiling: u64,
+    threshold_us: u64,
+    step: Step,
+    backoffs: u64,
+}
+
+impl Pacer {
+    /// Starts at `count` (the `--count` ceiling, at least 1) without a pause.
+    pub fn new(count: u64, threshold_us: u64) -> Pacer {
+        let ceiling = count.max(1);
+        Pacer {
+            ceiling,
+            threshold_us: threshold_us.max(1),
+            step: Step {
+                count: ceiling,
+                pause: Duration::ZERO,
+            },
+            backoffs: 0,
+        }
+    }
+
+    /// The next batch.
+    pub fn step(&self) -> Step {
+        self.step
+    }
+
+    /// Times the scan slowed down.
+    pub fn backoffs(&self) -> u64 {
+        self.backoffs
+    }
+
+    /// Takes what the last batch cost and returns the next batch.
+    pub fn observe(&mut self, cost: BatchCost) -> Step {
+        let worst = cost.worst_probe_us.unwrap_or(0).max(cost.round_trip_us);
+        let Step { count, pause } = self.step;
+        self.step = if worst > self.threshold_us {
+            self.backoffs += 1;
+            Step {
+                count: (count / 2).max(1),
+                pause: (pause * 2).clamp(MIN_BACKOFF_PAUSE, MAX_PAUSE),
+            }
+        } else if worst <= self.threshold_us / 2 {
+            let pause = pause * 3 / 4;
+            Step {
+                count: (count + (self.ceiling / 8).max(1)).min(self.ceiling),
+                pause: if pause < Duration::from_millis(1) {
+                    Duration::ZERO
+                } else {
+                    pause
+                },
+            }
+        } else {
+            self.step
+        };
+        self.step
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(probe_us: Option<u64>, round_trip_us: u64) -> BatchCost {
+        BatchCost {
+            worst_probe_us: probe_us,
+            round_trip_us,
+        }
+    }
+
+    #[test]
+    fn a_quiet_server_is_scanned_at_full_count_without_pauses() {
+        let mut pacer = Pacer::new(1000, 1000);
+        for _ in 0..100 {
+            let step = pacer.observe(cost(Some(200), 300));
+            assert_eq!(
+                step,
+                Step {
+                    count: 1000,
+                    pause: Duration::ZERO
+                }
+            );
+        }
+        assert_eq!(pacer.backoffs(), 0);
+    }
+
+    #[test]
+    fn a_delayed_probe_halves_the_count_and_pauses() {
+        let mut pacer = Pacer::new(1000, 1000);
+        let step = pacer.observe(cost(Some(5_000), 300));
+        assert_eq!(
+            step,
+            Step {
+                count: 500,
+                pause: MIN_BACKOFF_PAUSE
+            }
+        );
+        let step = pacer.observe(cost(Some(5_000), 300));
+        assert_eq!(
+            step,
+            Step {
+                count: 250,
+                pause: MIN_BACKOFF_PAUSE * 2
+            }
+        );
+        assert_eq!(pacer.backoffs(), 2);
+    }
+
+    #[test]
+    fn a_slow_batch_backs_off_before_the_probes_report() {
+        let mut pacer = Pacer::new(1000, 1000);
+        let step = pacer.observe(cost(None, 2_500));
+        assert_eq!(step.count, 500);
+        assert!(step.pause >= MIN_BACKOFF_PAUSE);
+    }
+
+    #[test]
+    fn it_recovers_gradually_and_never_passes_its_ceiling() {
+        let mut pacer = Pacer::new(800, 1000);
+        for _ in 0..10 {
+            pacer.observe(cost(Some(50_000), 0));
+        }
+        let low = pacer.step();
+        assert_eq!(low.count, 1);
+        assert_eq!(low.pause, MAX_PAUSE);
+        let next = pacer.observe(cost(Some(100), 100));
+        assert_eq!(next.count, 1 + 100);
+        assert!(next.pause < MAX_PAUSE && next.pause > Duration::ZERO);
+        for _ in 0..100 {
+            pacer.observe(cost(Some(100), 100));
+        }
+        assert_eq!(
+            pacer.step(),
+            Step {
+                count: 800,
+                pause: Duration::ZERO
+            }
+        );
+    }
+
+    #[test]
+    fn between_half_and_the_threshold_it_holds() {
+        let mut pacer = Pacer::new(1000, 1000);
+        pacer.observe(cost(Some(2_000), 0));
+        let held = pacer.step();
+        assert_eq!(pacer.observe(cost(Some(700), 0)), held);
+    }
+
+    #[test]
+    fn a_count_of_one_still_moves() {
+        let mut pacer = Pacer::new(0, 0);
+        assert_eq!(pacer.step().count, 1);
+        assert_eq!(pacer.observe(cost(Some(10), 10)).count, 1);
+    }
+}

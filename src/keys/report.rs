@@ -1,0 +1,362 @@
+//! The report over every key scanned, built as the scan goes and bounded whatever the
+//! keyspace's size: the worst keys by predicted freeze, the keys whose expiry will freeze the
+//! server past the threshold (with when), the totals, and the settings that would change the
+//! picture, from the servers' rule ([`crate::workload::lazyfree`]). Pure.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{KeyShape, Prediction};
+use crate::workload::lazyfree::{FreedBy, LAZYFREE_THRESHOLD};
+
+/// Keys whose expiry is past the threshold kept for the report (all are counted).
+pub const KEEP_EXPIRING: usize = 1_000;
+
+/// One key: a row of keys.csv, and of the report's tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyRow {
+    /// The node the key lives on (`host:port`).
+    pub node: String,
+    /// The key, escaped ([`super::escape_key`]).
+    pub key: String,
+    /// `TYPE`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `OBJECT ENCODING` (empty: refused).
+    pub encoding: String,
+    /// Elements (STRLEN, HLEN, LLEN, SCARD, ZCARD, XLEN); a string's bytes.
+    pub elements: Option<u64>,
+    /// `MEMORY USAGE ... SAMPLES 5`, bytes (empty: refused).
+    pub memory_bytes: Option<u64>,
+    /// `PTTL`, ms (empty: no TTL).
+    pub ttl_ms: Option<u64>,
+    /// When it expires (RFC 3339, from the scan's clock and its TTL).
+    pub expires_at: Option<String>,
+    /// The server's free effort (`lazyfree.c`): past 64 it may be freed in the background.
+    pub free_effort: u64,
+    /// Predicted freeze of `DEL`, ms.
+    pub delete_ms: Option<f64>,
+    /// Predicted freeze of `UNLINK`, ms.
+    pub unlink_ms: Option<f64>,
+    /// Predicted freeze of its expiry, ms.
+    pub expire_ms: Option<f64>,
+    /// Predicted freeze of an eviction, ms.
+    pub evict_ms: Option<f64>,
+    /// Predicted freeze of a `SET` over it, ms.
+    pub overwrite_ms: Option<f64>,
+    /// Predicted freeze of reading it whole, ms.
+    pub read_ms: Option<f64>,
+    /// The worst of them, ms.
+    pub worst_ms: f64,
+    /// The thread its expiry frees it on (`main`, `background`; empty: unknown).
+    pub expire_freed_by: Option<String>,
+    /// What `DEL`'s figure rests on (the model entry).
+    pub basis: String,
+    /// True when a figure rests on a provisional model entry.
+    pub provisional: bool,
+}
+
+/// Rounds a figure to µs for the files.
+fn ms3(x: Option<f64>) -> Option<f64> {
+    x.map(|v| (v * 1e3).round() / 1e3)
+}
+
+impl KeyRow {
+    /// The row of a key scanned at `now_unix_ms`.
+    pub fn new(
+        node: &str,
+        key: &[u8],
+        shape: &KeyShape,
+        ttl_ms: Option<u64>,
+        now_unix_ms: u64,
+        prediction: &Prediction,
+    ) -> KeyRow {
+        let p = prediction;
+        KeyRow {
+            node: node.to_string(),
+            key: super::escape_key(key),
+            kind: shape.kind.name().to_string(),
+            encoding: shape.encoding.clone().unwrap_or_default(),
+            elements: shape.elements,
+            memory_bytes: shape.memory_bytes,
+            ttl_ms,
+            expires_at: ttl_ms.map(|ttl| rfc3339_ms(now_unix_ms.saturating_add(ttl))),
+            free_effort: shape.free_effort(),
+            delete_ms: ms3(p.delete.freeze_ms),
+            unlink_ms: ms3(p.unlink.freeze_ms),
+            expire_ms: ms3(p.expire.freeze_ms),
+            evict_ms: ms3(p.evict.freeze_ms),
+            overwrite_ms: ms3(p.overwrite.freeze_ms),
+            read_ms: ms3(p.read.freeze_ms),
+            worst_ms: ms3(Some(p.worst_ms())).unwrap_or(0.0),
+            expire_freed_by: p.expire.freed_by.map(|t| t.name().to_string()),
+            basis: p.delete.basis.clone(),
+            provisional: [
+                &p.delete,
+                &p.unlink,
+                &p.expire,
+                &p.evict,
+                &p.overwrite,
+                &p.read,
+            ]
+            .iter()
+            .any(|x| x.provisional && x.freeze_ms.is_some()),
+        }
+    }
+
+    /// Its expiry is predicted to freeze the server past `threshold_ms`.
+    pub fn expiry_past(&self, threshold_ms: f64) -> bool {
+        self.ttl_ms.is_some() && self.expire_ms.is_some_and(|ms| ms > threshold_ms)
+    }
+}
+
+/// `2026-12-01T21:37:47.123Z`.
+fn rfc3339_ms(unix_ms: u64) -> String {
+    let secs = (unix_ms / 1000) as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        unix_ms % 1000
+    )
+}
+
+/// A setting (or command) that would change the picture, and for how many keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Advice {
+    /// What to change.
+    pub change: String,
+    /// Keys past the threshold it would help.
+    pub keys: u64,
+    /// What it would do.
+    pub effect: String,
+}
+
+/// The totals and tables of a scan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tally {
+    /// Rows in the worst-keys table.
+    pub top_n: usize,
+    /// The freeze past which a key counts, ms (`--stall-threshold`).
+    pub threshold_ms: f64,
+    /// Keys scanned (those gone before they could be looked at are not counted).
+    pub keys_scanned: u64,
+    /// Keys whose worst predicted freeze is past the threshold.
+    pub keys_over_threshold: u64,
+    /// The sum of those keys' worst predicted freezes, ms.
+    pub sum_over_threshold_ms: f64,
+    /// Keys with a TTL.
+    pub keys_with_ttl: u64,
+    /// The worst keys, worst first.
+    pub top: Vec<KeyRow>,
+    /// Keys whose expiry is past the threshold, soonest first (at most [`KEEP_EXPIRING`]).
+    pub expiring: Vec<KeyRow>,
+    /// All of those.
+    pub expiring_count: u64,
+    /// Main-thread expiries past the threshold that the background could take (effort > 64).
+    pub expiries_lazy_would_help: u64,
+    /// Main-thread DELs past the threshold that UNLINK would take off the main thread.
+    pub deletes_unlink_would_help: u64,
+    /// Main-thread evictions past the threshold that lazy eviction would take.
+    pub evictions_lazy_would_help: u64,
+    /// Strings past the threshold: nothing takes their free off the main thread.
+    pub strings_over_threshold: u64,
+}
+
+impl Tally {
+    /// An empty tally.
+    pub fn new(top_n: usize, threshold_ms: f64) -> Tally {
+        Tally {
+            top_n,
+            threshold_ms,
+            keys_scanned: 0,
+            keys_over_threshold: 0,
+            sum_over_threshold_ms: 0.0,
+            keys_with_ttl: 0,
+            top: Vec::new(),
+            expiring: Vec::new(),
+            expiring_count: 0,
+            expiries_lazy_would_help: 0,
+            deletes_unlink_would_help: 0,
+            evictions_lazy_would_help: 0,
+            strings_over_threshold: 0,
+        }
+    }
+
+    /// Counts one key.
+    pub fn add(&mut self, row: &KeyRow) {
+        self.keys_scanned += 1;
+        if row.ttl_ms.is_some() {
+            self.keys_with_ttl += 1;
+        }
+        let past = |x: Option<f64>| x.is_some_and(|ms| ms > self.threshold_ms);
+        let main = row.expire_freed_by.as_deref() == Some(FreedBy::Main.name());
+        let collection_past = row.free_effort > LAZYFREE_THRESHOLD;
+        if row.worst_ms > self.threshold_ms {
+            self.keys_over_threshold += 1;
+            self.sum_over_threshold_ms += row.worst_ms;
+            if row.kind == "string" {
+                self.strings_over_threshold += 1;
+            }
+            if collection_past && past(row.delete_ms) {
+                self.deletes_unlink_would_help += 1;
+            }
+            if collection_past && past(row.evict_ms) {
+                self.evictions_lazy_would_help += 1;
+            }
+        }
+        if row.expiry_past(self.threshold_ms) {
+            self.expiring_count += 1;
+            if main && collection_past {
+                self.expiries_lazy_would_help += 1;
+            }
+            let at = self
+                .expiring
+                .partition_point(|r| r.ttl_ms.unwrap_or(0) <= row.ttl_ms.unwrap_or(0));
+            if at < KEEP_EXPIRING {
+                self.expiring.insert(at, row.clone());
+                self.expiring.truncate(KEEP_EXPIRING);
+            }
+        }
+        if self.top_n > 0 {
+            let at = self.top.partition_point(|r| r.worst_ms >= row.worst_ms);
+            if at < self.top_n {
+                self.top.insert(at, row.clone());
+                self.top.truncate(self.top_n);
+            }
+        }
+    }
+
+    /// The settings that would change the picture.
+    pub fn advice(&self) -> Vec<Advice> {
+        let mut advice = Vec::new();
+        if self.expiries_lazy_would_help > 0 {
+            advice.push(Advice {
+                change: "lazyfree-lazy-expire yes".into(),
+                keys: self.expiries_lazy_would_help,
+                effect: format!(
+                    "would take {} of those expiries off the main thread",
+                    self.expiries_lazy_would_help
+                ),
+            });
+        }
+        if self.deletes_unlink_would_help > 0 {
+            advice.push(Advice {
+                change: "UNLINK instead of DEL (or lazyfree-lazy-user-del yes)".into(),
+                keys: self.deletes_unlink_would_help,
+                effect: format!(
+                    "would free {} of those keys in the background when they are removed",
+                    self.deletes_unlink_would_help
+                ),
+            });
+        }
+        if self.evictions_lazy_would_help > 0 {
+            advice.push(Advice {
+                change: "lazyfree-lazy-eviction yes".into(),
+                keys: self.evictions_lazy_would_help,
+                effect: format!(
+                    "would evict {} of those keys in the background",
+                    self.evictions_lazy_would_help
+                ),
+            });
+        }
+        if self.strings_over_threshold > 0 {
+            advice.push(Advice {
+                change: "nothing".into(),
+                keys: self.strings_over_threshold,
+                effect: format!(
+                    "would for the {} string(s): a string is always freed on the main thread, even by UNLINK or with every lazyfree-lazy-* yes; only a smaller value would",
+                    self.strings_over_threshold
+                ),
+            });
+        }
+        advice
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::keys::model::{predict, tests::sample_model};
+    use crate::workload::kind_named;
+    use crate::workload::lazyfree::LazyfreeSettings;
+
+    fn row(kind: &str, encoding: &str, elements: u64, memory: u64, ttl: Option<u64>) -> KeyRow {
+        let shape = KeyShape {
+            kind: kind_named(kind).unwrap(),
+            encoding: Some(encoding.into()),
+            elements: Some(elements),
+            memory_bytes: Some(memory),
+        };
+        let settings = LazyfreeSettings {
+            lazy_user_del: Some(false),
+            lazy_server_del: Some(false),
+            lazy_expire: Some(false),
+            lazy_eviction: Some(false),
+            lazy_user_flush: Some(false),
+        };
+        let p = predict(&sample_model(), &shape, &settings);
+        KeyRow::new(
+            "127.0.0.1:6379",
+            kind.as_bytes(),
+            &shape,
+            ttl,
+            1_764_625_067_123,
+            &p,
+        )
+    }
+
+    /// A row with every field filled, for the column check.
+    pub(crate) fn sample_row() -> KeyRow {
+        row("hash", "hashtable", 1_000_000, 80 << 20, Some(60_000))
+    }
+
+    #[test]
+    fn the_worst_keys_come_first_and_the_table_stays_bounded() {
+        let mut tally = Tally::new(2, 1.0);
+        tally.add(&row("hash", "hashtable", 100_000, 8 << 20, None));
+        tally.add(&row("hash", "hashtable", 1_000_000, 80 << 20, Some(60_000)));
+        tally.add(&row("hash", "listpack", 10, 200, None));
+        tally.add(&row("string", "raw", 256 << 20, 256 << 20, Some(5_000)));
+        assert_eq!(tally.keys_scanned, 4);
+        assert_eq!(tally.top.len(), 2);
+        assert_eq!(tally.top[0].elements, Some(1_000_000));
+        assert_eq!(tally.top[1].elements, Some(100_000));
+        assert_eq!(tally.keys_over_threshold, 3);
+        assert_eq!(tally.strings_over_threshold, 1);
+        // Both TTL'd keys expire past 1 ms; the string first (sooner).
+        assert_eq!(tally.expiring_count, 2);
+        assert_eq!(tally.expiring[0].kind, "string");
+        assert_eq!(tally.expiries_lazy_would_help, 1);
+        let advice = tally.advice();
+        assert!(advice[0].change.contains("lazyfree-lazy-expire"));
+        assert!(advice[0].effect.contains("1 of those expiries"));
+        assert!(
+            advice
+                .iter()
+                .any(|a| a.change == "nothing" && a.effect.contains("1 string"))
+        );
+        let sum = tally.top[0].worst_ms + tally.top[1].worst_ms;
+        assert!(tally.sum_over_threshold_ms > sum);
+    }
+
+    #[test]
+    fn expiry_times_come_from_the_ttl() {
+        let r = row("hash", "hashtable", 1_000_000, 80 << 20, Some(60_000));
+        assert_eq!(r.expires_at.as_deref(), Some("2025-12-01T21:38:47.123Z"));
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}

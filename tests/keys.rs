@@ -1,0 +1,614 @@
+//! `probe keys` against real servers: big keys of every type built here, scanned, their
+//! freezes predicted in the order of their measured DEL freezes; SCAN and never KEYS, never
+//! `MEMORY USAGE ... SAMPLES 0`; an ACL user without MEMORY; Ctrl-C; bad input. And, ignored by
+//! default, the measurement behind data/models/ (`measure_models`).
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use holprobe::keys::fit::{FitRow, fit};
+use holprobe::keys::model::{CostModel, MODEL_FORMAT, ModelOp, ModelServer, Source};
+use holprobe::workload::kind_named;
+use holprobe::workload::lazyfree::{FreedBy, LazyfreeSettings, freed_by};
+
+/// Lua that appends elements ARGV[1]..ARGV[2] of 16 bytes to KEYS[1], by type ARGV[3]: the
+/// test's own build, server-side, so that 400k elements take a second, not a minute.
+const BUILD: &str = r#"
+local kind = ARGV[3]
+for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do
+  local m = string.format('%016x', i)
+  if kind == 'hash' then redis.call('HSET', KEYS[1], m, string.format('%016d', i))
+  elseif kind == 'set' then redis.call('SADD', KEYS[1], m)
+  elseif kind == 'zset' then redis.call('ZADD', KEYS[1], i, m)
+  elseif kind == 'list' then redis.call('RPUSH', KEYS[1], m)
+  elseif kind == 'stream' then redis.call('XADD', KEYS[1], '*', 'f', m)
+  end
+end
+return 1"#;
+
+/// Builds `key` as a `kind` of `elements` 16-byte elements, 10k per script.
+fn build(conn: &mut redis::Connection, key: &str, kind: &str, elements: u64) {
+    let mut first = 0u64;
+    while first < elements {
+        let last = (first + 10_000).min(elements) - 1;
+        let _: i64 = redis::cmd("EVAL")
+            .arg(BUILD)
+            .arg(1)
+            .arg(key)
+            .arg(first)
+            .arg(last)
+            .arg(kind)
+            .query(conn)
+            .expect("build");
+        first = last + 1;
+    }
+}
+
+/// The execution time SLOWLOG logged for the last `command`, µs.
+fn slowlog_us(conn: &mut redis::Connection, command: &str) -> Option<u64> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG").arg("GET").arg(20).query(conn).ok()?;
+    for entry in entries {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        let (Some(redis::Value::Int(us)), Some(redis::Value::Array(args))) =
+            (fields.get(2), fields.get(3))
+        else {
+            continue;
+        };
+        if let Some(redis::Value::BulkString(name)) = args.first()
+            && name.eq_ignore_ascii_case(command.as_bytes())
+        {
+            return Some(*us as u64);
+        }
+    }
+    None
+}
+
+/// The latest figure of a LATENCY event, ms.
+fn latency_latest_ms(conn: &mut redis::Connection, event: &str) -> Option<u64> {
+    let events: Vec<redis::Value> = redis::cmd("LATENCY").arg("LATEST").query(conn).ok()?;
+    for e in events {
+        let redis::Value::Array(fields) = e else {
+            continue;
+        };
+        if let (Some(redis::Value::BulkString(name)), Some(redis::Value::Int(latest))) =
+            (fields.first(), fields.get(2))
+            && name == event.as_bytes()
+        {
+            return Some(*latest as u64);
+        }
+    }
+    None
+}
+
+fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(conn).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+}
+
+fn dbsize(conn: &mut redis::Connection) -> u64 {
+    redis::cmd("DBSIZE").query(conn).unwrap_or(0)
+}
+
+/// One op of test code on a value built by test code, timed by the server's own figure:
+/// SLOWLOG's execution time (DEL, UNLINK, SET over it, the whole read) or the LATENCY monitor's
+/// `expire-del` / `eviction-del` (ms resolution: an event under 1 ms is not logged, and the row
+/// is then left out).
+fn measure_op(
+    conn: &mut redis::Connection,
+    kind: &str,
+    elements: u64,
+    op: ModelOp,
+) -> Option<FitRow> {
+    let key = format!("m:{kind}:{elements}");
+    let _: () = redis::cmd("DEL").arg(&key).query(conn).unwrap();
+    build(conn, &key, kind, elements);
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(&key)
+        .query(conn)
+        .unwrap();
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(conn).unwrap();
+    let _: () = redis::cmd("LATENCY").arg("RESET").query(conn).unwrap();
+    let ms = match op {
+        ModelOp::Delete | ModelOp::Unlink | ModelOp::Overwrite => {
+            let name = match op {
+                ModelOp::Delete => "DEL",
+                ModelOp::Unlink => "UNLINK",
+                _ => "SET",
+            };
+            let mut cmd = redis::cmd(name);
+            cmd.arg(&key);
+            if op == ModelOp::Overwrite {
+                cmd.arg("x");
+            }
+            let _: redis::Value = cmd.query(conn).unwrap();
+            slowlog_us(conn, name).map(|us| us as f64 / 1e3)
+        }
+        ModelOp::Read => {
+            let (name, args) = kind_named(kind).unwrap().read_command();
+            let _: redis::Value = redis::cmd(name).arg(&key).arg(args).query(conn).unwrap();
+            slowlog_us(conn, name).map(|us| us as f64 / 1e3)
+        }
+        ModelOp::Expire => {
+            let _: () = redis::cmd("PEXPIRE").arg(&key).arg(1).query(conn).unwrap();
+            // DBSIZE does not touch the key: the server's active expiry removes it.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while dbsize(conn) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            latency_latest_ms(conn, "expire-del").map(|ms| ms as f64)
+        }
+        ModelOp::Evict => {
+            let used: u64 = info_field(conn, "memory", "used_memory")?.parse().ok()?;
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory-policy")
+                .arg("allkeys-random")
+                .query(conn)
+                .unwrap();
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory")
+                .arg(used * 3 / 4)
+                .query(conn)
+                .unwrap();
+            let _: redis::RedisResult<()> = redis::cmd("SET").arg("m:trigger").arg("1").query(conn);
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory")
+                .arg(0)
+                .query(conn)
+                .unwrap();
+            let _: () = redis::cmd("FLUSHALL").query(conn).unwrap();
+            latency_latest_ms(conn, "eviction-del").map(|ms| ms as f64)
+        }
+    };
+    let _: () = redis::cmd("FLUSHALL").query(conn).unwrap();
+    let kind_ref = kind_named(kind).unwrap();
+    let effort = kind_ref.free_effort(&encoding, elements, 16);
+    let thread = op
+        .removal()
+        .and_then(|r| freed_by(r, effort, &all_lazyfree(false)));
+    Some(FitRow {
+        kind: kind.into(),
+        encoding,
+        elements,
+        element_bytes: 16,
+        op,
+        freed_by: thread,
+        hol_delay_ms: ms?,
+        source: Source::Provisional,
+    })
+}
+
+fn all_lazyfree(on: bool) -> LazyfreeSettings {
+    LazyfreeSettings {
+        lazy_user_del: Some(on),
+        lazy_server_del: Some(on),
+        lazy_expire: Some(on),
+        lazy_eviction: Some(on),
+        lazy_user_flush: Some(on),
+    }
+}
+
+/// The tool's own measured string DELs in data/NAME/summary.csv (`hol_delay_ms`, what its
+/// probes saw), as fit rows.
+fn shipped_string_deletes(name: &str) -> Vec<FitRow> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(name)
+        .join("summary.csv");
+    let Ok(rows) = std::panic::catch_unwind(|| common::read_csv(&path)) else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter(|r| r.get("op").map(String::as_str) == Some("delete"))
+        .filter_map(|r| {
+            Some(FitRow {
+                kind: "string".into(),
+                encoding: "raw".into(),
+                elements: 1,
+                element_bytes: r.get("size_bytes")?.parse().ok()?,
+                op: ModelOp::Delete,
+                freed_by: Some(FreedBy::Main),
+                hol_delay_ms: r.get("hol_delay_ms")?.parse().ok()?,
+                source: Source::Tool,
+            })
+        })
+        .collect()
+}
+
+/// Measures the rows behind data/models/NAME.json on each of the four servers and writes the
+/// fitted files (`cargo test --release --test keys -- --ignored measure_models --nocapture`).
+/// Sizes: HOLPROBE_MODEL_SIZES (comma-separated element counts, default 50000,150000,400000).
+#[test]
+#[ignore = "measures data/models/ (about a minute per server); run by hand"]
+fn measure_models() {
+    let sizes: Vec<u64> = std::env::var("HOLPROBE_MODEL_SIZES")
+        .unwrap_or_else(|_| "50000,150000,400000".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("a size"))
+        .collect();
+    let only = std::env::var("HOLPROBE_MODEL_SERVERS").ok();
+    for name in ["redis-6.2", "redis-7.0", "redis-8.2", "valkey-9.1"] {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|x| x == name))
+        {
+            continue;
+        }
+        let Some(bin) = common::server(name) else {
+            continue;
+        };
+        let server = TestServer::start_bin(Some(&bin), &[]);
+        let mut conn = server.conn();
+        for (setting, value) in [
+            ("slowlog-log-slower-than", "0"),
+            ("slowlog-max-len", "128"),
+            ("latency-monitor-threshold", "1"),
+            ("lazyfree-lazy-user-del", "no"),
+            ("lazyfree-lazy-server-del", "no"),
+            ("lazyfree-lazy-expire", "no"),
+            ("lazyfree-lazy-eviction", "no"),
+        ] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(setting)
+                .arg(value)
+                .query(&mut conn)
+                .unwrap();
+        }
+        let flavor = if info_field(&mut conn, "server", "valkey_version").is_some() {
+            "valkey"
+        } else {
+            "redis"
+        };
+        let version = info_field(&mut conn, "server", "valkey_version")
+            .or_else(|| info_field(&mut conn, "server", "redis_version"))
+            .unwrap();
+        let mut rows = shipped_string_deletes(name);
+        let strings = rows.len();
+        let started = Instant::now();
+        for kind in ["hash", "set", "zset", "list", "stream"] {
+            for &n in &sizes {
+                for op in [
+                    ModelOp::Delete,
+                    ModelOp::Unlink,
+                    ModelOp::Expire,
+                    ModelOp::Evict,
+                    ModelOp::Overwrite,
+                    ModelOp::Read,
+                ] {
+                    if let Some(row) = measure_op(&mut conn, kind, n, op) {
+                        println!(
+                            "{name} {kind} {} {n} {} {:?} {:.3} ms",
+                            row.encoding,
+                            op.name(),
+                            row.freed_by,
+                            row.hol_delay_ms
+                        );
+                        rows.push(row);
+                    } else {
+                        println!(
+                            "{name} {kind} {n} {}: no figure (under the monitor's 1 ms)",
+                            op.name()
+                        );
+                    }
+                }
+            }
+        }
+        let model = CostModel {
+            format: MODEL_FORMAT,
+            server: ModelServer {
+                flavor: flavor.into(),
+                version: version.clone(),
+            },
+            lazyfree_measured: all_lazyfree(false),
+            measured_how: vec![
+                format!(
+                    "string delete (source tool): the tool's own hol_delay_ms of the {strings} DELs with a figure in data/{name}/summary.csv (probe --writer-sizes 1M..512M --repeat 5, see data/README.md)"
+                ),
+                format!(
+                    "collections (source provisional): values of {sizes:?} elements of 16 bytes built by tests/keys.rs (Lua, 10k elements per EVAL) on {flavor} {version} ({}), every lazyfree-lazy-* set to no; delete, unlink, overwrite (SET over it) and read (the kind's whole read) timed by SLOWLOG's execution time (slowlog-log-slower-than 0; a read's socket write is not in it), expire and evict by the LATENCY monitor's expire-del and eviction-del (latency-monitor-threshold 1: ms resolution, events under 1 ms left out); NOT the tool's probes yet (issue 20's value types will measure them)",
+                    bin.display()
+                ),
+                format!(
+                    "command: cargo test --release --test keys -- --ignored measure_models --nocapture (HOLPROBE_MODEL_SERVERS={name}); {:.0} s on a shared 2-core host",
+                    started.elapsed().as_secs_f64()
+                ),
+            ],
+            entries: fit(&rows),
+            rows,
+        };
+        let text = serde_json::to_string_pretty(&model).unwrap() + "\n";
+        let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/models")
+            .join(format!("{name}.json"));
+        std::fs::write(&out, text).unwrap();
+        println!("wrote {} ({} entries)", out.display(), model.entries.len());
+    }
+}
+
+/// Runs `probe keys` and returns (status, stdout, stderr).
+fn probe_keys(args: &[&str]) -> (i32, String, String) {
+    let output = common::probe_cmd()
+        .arg("keys")
+        .args(args)
+        .output()
+        .expect("run probe keys");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The big keys of every type the tests scan, built on `conn`.
+fn build_big_keys(conn: &mut redis::Connection) {
+    build(conn, "big:hash", "hash", 200_000);
+    build(conn, "big:set", "set", 100_000);
+    build(conn, "big:zset", "zset", 100_000);
+    build(conn, "big:list", "list", 200_000);
+    build(conn, "big:stream", "stream", 30_000);
+    let value = vec![b'v'; 32 << 20];
+    let _: () = redis::cmd("SET")
+        .arg("big:string")
+        .arg(value)
+        .query(conn)
+        .unwrap();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("small:{i}"))
+            .arg(i)
+            .query(conn)
+            .unwrap();
+    }
+    let _: () = redis::cmd("PEXPIRE")
+        .arg("big:hash")
+        .arg(3_600_000)
+        .query(conn)
+        .unwrap();
+}
+
+fn slowlog_all(conn: &mut redis::Connection) -> Vec<Vec<Vec<u8>>> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1_000_000)
+        .query(conn)
+        .unwrap();
+    entries
+        .into_iter()
+        .filter_map(|e| match e {
+            redis::Value::Array(fields) => match fields.get(3) {
+                Some(redis::Value::Array(args)) => Some(
+                    args.iter()
+                        .filter_map(|a| match a {
+                            redis::Value::BulkString(b) => Some(b.clone()),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_scan_finds_big_keys_and_predicts_their_dels_in_order() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    build_big_keys(&mut conn);
+    for (setting, value) in [
+        ("slowlog-log-slower-than", "0"),
+        ("slowlog-max-len", "100000"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(setting)
+            .arg(value)
+            .query(&mut conn)
+            .unwrap();
+    }
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut conn).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut conn)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("scan");
+    let (code, stdout, stderr) = probe_keys(&[
+        "--url",
+        &server.url(),
+        "--top",
+        "6",
+        "--count",
+        "50",
+        "--size-floor",
+        "0",
+        "--format",
+        "json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
+    assert_eq!(doc["mode"], "keys");
+    assert_eq!(doc["keys_scanned"], 206, "{stdout}");
+    let top: Vec<&serde_json::Value> = doc["top"].as_array().unwrap().iter().collect();
+    let names: Vec<&str> = top.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    for key in [
+        "big:hash",
+        "big:set",
+        "big:zset",
+        "big:list",
+        "big:stream",
+        "big:string",
+    ] {
+        assert!(names.contains(&key), "{key} not among the worst: {names:?}");
+    }
+    // The key with a TTL is flagged, with when.
+    let expiring = doc["expiring"].as_array().unwrap();
+    assert_eq!(expiring.len(), 1, "{stdout}");
+    assert_eq!(expiring[0]["key"], "big:hash");
+    let ttl = expiring[0]["ttl_ms"].as_u64().unwrap();
+    assert!(ttl > 3_500_000 && ttl <= 3_600_000, "{ttl}");
+    assert!(expiring[0]["expires_at"].as_str().unwrap().ends_with('Z'));
+    // SCAN, never KEYS; MEMORY USAGE with samples, never SAMPLES 0.
+    let logged = slowlog_all(&mut conn);
+    let memory: Vec<&Vec<Vec<u8>>> = logged
+        .iter()
+        .filter(|a| a.first().is_some_and(|c| c.eq_ignore_ascii_case(b"MEMORY")))
+        .collect();
+    assert!(!memory.is_empty(), "MEMORY USAGE was not sent");
+    for args in &memory {
+        assert_eq!(
+            args.get(3).map(|a| a.to_ascii_uppercase()),
+            Some(b"SAMPLES".to_vec())
+        );
+        assert_eq!(args.get(4).map(Vec::as_slice), Some(&b"5"[..]), "{args:?}");
+    }
+    assert!(
+        !logged
+            .iter()
+            .any(|a| a.first().is_some_and(|c| c.eq_ignore_ascii_case(b"KEYS")))
+    );
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    assert!(!stats.contains("cmdstat_keys:"), "{stats}");
+    assert!(stats.contains("cmdstat_scan:"), "{stats}");
+    // keys.csv: every key (floor 0), parseable.
+    let rows = common::read_csv(&out.join("keys.csv"));
+    assert_eq!(rows.len(), 206);
+    assert_eq!(
+        common::read_json(&out.join("run.json"))["status"],
+        "complete"
+    );
+    // Measured DELs (SLOWLOG), in the predicted order wherever they differ by 3x or more.
+    let mut pairs = Vec::new();
+    for r in &top {
+        let key = r["key"].as_str().unwrap();
+        let predicted = r["delete_ms"].as_f64().unwrap();
+        let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut conn).unwrap();
+        let _: () = redis::cmd("DEL").arg(key).query(&mut conn).unwrap();
+        let measured = slowlog_us(&mut conn, "DEL").unwrap() as f64 / 1e3;
+        eprintln!("{key}: predicted {predicted:.3} ms, measured {measured:.3} ms");
+        pairs.push((key, predicted, measured));
+    }
+    for a in &pairs {
+        for b in &pairs {
+            if a.2 > 3.0 * b.2 && a.2 > 1.0 {
+                assert!(
+                    a.1 > b.1,
+                    "{} measured {} > {} measured {}, predicted the other way: {pairs:?}",
+                    a.0,
+                    a.2,
+                    b.0,
+                    b.2
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_user_without_memory_gets_one_line_and_the_counts() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    build(&mut conn, "big:set", "set", 20_000);
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "nomem", "on", ">pw", "~*", "+@all", "-memory"][..])
+        .query(&mut conn)
+        .unwrap();
+    let url = format!("redis://nomem:pw@127.0.0.1:{}", server.port());
+    let (code, stdout, stderr) = probe_keys(&["--url", &url, "--format", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("refuses MEMORY USAGE"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["keys_scanned"], 1);
+    assert_eq!(doc["top"][0]["elements"], 20_000);
+    assert!(doc["top"][0]["memory_bytes"].is_null());
+    assert!(doc["top"][0]["delete_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn ctrl_c_keeps_what_was_scanned_in_valid_files() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(100_000)
+        .query(&mut conn)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cut");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args([
+            "keys",
+            "--url",
+            &server.url(),
+            "--count",
+            "10",
+            "--size-floor",
+            "0",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2_500));
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let run = common::read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "interrupted");
+    let rows = common::read_csv(&out.join("keys.csv"));
+    let scanned = run["keys_scanned"].as_u64().unwrap();
+    assert!(scanned > 0 && scanned < 100_000, "{scanned}");
+    assert_eq!(rows.len() as u64, scanned);
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    let server = TestServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, "{{{").unwrap();
+    let other = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/models/redis-6.2.json");
+    let url = server.url();
+    for (args, flag) in [
+        (vec!["--match", "user:[ab"], "--match"),
+        (vec!["--type", "hashmap"], "--type"),
+        (vec!["--count", "0"], "--count"),
+        (vec!["--model", garbage.to_str().unwrap()], "--model"),
+        (vec!["--model", other.to_str().unwrap()], "--model"),
+    ] {
+        let mut argv = vec!["--url", url.as_str()];
+        argv.extend(args.iter().copied());
+        let (code, _, stderr) = probe_keys(&argv);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
+        assert_eq!(errors.len(), 1, "{args:?}: {stderr}");
+        assert!(errors[0].contains(flag), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
