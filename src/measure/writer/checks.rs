@@ -1,0 +1,234 @@
+//! What the writer checks before anything is sent: the server's limits (`proto-max-bulk-len`,
+//! `client-query-buffer-limit`), the commands the plan needs, and the memory the plan takes on
+//! the server and on this host.
+
+use anyhow::Result;
+
+use super::WriterPlan;
+use crate::analyze::pressure::{ServerRoom, check_host, check_maxmemory};
+use crate::measure::hostmem::HostMemorySampler;
+use crate::measure::resp::{RawConn, Reply};
+use crate::measure::target::{ConnInfo, info_field};
+use crate::record::WriteOp;
+use crate::units::format_size;
+
+/// Refuses, before anything is sent, what the server would refuse after it was sent: a string
+/// larger than its `proto-max-bulk-len` (it would answer the SET with an error after the whole
+/// value went out), a collection's element past that limit, or a build command larger than its
+/// `client-query-buffer-limit` (it would close the connection); each error says how to change
+/// the flag or raise the limit.
+pub fn check_bulk_len(
+    plan: &WriterPlan,
+    server: &crate::measure::target::ServerFacts,
+) -> Result<(), crate::error::UsageError> {
+    use crate::error::UsageError;
+    let raise = |setting: &str, to: &str| {
+        if server.embedded {
+            format!("--server-arg \"{setting} {to}\"")
+        } else {
+            format!("CONFIG SET {setting} on that server")
+        }
+    };
+    if let Some(limit) = server.proto_max_bulk_len_bytes {
+        if plan.is_string() {
+            if let Some(&too_big) = plan.sizes.iter().find(|&&s| s > limit) {
+                return Err(UsageError::invalid(
+                    "--writer-sizes",
+                    format_size(too_big),
+                    format!(
+                        "larger than the server's proto-max-bulk-len ({}): raise it with {}",
+                        format_size(limit),
+                        raise("proto-max-bulk-len", "1gb")
+                    ),
+                ));
+            }
+        } else if plan.element_bytes > limit {
+            return Err(UsageError::invalid(
+                "--element-size",
+                plan.element_bytes,
+                format!(
+                    "larger than the server's proto-max-bulk-len ({}): choose smaller elements, or raise it with {}",
+                    format_size(limit),
+                    raise("proto-max-bulk-len", "1gb")
+                ),
+            ));
+        }
+    }
+    if let (Some(limit), false) = (server.client_query_buffer_limit_bytes, plan.is_string()) {
+        for shape in plan.shapes() {
+            let count = plan.batch_elements.min(shape.elements);
+            let bytes = shape.batch_request_bytes(count, 64);
+            if bytes > limit {
+                return Err(UsageError::invalid(
+                    "--batch",
+                    count,
+                    format!(
+                        "one build command of {count} {} elements of {} bytes is about {}, more than the server's client-query-buffer-limit ({}): choose a smaller --batch, or raise the limit with {}",
+                        shape.kind,
+                        shape.element_bytes,
+                        format_size(bytes),
+                        format_size(limit),
+                        raise("client-query-buffer-limit", "2gb")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is sent, a plan whose commands the server does not have (`COMMAND
+/// INFO` answers nil for an unknown or renamed command): the kind's build and read commands
+/// (`--type`), and each op's (`--ops`). A server that refuses `COMMAND` itself only loses this
+/// check.
+pub fn check_commands(plan: &WriterPlan, conn: &ConnInfo) -> Result<()> {
+    use crate::error::UsageError;
+    let kind = plan
+        .shapes()
+        .first()
+        .map(|s| s.value_kind())
+        .unwrap_or(&crate::workload::kinds::string::STRING);
+    let mut wanted: Vec<(&'static str, &'static str, String)> = Vec::new();
+    let mut want = |flag: &'static str, command: &'static str, what: String| {
+        if !wanted.iter().any(|(_, c, _)| *c == command) {
+            wanted.push((flag, command, what));
+        }
+    };
+    want(
+        "--type",
+        kind.build_command(),
+        format!("to make a {}", kind.name()),
+    );
+    let ops = plan.chosen_ops().unwrap_or_default();
+    for op in ops {
+        let command = match op {
+            WriteOp::Read => kind.read_command().0,
+            WriteOp::Delete => "DEL",
+            WriteOp::Unlink => "UNLINK",
+            WriteOp::Expire => "PEXPIRE",
+            WriteOp::Overwrite if !plan.is_string() => "RENAME",
+            _ => continue,
+        };
+        want("--ops", command, format!("for its {} op", op.name()));
+    }
+    let Ok(mut raw) = RawConn::connect(conn) else {
+        return Ok(());
+    };
+    let mut args: Vec<&[u8]> = vec![b"COMMAND", b"INFO"];
+    args.extend(wanted.iter().map(|(_, c, _)| c.as_bytes()));
+    let Ok(Reply::Array(Some(infos))) = raw.command(&args) else {
+        return Ok(());
+    };
+    for ((flag, command, what), info) in wanted.iter().zip(infos) {
+        if matches!(info, Reply::Array(None) | Reply::Bulk(None)) {
+            return Err(UsageError::invalid(
+                flag,
+                if *flag == "--type" {
+                    plan.value_type.clone()
+                } else {
+                    plan.chosen_ops()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|op| op.name())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+                format!(
+                    "the server has no {command} command (COMMAND INFO {command} is empty: too old, or renamed), which the plan needs {what}"
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Checks, before anything is sent, that the whole plan fits: under the server's maxmemory
+/// (INFO memory) and, on this host, in the memory available without swapping (the tool's own
+/// value buffer, plus the server's copies when the server runs here). The error says how much
+/// memory the plan needs. `--force-memory` skips it.
+pub fn check_plan_memory(plan: &WriterPlan, target: &crate::measure::target::Target) -> Result<()> {
+    use crate::analyze::pressure::HostRoom;
+    use crate::error::UsageError;
+
+    let server_peak = plan_server_peak(plan);
+    let buffer = plan.value_buffer_bytes();
+    let (flag, sizes): (&'static str, Vec<String>) = if plan.elements.is_empty() {
+        (
+            "--writer-sizes",
+            plan.sizes.iter().map(|&s| format_size(s)).collect(),
+        )
+    } else {
+        (
+            "--elements",
+            plan.elements.iter().map(|n| n.to_string()).collect(),
+        )
+    };
+    let refuse = |reason: String| -> anyhow::Error {
+        UsageError::invalid(
+            flag,
+            sizes.join(","),
+            format!("{reason}; choose smaller sizes, or pass --force-memory to run anyway"),
+        )
+        .into()
+    };
+    // A server that refuses INFO (renamed on some managed services) only loses this check.
+    let info: String = target
+        .conn
+        .redis_connection()
+        .ok()
+        .and_then(|mut control| redis::cmd("INFO").arg("memory").query(&mut control).ok())
+        .unwrap_or_default();
+    let number = |name: &str| info_field(&info, name).and_then(|v| v.parse::<u64>().ok());
+    if let Some(used_bytes) = number("used_memory") {
+        let room = ServerRoom {
+            used_bytes,
+            maxmemory_bytes: number("maxmemory").unwrap_or(0),
+            policy: info_field(&info, "maxmemory_policy").map(str::to_string),
+        };
+        let what = if plan.keep {
+            "the plan (--keep holds every value until the end)".to_string()
+        } else {
+            format!("the largest value ({})", format_size(plan.max_size()))
+        };
+        check_maxmemory(server_peak, &room, &what).map_err(refuse)?;
+    }
+    let host = HostMemorySampler::new().sample();
+    let (need, what) = if target.server.local {
+        (
+            buffer.saturating_add(server_peak),
+            format!(
+                "the run (the tool's {} value buffer and the server's copy{} on this host)",
+                format_size(buffer),
+                if plan.keep { "ies of every value" } else { "" }
+            ),
+        )
+    } else {
+        (
+            buffer,
+            format!("the tool's {} value buffer", format_size(buffer)),
+        )
+    };
+    check_host(
+        need,
+        HostRoom {
+            total_bytes: host.total_bytes,
+            available_bytes: host.available_bytes,
+        },
+        &what,
+    )
+    .map_err(refuse)
+}
+
+/// The most the server holds at once for the plan: its values as the server stores them (a
+/// collection's elements cost more than their payload), twice the largest while an overwrite
+/// holds the old and the new one or a read's reply holds a copy in the output buffer.
+pub fn plan_server_peak(plan: &WriterPlan) -> u64 {
+    let held: Vec<u64> = plan
+        .shapes()
+        .iter()
+        .map(|shape| shape.server_bytes_estimate())
+        .collect();
+    let doubled = plan.has_op(WriteOp::Overwrite) || plan.has_op(WriteOp::Read);
+    crate::analyze::pressure::plan_server_peak_bytes(&held, plan.repeat, doubled, plan.keep)
+}

@@ -1,0 +1,314 @@
+use super::*;
+use crate::record::NodeRole;
+
+fn summary(seq: u32, hol: f64) -> WriteSummary {
+    WriteSummary {
+        seq,
+        op: WriteOp::Set,
+        size_bytes: 1 << 20,
+        set_ms: 1.0,
+        hol_delay_ms: Some(hol),
+        stall_ms: 0.0,
+        probes_delayed: 0,
+        stall_during_send_ms: 0.0,
+        stall_after_send_ms: 0.0,
+        host_mem_pct: 0.0,
+        host_swap_pct: 0.0,
+        probes_in_window: 1,
+        worst_latency_ms: Some(hol),
+        ok: true,
+        server_exec_us: None,
+        server_latency_event_ms: None,
+        server_eventloop_max_us: None,
+        server_request_bytes: None,
+        memory_pressure: false,
+        host_mem_peak_pct: 0.0,
+        host_swap_grew_bytes: 0,
+        hol_probe_send_lag_ms: None,
+        ..Default::default()
+    }
+}
+
+fn node(name: &str, role: NodeRole, shard: u16) -> NodeCols {
+    NodeCols {
+        node: name.into(),
+        role,
+        shard: Some(shard),
+    }
+}
+
+/// Each write's lines come together and in write order, however the nodes' figures
+/// arrive; the other shards fold into their worst.
+#[test]
+fn write_groups_wait_for_every_node_and_keep_write_order() {
+    let replica = node("r:1", NodeRole::Replica, 0);
+    let (other_a, other_b) = (
+        node("m:2", NodeRole::Master, 1),
+        node("m:3", NodeRole::Master, 2),
+    );
+    let mut groups = WriteGroups::new(3).verbose(true);
+    groups.first(1, "write 1".into());
+    groups.node(&replica, true, &summary(1, 2.0));
+    groups.node(&other_a, false, &summary(2, 9.0));
+    assert!(groups.ready().is_empty(), "write 1 still misses two nodes");
+    groups.first(2, "write 2".into());
+    groups.node(&other_a, false, &summary(1, 0.5));
+    groups.node(&replica, true, &summary(2, 1.0));
+    groups.node(&other_b, false, &summary(2, 3.0));
+    assert!(
+        groups.ready().is_empty(),
+        "write 2 is complete, write 1 is not"
+    );
+    groups.node(&other_b, false, &summary(1, 0.7));
+    let lines = groups.ready();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    assert_eq!(lines[0], "write 1");
+    assert!(
+        lines[1].contains("r:1 replica shard 0 (same shard)"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].starts_with("  other shards (2 nodes) ")
+            && lines[2].ends_with("0.7ms  worst: m:3"),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(lines[3], "write 2");
+    assert!(lines[5].ends_with("9.0ms  worst: m:2"), "{}", lines[5]);
+    assert!(groups.rest().is_empty());
+}
+
+#[test]
+fn run_keys_are_the_session_s() {
+    assert_eq!(RUN_KEYS, format!("{}:", crate::session::KEY_NAMESPACE));
+}
+
+/// With one server a write's line is given at once.
+#[test]
+fn write_groups_of_one_node_pass_straight_through() {
+    let mut groups = WriteGroups::new(0);
+    groups.first(1, "write 1".into());
+    assert_eq!(groups.ready(), ["write 1"]);
+    groups.first(2, "write 2".into());
+    assert_eq!(groups.ready(), ["write 2"]);
+}
+
+/// The default write line: the columns of the header, under 100 columns for every op and
+/// size; the figure to quote first.
+#[test]
+fn write_rows_line_up_with_their_header() {
+    let header = write_header();
+    let mut write = summary(3, 98.7);
+    write.size_bytes = 512 << 20;
+    write.set_ms = 1133.5;
+    write.stall_ms = 1096.1;
+    write.probes_delayed = 12345;
+    let record = WriteRecord {
+        set_ms: write.set_ms,
+        ..WriteRecord::timed(
+            3,
+            WriteOp::Set,
+            "k".into(),
+            write.size_bytes,
+            (1_500_000, 0, 0),
+        )
+    };
+    // 2026-12-01T10:00:00Z + 1.5 s.
+    let row = write_row(&record, &write, 1_796_119_200_000_000);
+    assert_eq!(row.len(), header.len(), "\n{header}\n{row}");
+    assert!(row.len() <= 100);
+    assert!(row.starts_with("10:00:01.500  set        512M"), "{row}");
+    let blocked = header.find("others blocked").unwrap() + "others blocked".len();
+    assert_eq!(&row[blocked - 6..blocked], "98.7ms", "{row}");
+    let node = node_write_row(&node("127.0.0.1:40002", NodeRole::Replica, 0), &write);
+    assert_eq!(node.len(), header.len(), "\n{header}\n{node}");
+    assert_eq!(&node[blocked - 6..blocked], "98.7ms", "{node}");
+    // A failed write says why on a line of its own.
+    let failed = WriteRecord {
+        ok: false,
+        error: Some("OOM command not allowed".into()),
+        ..record
+    };
+    let text = write_row(&failed, &write, 0);
+    assert!(text.lines().nth(1).unwrap().trim() == "FAILED: OOM command not allowed");
+}
+
+fn stall(ms: f64, write_seq: Option<u32>) -> Stall {
+    Stall {
+        start_us: 0,
+        end_us: 0,
+        duration_ms: ms,
+        probes_delayed: 3,
+        write_seq,
+        wall_start: Some("2026-12-01T10:00:01.500000Z".into()),
+        server_command: None,
+        server_client: None,
+        server_event: None,
+        server_key: None,
+    }
+}
+
+/// A stall is named by its write when the run's own command caused it, by the culprit
+/// otherwise.
+#[test]
+fn short_stall_lines_name_the_write_or_the_culprit() {
+    let writes = [summary(2, 1.0)];
+    let own = Stall {
+        server_command: Some("SET holprobe:feedf00d:2 ...".into()),
+        server_client: Some("127.0.0.1:5000".into()),
+        ..stall(96.1, Some(2))
+    };
+    assert_eq!(
+        stall_line_short(&own, &writes),
+        "10:00:01.500     96.1ms  write 2 (set 1M)"
+    );
+    let other = Stall {
+        server_command: Some("DEBUG SLEEP 0.05".into()),
+        server_client: Some("10.0.0.5:51234 app-worker".into()),
+        ..stall(50.2, None)
+    };
+    assert_eq!(
+        stall_line_short(&other, &writes),
+        "10:00:01.500     50.2ms  DEBUG SLEEP 0.05 (10.0.0.5:51234 app-worker)"
+    );
+    let long = Stall {
+        server_command: Some("EVAL ".to_string() + &"x".repeat(200)),
+        ..stall(1.0, None)
+    };
+    assert!(stall_line_short(&long, &writes).chars().count() <= 100);
+}
+
+/// A stall no client sent a command for reads as what the server was doing, and the key.
+#[test]
+fn short_stall_lines_name_an_expiry_by_its_event_and_key() {
+    let expiry = Stall {
+        server_event: Some("latency expire-cycle 451ms, expire-del 451ms".into()),
+        server_key: Some("expired big:hash".into()),
+        probes_delayed: 950,
+        ..stall(474.7, None)
+    };
+    assert_eq!(
+        stall_line_short(&expiry, &[]),
+        "10:00:01.500    474.7ms  active expiry 451ms (expire-cycle, expire-del), expired big:hash"
+    );
+    // The key alone, where the monitor was off.
+    let key_only = Stall {
+        server_key: Some("evicted k".into()),
+        ..stall(12.0, None)
+    };
+    assert_eq!(
+        stall_line_short(&key_only, &[]),
+        "10:00:01.500     12.0ms  evicted k"
+    );
+    // A command the server logged is the cause; its LATENCY event says no more.
+    let command = Stall {
+        server_command: Some("DEBUG SLEEP 0.05".into()),
+        server_event: Some("latency command 50ms".into()),
+        ..stall(50.2, None)
+    };
+    assert_eq!(
+        stall_line_short(&command, &[]),
+        "10:00:01.500     50.2ms  DEBUG SLEEP 0.05"
+    );
+    // Nothing said: the count, as before.
+    let unnamed = Stall {
+        server_event: Some("latency command 2ms".into()),
+        ..stall(3.0, None)
+    };
+    assert_eq!(
+        stall_line_short(&unnamed, &[]),
+        "10:00:01.500      3.0ms  3 probes delayed"
+    );
+}
+
+/// The footer: the longest `show_stalls`, the send lag and the hiccups only when they
+/// matter.
+#[test]
+fn the_footer_keeps_to_what_matters() {
+    let mut analysis = Analysis {
+        stalls: (1..=20).map(|i| stall(f64::from(i), None)).collect(),
+        client_hiccups: vec![stall(2.0, None)],
+        ..Analysis::default()
+    };
+    let footer = FooterOptions {
+        threshold_us: 1000,
+        show_stalls: 5,
+        verbose: false,
+    };
+    let lines = closing_lines(&analysis, footer, 20, 210.0, 1);
+    assert!(lines[0].starts_with("baseline: p50 "), "{lines:?}");
+    assert_eq!(
+        lines[1],
+        "stalls over 1ms: 20, 210.0ms in all, longest 20.0ms"
+    );
+    assert!(lines[2].contains("the 5 longest"), "{lines:?}");
+    assert!(lines[3].contains("20.0ms"), "{lines:?}");
+    assert_eq!(lines.len(), 8, "no send lag, no hiccups: {lines:?}");
+    // A hiccup as long as half the longest stall matters; so does a high send lag.
+    analysis.client_hiccups = vec![stall(10.0, None)];
+    analysis.baseline.send_lag_p99_us = 1500;
+    let lines = closing_lines(&analysis, footer, 20, 210.0, 1);
+    assert!(lines[1].starts_with("probe send lag"), "{lines:?}");
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .starts_with("client hiccups: 1, longest 10.0ms")
+    );
+    // So does one inside a write.
+    analysis.client_hiccups = vec![stall(1.5, Some(1))];
+    assert!(hiccups_matter(&analysis, false));
+    analysis.client_hiccups = vec![stall(1.5, None)];
+    assert!(!hiccups_matter(&analysis, false));
+    assert!(hiccups_matter(&analysis, true));
+}
+
+#[test]
+fn a_collections_main_thread_free_is_said_avoidable_and_a_strings_is_not() {
+    use crate::workload::lazyfree::FreedBy;
+    let hash = |op: WriteOp, hol: f64, freed: FreedBy| WriteSummary {
+        op,
+        hol_delay_ms: Some(hol),
+        value_type: Some("hash".into()),
+        elements: Some(1_000_000),
+        element_bytes: Some(16),
+        encoding: Some("hashtable".into()),
+        freed_by: Some(freed),
+        ..summary(1, hol)
+    };
+    let lines = avoidable_lines(&[
+        hash(WriteOp::Delete, 410.0, FreedBy::Main),
+        hash(WriteOp::Delete, 300.0, FreedBy::Main),
+        hash(WriteOp::Unlink, 400.0, FreedBy::Background),
+        hash(WriteOp::Expire, 5.0, FreedBy::Main),
+    ]);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("1M hash delete froze others 410.0ms"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("UNLINK (or lazyfree-lazy-user-del yes)"),
+        "{lines:?}"
+    );
+    let expire = avoidable_lines(&[hash(WriteOp::Expire, 50.0, FreedBy::Main)]);
+    assert!(expire[1].contains("lazyfree-lazy-expire yes"), "{expire:?}");
+    // A string's delete: never UNLINK as the way out.
+    let string = WriteSummary {
+        op: WriteOp::Delete,
+        size_bytes: 512 << 20,
+        ..summary(2, 40.0)
+    };
+    let lines = avoidable_lines(&[string]);
+    assert_eq!(lines.len(), 2);
+    assert!(
+        lines
+            .join(" ")
+            .contains("UNLINK or lazyfree would not help"),
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:?}");
+    assert_eq!(format_count(200_000), "200k");
+    assert_eq!(format_count(1_500_000), "1.5M");
+}
