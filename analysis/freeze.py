@@ -6,11 +6,15 @@ read), one line per server version and value type (the median over the repeats a
 count, the repeats as faint points), log-log axes. A string counts as one element and is drawn
 against its size in MiB on the same axis, marked as such. Rows whose value was freed in the
 background (freed_by = background) are drawn hollow: what they show is the unlink of the key,
-not the free. Prints each series' medians on stdout."""
+not the free. An op no probe overlapped (a few µs: no hol_delay_ms) counts as one probe interval
+(run.json's options: 1 / (probe_rate x probe_threads)), the most it can have been, rather than
+being left out (leaving it out would let one slow neighbour stand for the median). Prints each
+series' medians on stdout."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -38,6 +42,11 @@ def read_rows(directory: Path, ops: list[str]):
     """(server label, type, op) -> {x: [hol_delay_ms]} and the set of (series, x) freed in the
     background."""
     meta = hd.read_run_json(directory)
+    options = meta.get("options") or {}
+    try:
+        interval_ms = 1e3 / (float(options["probe_rate"]) * float(options["probe_threads"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        interval_ms = math.nan
     table = hd.node_table(directory, hd.SUMMARY_CSV, REQUIRED, ["freed_by"], meta=meta)
     server = hd.server_label(meta, directory.name)
     series: dict[tuple[str, str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -50,14 +59,18 @@ def read_rows(directory: Path, ops: list[str]):
     hol = table.num("hol_delay_ms")
     freed = table.text("freed_by") if table.has("freed_by") else np.array([""] * len(table), dtype=object)
     for i in range(len(table)):
-        if not ok[i] or op[i] not in ops or np.isnan(hol[i]):
+        if not ok[i] or op[i] not in ops:
+            continue
+        # No probe inside the op's window: under one probe interval.
+        value = interval_ms if np.isnan(hol[i]) else hol[i]
+        if np.isnan(value):
             continue
         # A string's one element says nothing of its size: its MiB stand in for the count.
         x = size[i] / (1 << 20) if kind[i] == "string" else elements[i]
         if not x > 0:
             continue
         key = (server, kind[i] or "string", op[i])
-        series[key][x].append(hol[i])
+        series[key][x].append(value)
         if freed[i] == "background":
             background.add((key, x))
     return series, background

@@ -9,6 +9,8 @@
 #                 probe compare's verdicts: a built probe binary is needed, see compare.py);
 #   command runs  runs with custom commands (examples/custom_command.rs --out): a timeline
 #                 zoomed on the largest command, and sizes of the commands over all of them;
+#   collections   value-type runs in data/collections/ (data/record_collections.sh): freeze.py
+#                 over all of them (what each op on a hash, set, zset, list cost, per server);
 #   load runs     directories holding load_timeline.csv: a load picture each;
 #   node runs     runs over several nodes (run.json lists `nodes`): nodes.py on the largest set,
 #                 delete and command each has. None is in data/ yet: until one is, this renders
@@ -21,9 +23,13 @@ mkdir -p "$img"
 
 sweeps=()
 commands=()
+collections=()
 while IFS= read -r summary; do
   run=$(dirname "$summary")
-  if grep -q '^[0-9]*,command,' "$run/writes.csv"; then
+  # Value-type runs (data/collections/) ship without their probe-level files: freeze.py's.
+  if [[ "$run" == data/collections/* ]]; then
+    collections+=("$run")
+  elif grep -q '^[0-9]*,command,' "$run/writes.csv"; then
     commands+=("$run")
   else
     sweeps+=("$run")
@@ -60,6 +66,10 @@ for run in ${commands[@]+"${commands[@]}"}; do
 done
 if [ ${#commands[@]} -gt 0 ]; then
   $py analysis/sizes.py "${commands[@]}" --op command -o "$img/sizes-command.png"
+fi
+
+if [ ${#collections[@]} -gt 0 ]; then
+  $py analysis/freeze.py "${collections[@]}" -o "$img/freeze-collections.png"
 fi
 
 while IFS= read -r timeline; do

@@ -29,9 +29,19 @@ LOAD_FIXTURE = FIXTURES / "load-synthetic"
 CLUSTER_FIXTURE = FIXTURES / "cluster-cut"
 
 
+COLLECTIONS = ROOT / "data" / "collections"
+
+
 def data_runs() -> list[Path]:
-    """Every run directory in data/ (a directory holding summary.csv)."""
-    return sorted(p.parent for p in (ROOT / "data").rglob("summary.csv"))
+    """Every run directory in data/ (a directory holding summary.csv) with its probe-level files:
+    the value-type runs of data/collections/ ship without them (see collection_runs)."""
+    return sorted(p.parent for p in (ROOT / "data").rglob("summary.csv") if COLLECTIONS not in p.parents)
+
+
+def collection_runs() -> list[Path]:
+    """The value-type runs (data/record_collections.sh): summary.csv, writes.csv, timeline.csv and
+    run.json only."""
+    return sorted(p.parent for p in COLLECTIONS.rglob("summary.csv"))
 
 
 def sweep_runs() -> list[Path]:
@@ -542,6 +552,50 @@ class RenderAll(PictureChecks):
                 self.assert_picture(Path(tmp) / name)
                 self.assertTrue((ANALYSIS / "img" / name).is_file(), f"analysis/img/{name} is not committed")
 
+
+
+class Freeze(PictureChecks):
+    """freeze.py over the shipped value-type runs: a picture, and medians that are the data's."""
+
+    def test_every_shipped_collection_run_is_drawn_with_its_medians(self):
+        runs = collection_runs()
+        self.assertGreaterEqual(len(runs), 4, runs)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "freeze.png"
+            result = script("freeze.py", *runs, "-o", out)
+            self.assert_picture(out)
+        # Each printed median is the median of that server's rows of that type and op.
+        printed = {}
+        for line in result.stdout.splitlines():
+            head, _, points = line.partition(": ")
+            op, rest = head.split(" ", 1)
+            server, kind = rest.rsplit(" ", 1)
+            for point in points.split(", "):
+                x, ms = point.split(" -> ")
+                printed[(op, server, kind, float(x))] = float(ms.removesuffix(" ms"))
+        self.assertTrue(printed)
+        rows = {}
+        for run in runs:
+            meta = json.loads((run / "run.json").read_text())
+            server = f"{meta['server']['flavor']} {meta['server']['version']}"
+            with open(run / "summary.csv", newline="") as handle:
+                for row in csv.DictReader(handle):
+                    if row["ok"] != "true" or row["op"] == "build":
+                        continue
+                    # No probe overlapped: under one probe interval.
+                    interval_ms = 1e3 / (meta["options"]["probe_rate"] * meta["options"]["probe_threads"])
+                    value = float(row["hol_delay_ms"]) if row["hol_delay_ms"] else interval_ms
+                    key = (row["op"], server, row["value_type"], float(row["elements"]))
+                    rows.setdefault(key, []).append(value)
+        for key, values in rows.items():
+            self.assertIn(key, printed)
+            self.assertAlmostEqual(printed[key], float(np.median(values)), delta=0.0051, msg=key)
+
+    def test_bad_input_is_one_line(self):
+        result = script("freeze.py", *collection_runs()[:1], "--ops", "drop", "-o", "/tmp/x.png", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        self.assertIn("--ops", result.stderr)
 
 if __name__ == "__main__":
     unittest.main()
