@@ -933,3 +933,87 @@ fn custom_commands_are_looked_up_by_their_own_name_and_skip_the_set_checks() {
     }
     assert!(server.keys("holprobe:*").is_empty());
 }
+
+/// `--shard 99` against one standalone server was ignored; `--duration` cutting a writer's plan
+/// short exited 130 (the Ctrl-C code); a failed write (OOM past --force-memory) exited 1 while
+/// run.json said `complete` with no reason.
+#[test]
+fn a_shard_a_standalone_server_lacks_is_refused() {
+    let server = TestServer::start(&[]);
+    let output = probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--shard",
+            "99",
+            "--duration",
+            "300ms",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("'99' for --shard"), "{stderr}");
+    assert_eq!(stderr.matches("error:").count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_duration_that_cuts_the_writer_short_is_not_an_interrupt() {
+    let server = TestServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cut");
+    let output = probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "1M",
+            "--repeat",
+            "100",
+        ])
+        .args(["--gap", "200ms", "--duration", "1s", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("--duration ended before the writer's plan"),
+        "{stderr}"
+    );
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "interrupted", "{run}");
+    assert_eq!(
+        run["status_reason"],
+        "--duration ended before the writer's plan"
+    );
+}
+
+#[test]
+fn a_failed_write_fails_the_run_in_run_json_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = TestServer::start(&["maxmemory 8mb"]);
+    let out = dir.path().join("oom");
+    let output = probe_cmd()
+        .args([
+            "--url",
+            &small.url(),
+            "--writer-sizes",
+            "16M",
+            "--gap",
+            "50ms",
+        ])
+        .args(["--force-memory", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "failed", "{run}");
+    let reason = run["status_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("write(s) failed") && reason.contains("OOM"),
+        "{reason}"
+    );
+}

@@ -107,11 +107,13 @@ pub fn run_exit_status(
 ) -> i32 {
     use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
     use crate::output::export::RunStatus;
-    let mut failed = writes.iter().filter(|w| !w.ok);
-    let first_failed = failed.next();
+    // `--duration` ending the writer's plan is the limit the user set, not a Ctrl-C: the run
+    // exits as its writes say (run.json keeps `interrupted` with that reason).
+    let cut_by_duration = status == RunStatus::Interrupted
+        && reason == crate::session::duration_before_plan().1.as_deref();
     match status {
         RunStatus::Interrupted if out.stdout_closed() => EXIT_INTERRUPTED,
-        RunStatus::Interrupted => {
+        RunStatus::Interrupted if !cut_by_duration => {
             out.error(&format!(
                 "{}; results measured so far were kept",
                 reason.unwrap_or("interrupted")
@@ -125,16 +127,21 @@ pub fn run_exit_status(
             ));
             EXIT_FAILURE
         }
-        _ => match first_failed {
-            Some(first) => {
-                out.error(&format!(
-                    "{} write(s) failed (see above), the first with: {}",
-                    1 + failed.count(),
-                    first.error.as_deref().unwrap_or("no reason given")
+        _ => {
+            if cut_by_duration {
+                out.warn(&format!(
+                    "{}: {} write(s) made, their results kept",
+                    reason.unwrap_or_default(),
+                    writes.len()
                 ));
-                EXIT_FAILURE
             }
-            None => EXIT_OK,
-        },
+            match crate::output::export::failed_writes(writes) {
+                Some(failed) => {
+                    out.error(&failed);
+                    EXIT_FAILURE
+                }
+                None => EXIT_OK,
+            }
+        }
     }
 }

@@ -767,6 +767,11 @@ impl ProbeInstrument<'_, '_> {
             }
             return Err(err);
         }
+        // A failed write fails the run, in run.json as in the exit status.
+        let (status, status_reason) = match crate::output::export::failed_writes(&state.writes) {
+            Some(failed) if status == RunStatus::Complete => (RunStatus::Failed, Some(failed)),
+            _ => (status, status_reason),
+        };
         state.finish();
         state.file_findings(out, &mut *self.notify)?;
         state.file_named(true, out, &mut *self.notify)?;

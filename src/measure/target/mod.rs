@@ -64,7 +64,8 @@ impl fmt::Display for ConnInfo {
         if let Some(user) = &self.username {
             write!(f, "{user}@")?;
         }
-        write!(f, "{}:{}", self.host, self.port)?;
+        // `[::1]:6379`: the form --url reads back.
+        write!(f, "{}", join_host_port(&self.host, self.port))?;
         if self.db != 0 {
             write!(f, "/{}", self.db)?;
         }
@@ -99,6 +100,19 @@ impl ConnInfo {
         let bad = |reason: &str| UsageError::invalid("--url", redact_url(url), reason);
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             return Err(bad("expected redis://[user:password@]host:port[/db]"));
+        }
+        let (userinfo, host_part) = split_userinfo(url);
+        // The URL's reading of a password holding `/ ? # @` is not redis-cli's (which ends it at
+        // the first `@`), nor what the user meant: refused, in words that show none of it.
+        if userinfo.is_some_and(|info| info.contains(['/', '?', '#', '@'])) {
+            return Err(bad(
+                "the user name or password holds a character a URL reserves (/ ? # @): percent-encode it (%2F %3F %23 %40), or give the password in REDISCLI_AUTH",
+            ));
+        }
+        if host_part.contains('?') {
+            return Err(bad(
+                "a query (?password=..., ?db=...) is not read by redis-cli nor redis-rs: give the password as redis://:PASSWORD@host:port or in REDISCLI_AUTH, the database as /DB",
+            ));
         }
         // redis-rs accepts out-of-range ports silently in some versions: check the port first.
         if let Some(port_text) = port_part(url) {
@@ -251,40 +265,64 @@ pub fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
+/// A URL's user information (before the last `@`: a password may hold `@`, `/` or `:`) and
+/// the rest after `scheme://`.
+fn split_userinfo(url: &str) -> (Option<&str>, &str) {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => (Some(userinfo), host),
+        None => (None, rest),
+    }
+}
+
 /// The port text of a `redis://` URL, if it names one.
 fn port_part(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split('/').next()?;
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let host_port = split_userinfo(url).1.split(['/', '?', '#']).next()?;
     if host_port.starts_with('[') {
         return host_port.split_once("]:").map(|(_, port)| port);
     }
     host_port.rsplit_once(':').map(|(_, port)| port)
 }
 
-/// The URL with any password replaced by `***`, for messages.
+/// The URL for messages, with no part of a password: everything before the last `@` but a
+/// plain user name becomes `***` (whatever the password holds, `@ / : ?` included), and every
+/// query value too (`?password=***`).
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+    let (scheme, _) = url.split_once("://").unwrap_or(("", ""));
+    let prefix = if scheme.is_empty() {
+        String::new()
+    } else {
+        format!("{scheme}://")
     };
-    let (authority, path) = rest
-        .split_once('/')
-        .map_or((rest, None), |(a, p)| (a, Some(p)));
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            if userinfo.contains(':') {
-                format!("{user}:***@{host}")
-            } else {
-                format!("***@{host}")
+    let (userinfo, rest) = split_userinfo(url);
+    let shown_user = match userinfo {
+        None => String::new(),
+        Some(info) => match info.split_once(':') {
+            // Only a user name that cannot be a piece of a password read another way.
+            Some((user, _))
+                if user
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-%".contains(c)) =>
+            {
+                format!("{user}:***@")
             }
-        }
-        None => authority.to_string(),
+            _ => "***@".to_string(),
+        },
     };
-    match path {
-        Some(path) => format!("{scheme}://{authority}/{path}"),
-        None => format!("{scheme}://{authority}"),
-    }
+    let rest = match rest.split_once('?') {
+        Some((head, query)) => {
+            let hidden: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) => format!("{key}=***"),
+                    None => "***".to_string(),
+                })
+                .collect();
+            format!("{head}?{}", hidden.join("&"))
+        }
+        None => rest.to_string(),
+    };
+    format!("{prefix}{shown_user}{rest}")
 }
 
 /// How to reach the server: given by the user, or started by the tool.
@@ -452,7 +490,7 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
     Ok(ServerFacts {
         flavor,
         version,
-        address: format!("{}:{}", conn.host, conn.port),
+        address: conn.address(),
         embedded: false,
         binary: None,
         maxmemory_bytes: config_get(control, "maxmemory").and_then(|v| v.parse().ok()),

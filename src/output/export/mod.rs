@@ -92,6 +92,18 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
+/// "N write(s) failed (see above), the first with: ERROR", or `None` when none failed: the
+/// words of the exit status and of run.json's `status_reason` alike, so the two agree.
+pub fn failed_writes(writes: &[crate::record::WriteRecord]) -> Option<String> {
+    let mut failed = writes.iter().filter(|w| !w.ok);
+    let first = failed.next()?;
+    Some(format!(
+        "{} write(s) failed (see above), the first with: {}",
+        1 + failed.count(),
+        first.error.as_deref().unwrap_or("no reason given")
+    ))
+}
+
 /// Writes `bytes` to `path` through a temporary file in the same directory, renamed into place:
 /// readers see the old file or the new one, never half of one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
