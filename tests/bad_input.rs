@@ -102,6 +102,31 @@ const CASES: &[(&[&str], &str)] = &[
     ),
     (&["populate", "--port", "0"], "'0' for --port"),
     (
+        &["--duration", "1s", "--server-arg", "daemonize yes"],
+        "'daemonize yes' for --server-arg: daemonize is set by the tool",
+    ),
+    (
+        &["calibrate", "--server-arg", "DIR /tmp"],
+        "'DIR /tmp' for --server-arg: dir is set by the tool",
+    ),
+    (
+        &["load", "--server-arg", "include /etc/redis/redis.conf"],
+        "for --server-arg: include is set by the tool",
+    ),
+    (
+        &["--writer-sizes", "1M", "--server-arg", "pidfile /tmp/x.pid"],
+        "for --server-arg: pidfile",
+    ),
+    (
+        &[
+            "--duration",
+            "1s",
+            "--server-arg",
+            "cluster-config-file /tmp/n.conf",
+        ],
+        "for --server-arg: cluster-config-file",
+    ),
+    (
         &["calibrate", "--password", "x"],
         "--password needs --host or --port",
     ),

@@ -145,6 +145,10 @@ pub fn server_arg_tokens(setting: &str) -> Result<Vec<String>, UsageError> {
             "expected \"NAME VALUE\" with a setting name such as maxmemory",
         ));
     }
+    let lower = name.to_ascii_lowercase().replace('_', "-");
+    if let Some(why) = refused_setting(&lower, setting) {
+        return Err(UsageError::invalid("--server-arg", setting, why));
+    }
     let mut tokens = vec![format!("--{name}")];
     for word in words {
         tokens.push(if word == "\"\"" || word == "''" {
@@ -154,6 +158,34 @@ pub fn server_arg_tokens(setting: &str) -> Result<Vec<String>, UsageError> {
         });
     }
     Ok(tokens)
+}
+
+/// Why a `--server-arg` setting is refused, before anything starts: the tool runs the server it
+/// starts in the foreground as its child (killed with it), in a temporary directory it removes,
+/// on a port it chose, and reads its log there. A setting that detaches the server
+/// (`daemonize`: it outlived the tool), moves or adds its files elsewhere (`dir`, `logfile`,
+/// `pidfile`, `unixsocket`, a cluster config file with a path), moves its port, or loads a
+/// file that could do any of these (`include`) would leave a server or files behind.
+fn refused_setting(name: &str, setting: &str) -> Option<String> {
+    const REFUSED: &[&str] = &[
+        "daemonize",
+        "dir",
+        "logfile",
+        "pidfile",
+        "include",
+        "port",
+        "unixsocket",
+    ];
+    let with_path = matches!(
+        name,
+        "cluster-config-file" | "dbfilename" | "appendfilename" | "appenddirname"
+    ) && setting.contains('/');
+    (REFUSED.contains(&name) || with_path).then(|| {
+        format!(
+            "{name} is set by the tool for the server it starts (in the foreground, as its child, in a temporary directory it removes, on a port it chose); {} are refused, and file names without a path",
+            REFUSED.join(", ")
+        )
+    })
 }
 
 /// A running server the tool started. Stopped by [`EmbeddedServer::stop`] or on drop.
