@@ -1017,3 +1017,165 @@ fn a_failed_write_fails_the_run_in_run_json_too() {
         "{reason}"
     );
 }
+
+/// `--out` holding any run's file (not only run.json) is refused without --force: a run killed
+/// before its first run.json left CSVs the next run overwrote silently.
+#[test]
+fn any_run_file_in_out_is_refused_without_force() {
+    for name in [
+        "summary.csv",
+        "probes.csv",
+        "load_timeline.csv",
+        "run.json.tmp",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(name), "kept\n").unwrap();
+        let output = probe_cmd()
+            .args([
+                "--duration",
+                "1s",
+                "--server-bin",
+                "/nonexistent/redis-server",
+            ])
+            .arg("--out")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains("already holds a run"), "{name}: {stderr}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(name)).unwrap(),
+            "kept\n"
+        );
+    }
+}
+
+/// run.json says `running` from the start: it first appeared ~5 s in, so a run killed before
+/// left none.
+#[test]
+fn run_json_says_running_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "4s", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run_json = dir.path().join("run.json");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !run_json.exists() && Instant::now() < deadline {
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the run ended before any run.json"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let running = read_json(&run_json);
+    let still_going = first.try_wait().unwrap().is_none();
+    assert!(still_going, "run.json appeared only at the end");
+    assert_eq!(running["status"], "running", "{running}");
+    let status = wait_within(&mut first, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(read_json(&run_json)["status"], "complete");
+}
+
+/// A second run into the --out of a run under way is refused in one line, exit 2, --force or
+/// not (both ran, and probes.csv got malformed rows).
+#[test]
+fn a_running_run_holds_its_out_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "4s", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let probes_csv = dir.path().join("probes.csv");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !probes_csv.exists() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(first.try_wait().unwrap().is_none(), "the run ended already");
+    let second = probe_cmd()
+        .args(["--duration", "1s", "--force", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("in use by another run"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+
+    let status = wait_within(&mut first, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        read_json(&dir.path().join("run.json"))["status"],
+        "complete"
+    );
+}
+
+/// A small tmpfs mounted for one test, unmounted on drop; `None` (the test says why and is
+/// skipped) where this process may not mount.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !mounted {
+            eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// A full disk ended the run with probes.csv in half a row and no run.json: now the error says
+/// the disk is full, every CSV ends in whole rows, and run.json says the run failed and why.
+#[test]
+fn a_full_disk_ends_the_run_with_a_clear_error_and_a_run_json_that_says_so() {
+    let Some(disk) = SmallDisk::mount("1m") else {
+        return;
+    };
+    let out = disk.dir.path().join("run");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "60s", "--probe-rate", "2000", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_within(&mut child, Duration::from_secs(45));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(stderr.contains("the disk of --out is full"), "{stderr}");
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "failed", "{run}");
+    let reason = run["status_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("could not write the exports"), "{reason}");
+    for name in ["probes.csv", "writes.csv", "stalls.csv", "timeline.csv"] {
+        let text = std::fs::read_to_string(out.join(name)).unwrap();
+        assert!(text.ends_with('\n'), "{name} ends in half a row");
+        read_csv(&out.join(name));
+    }
+    assert!(!out.join(".holprobe-reserve").exists());
+    assert!(!out.join("run.json.tmp").exists());
+}

@@ -624,7 +624,10 @@ pub fn measure_nodes(
             options: &effective_options,
         },
         notify,
-        last_checkpoint: Instant::now(),
+        // Due at once: run.json says `running` from the loop's first settle on.
+        last_checkpoint: Instant::now()
+            .checked_sub(CHECKPOINT_EVERY)
+            .unwrap_or_else(Instant::now),
     };
     let limits = Limits {
         deadline_us: options
@@ -1543,9 +1546,11 @@ impl OutFiles {
         threads: &Threads,
         warnings: &[String],
     ) -> Result<()> {
-        self.flush_rows(state)?;
+        // run.json also when the rows could not go (a full disk): it says how the run ended.
+        let flushed = self.flush_rows(state);
         let run_json = run_json(meta, state, status, status_reason, threads, warnings);
-        self.write_run_json(&run_json)
+        self.write_run_json(&run_json)?;
+        flushed
     }
 
     /// Every appended row on disk, and summary.csv rewritten.

@@ -35,7 +35,8 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
         }
         return Ok(EXIT_OK);
     }
-    plan.output.prepare()?;
+    // Held until the run's end: another run into the same --out is refused meanwhile.
+    let _out_lock = plan.output.prepare()?;
     // Bound before anything starts, so a busy or bad address is a usage error; served until
     // the run's end (dropped on every way out of here).
     let endpoint = match &options.metrics_addr {
