@@ -1179,3 +1179,81 @@ fn a_full_disk_ends_the_run_with_a_clear_error_and_a_run_json_that_says_so() {
     assert!(!out.join(".holprobe-reserve").exists());
     assert!(!out.join("run.json.tmp").exists());
 }
+
+/// A stand-in server binary: a shell script that `exec`s, so killing it leaves nothing behind.
+fn script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A `--server-bin` whose `--version` never exits: no output for 250 s (Ctrl-C ignored), and
+/// `--dry-run` ran it although it says nothing is started. Now the wait is bounded (5 s) and
+/// said, and a dry run runs nothing.
+#[test]
+fn a_server_binary_that_hangs_is_bounded_and_a_dry_run_never_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("was-run");
+    let hangs = script(
+        dir.path(),
+        "hangs",
+        &format!("touch {}\nexec sleep 600", marker.display()),
+    );
+    let output = probe_cmd()
+        .args(["--dry-run", "--duration", "1s", "--server-bin"])
+        .arg(&hangs)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!marker.exists(), "the dry run ran the binary");
+
+    let started = Instant::now();
+    let output = probe_cmd()
+        .args(["--duration", "1s", "--server-bin"])
+        .arg(&hangs)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--version did not exit within 5 s"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+/// A binary that never listens was reported after 30 s for a 10 s limit (three attempts).
+#[test]
+fn a_server_that_never_listens_is_reported_after_one_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let silent = script(
+        dir.path(),
+        "silent",
+        "if [ \"$1\" = --version ]; then echo 'Redis server v=7.0.15 sha=0'; exit 0; fi\nexec sleep 600",
+    );
+    let started = Instant::now();
+    let output = probe_cmd()
+        .args(["--duration", "1s", "--server-bin"])
+        .arg(&silent)
+        .timeout(Duration::from_secs(90))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("did not answer PING"), "{stderr}");
+    assert!(
+        took < Duration::from_secs(16),
+        "took {took:?} for a 10 s limit"
+    );
+}

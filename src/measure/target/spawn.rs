@@ -45,10 +45,104 @@ pub struct ServerBinary {
     pub version: String,
 }
 
+/// Longest wait for `--version`: a binary that answers later is not a server the tool can
+/// drive (it once hung the tool for 250 s, deaf to Ctrl-C).
+pub const VERSION_LIMIT: Duration = Duration::from_secs(5);
+
+/// Longest wait for a started server to answer PING, each attempt.
+pub const LISTEN_LIMIT: Duration = Duration::from_secs(10);
+
+/// `binary` never answered PING: not worth another attempt on another port.
+#[derive(Debug)]
+struct NeverListened(String);
+
+impl std::fmt::Display for NeverListened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NeverListened {}
+
+/// The child is killed when the tool dies (kill -9, a second Ctrl-C): Linux's
+/// `PR_SET_PDEATHSIG`, tied to the thread that spawns it.
+fn die_with_the_tool(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                // The tool may have died before the line above: then nobody will stop us.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 impl ServerBinary {
-    /// Resolves `binary` (or `redis-server` from PATH) and asks it for its version.
+    /// Resolves `binary` (or `redis-server` from PATH) and asks it for its version, within
+    /// [`VERSION_LIMIT`].
     pub fn resolve(binary: Option<&Path>) -> Result<ServerBinary> {
-        let path = match binary {
+        let path = Self::locate(binary)?;
+        let mut cmd = Command::new(&path);
+        cmd.arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        die_with_the_tool(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot run {} --version", path.display()))?;
+        let deadline = Instant::now() + VERSION_LIMIT;
+        loop {
+            if child
+                .try_wait()
+                .with_context(|| format!("waiting for {} --version", path.display()))?
+                .is_some()
+            {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "{} --version did not exit within {} s: not a server binary the tool can run",
+                    path.display(),
+                    VERSION_LIMIT.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut text = String::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            let _ = stdout.read_to_string(&mut text);
+        }
+        let (flavor, version) = parse_version_line(&text).ok_or_else(|| {
+            anyhow!(
+                "{} --version printed no Redis or Valkey version: {}",
+                path.display(),
+                text.trim()
+            )
+        })?;
+        Ok(ServerBinary {
+            path,
+            flavor,
+            version,
+        })
+    }
+
+    /// The path `binary` (or `redis-server`) names, from PATH for a bare name, without running
+    /// it (a dry run runs nothing).
+    pub fn locate(binary: Option<&Path>) -> Result<PathBuf> {
+        Ok(match binary {
             Some(path) if path.components().count() > 1 => {
                 if !path.is_file() {
                     return Err(UsageError::invalid(
@@ -68,23 +162,6 @@ impl ServerBinary {
                     "redis-server is not installed (not found in PATH): install it (apt-get install redis-server), pass --server-bin PATH, or measure an existing server with --url"
                 )
             })?,
-        };
-        let output = Command::new(&path)
-            .arg("--version")
-            .output()
-            .with_context(|| format!("cannot run {} --version", path.display()))?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        let (flavor, version) = parse_version_line(&text).ok_or_else(|| {
-            anyhow!(
-                "{} --version printed no Redis or Valkey version: {}",
-                path.display(),
-                text.trim()
-            )
-        })?;
-        Ok(ServerBinary {
-            path,
-            flavor,
-            version,
         })
     }
 
@@ -217,6 +294,9 @@ impl EmbeddedServer {
         for _attempt in 0..3 {
             match Self::start_once(&binary, &extra) {
                 Ok(server) => return Ok(server),
+                // Silent for the whole limit: another port would not help, and three tries
+                // made a 10 s limit 30 s.
+                Err(err) if err.is::<NeverListened>() => return Err(err),
                 Err(err) => last_error = Some(err),
             }
         }
@@ -260,22 +340,7 @@ impl EmbeddedServer {
         // memory and port. The signal comes when the thread that started the server ends, so
         // start it from a thread that lives as long as the server is wanted (the main thread,
         // or the test's own).
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
-            let parent = unsafe { libc::getpid() };
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-                    // The tool may have died before the line above: then nobody will stop us.
-                    if libc::getppid() != parent {
-                        libc::_exit(1);
-                    }
-                    Ok(())
-                });
-            }
-        }
+        die_with_the_tool(&mut cmd);
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", binary.path.display()))?;
@@ -296,7 +361,7 @@ impl EmbeddedServer {
     }
 
     fn wait_ready(&mut self, log: &Path) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + LISTEN_LIMIT;
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Some(status) = child.try_wait().context("waiting for the server")?
@@ -320,11 +385,13 @@ impl EmbeddedServer {
             }
             if Instant::now() > deadline {
                 self.stop();
-                bail!(
-                    "{} did not answer PING on port {} within 10 s",
+                return Err(NeverListened(format!(
+                    "{} did not answer PING on port {} within {} s",
                     self.binary.path.display(),
-                    self.port
-                );
+                    self.port,
+                    LISTEN_LIMIT.as_secs()
+                ))
+                .into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
