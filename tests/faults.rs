@@ -1257,3 +1257,33 @@ fn a_server_that_never_listens_is_reported_after_one_limit() {
         "took {took:?} for a 10 s limit"
     );
 }
+
+/// `rediss://` to a plain port with `--connect-timeout 2s`: silent for 32 s (the handshake
+/// waited --timeout, twice), then "os error 11". Now the handshake is part of connecting.
+#[test]
+fn a_tls_url_to_a_plain_port_fails_within_the_connect_timeout() {
+    let server = TestServer::start(&[]);
+    let started = Instant::now();
+    let output = probe_cmd()
+        .args([
+            "--url",
+            &format!("rediss://127.0.0.1:{}", server.port()),
+            "--connect-timeout",
+            "2s",
+            "--duration",
+            "1s",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("timed out after 2 s waiting for the TLS handshake"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("os error 11"), "{stderr}");
+    // The limit plus a margin of 2 s for a loaded host.
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+}

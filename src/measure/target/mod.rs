@@ -13,7 +13,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use redis::IntoConnectionInfo;
 use serde::{Deserialize, Serialize};
 
@@ -229,11 +229,74 @@ impl ConnInfo {
         .with_context(|| format!("client for {self}"))?;
         let conn = client
             .get_connection_with_timeout(self.connect_timeout)
-            .with_context(|| format!("cannot connect to {self}"))?;
+            .map_err(|err| {
+                if is_timeout(&err) {
+                    anyhow!(
+                        "cannot connect to {self}: timed out after {} waiting for the server's first reply{} (--connect-timeout)",
+                        format_limit(self.connect_timeout),
+                        if self.tls.is_some() { " and the TLS handshake" } else { "" }
+                    )
+                } else {
+                    anyhow!(err).context(format!("cannot connect to {self}"))
+                }
+            })?;
         conn.set_read_timeout(Some(self.command_timeout))
+            .and_then(|()| conn.set_write_timeout(Some(self.command_timeout)))
             .context("setting the read timeout")?;
         Ok(conn)
     }
+}
+
+/// A limit as the user typed it: `2 s`, `500 ms`.
+pub fn format_limit(limit: Duration) -> String {
+    if limit.subsec_millis() == 0 && limit.as_secs() > 0 {
+        format!("{} s", limit.as_secs())
+    } else {
+        format!("{} ms", limit.as_millis())
+    }
+}
+
+/// A TLS handshake that got no answer within `--connect-timeout`: final, not worth another
+/// connection (see [`crate::measure::resp::first_contact`]).
+#[derive(Debug)]
+pub struct HandshakeTimedOut(pub String);
+
+impl fmt::Display for HandshakeTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HandshakeTimedOut {}
+
+/// A failed TLS handshake, a timeout said as one ("os error 11" said nothing).
+pub fn handshake_error(conn: &ConnInfo, err: std::io::Error) -> anyhow::Error {
+    if matches!(
+        err.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ) {
+        HandshakeTimedOut(format!(
+            "cannot connect to {conn}: timed out after {} waiting for the TLS handshake (--connect-timeout; is it a TLS port?)",
+            format_limit(conn.connect_timeout)
+        ))
+        .into()
+    } else {
+        anyhow!(err).context(format!("TLS handshake with {conn}"))
+    }
+}
+
+/// A redis-rs error that is a socket timeout (`EAGAIN`, "os error 11", on Linux).
+pub fn is_timeout(err: &redis::RedisError) -> bool {
+    err.is_timeout()
+        || matches!(err.kind(), redis::ErrorKind::Io)
+            && std::error::Error::source(err)
+                .and_then(|source| source.downcast_ref::<std::io::Error>())
+                .is_some_and(|io| {
+                    matches!(
+                        io.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    )
+                })
 }
 
 /// Splits `host:port` or `[v6]:port` into host (without brackets) and a port from 1 to 65535.
