@@ -1287,3 +1287,71 @@ fn a_tls_url_to_a_plain_port_fails_within_the_connect_timeout() {
     // The limit plus a margin of 2 s for a loaded host.
     assert!(took < Duration::from_secs(4), "took {took:?}");
 }
+
+/// A server frozen (`kill -STOP`) past `--timeout 2s`: the tool took 14.4 s, said nothing
+/// meanwhile, and its cleanup said "os error 11". Now a line on stderr within a second or two
+/// of the silence, the run over within 4 × the limit (the probes, the slow-log poller's
+/// reconnection, two tries at removing the key) plus a margin, and timeouts said as timeouts.
+#[test]
+fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
+    let server = TestServer::start(&[]);
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut server.conn())
+        .unwrap();
+    let pid: u32 = holprobe::measure::target::info_field(&info, "process_id")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args([
+            "--url",
+            &server.url(),
+            "--timeout",
+            "2s",
+            "--duration",
+            "60s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let _ = tx.send((Instant::now(), line.unwrap_or_default()));
+        }
+    });
+    // Frozen once the run has started.
+    let started_line = rx.recv_timeout(Duration::from_secs(30));
+    while !rx
+        .recv_timeout(Duration::from_secs(30))
+        .map(|(_, line)| line.starts_with("run "))
+        .unwrap_or(true)
+    {}
+    thread::sleep(Duration::from_millis(500));
+    signal(pid, libc::SIGSTOP);
+    let frozen = Instant::now();
+    let status = wait_within(&mut child, Duration::from_secs(60));
+    let took = frozen.elapsed();
+    signal(pid, libc::SIGCONT);
+    reader.join().unwrap();
+    let lines: Vec<(Instant, String)> = rx.try_iter().collect();
+    let text: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    let text = text.join("\n");
+    assert!(started_line.is_ok(), "{text}");
+    assert_eq!(status.code(), Some(1), "{text}");
+    let said = lines
+        .iter()
+        .find(|(_, line)| line.contains("no probe answered for"))
+        .unwrap_or_else(|| panic!("no line while waiting: {text}"));
+    assert!(
+        said.0.duration_since(frozen) < Duration::from_secs(3),
+        "said after {:?}: {text}",
+        said.0.duration_since(frozen)
+    );
+    assert!(!text.contains("os error 11"), "{text}");
+    assert!(text.contains("timed out after 2 s waiting for"), "{text}");
+    assert!(took < Duration::from_secs(11), "took {took:?}: {text}");
+}

@@ -82,6 +82,8 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
         }
         _ => None,
     };
+    let mut silence = super::output::SilenceWatch::new(written_target.conn.command_timeout);
+    let silent_server = written_target.conn.clone();
     let report = run::run_nodes(
         options,
         written_target,
@@ -159,6 +161,9 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
                     elapsed.as_secs()
                 };
                 out.progress(position, format!("{probes} probes"));
+                if let Some(line) = silence.tick(elapsed, probes, &silent_server) {
+                    out.warn(&line);
+                }
             }
         },
     );

@@ -200,9 +200,43 @@ impl ConnInfo {
         Ok(stream)
     }
 
+    /// `DEL keys` on a fresh connection: the run's cleanup. After a timeout it is tried once
+    /// more (a server busy or stopped for a moment), so it waits twice the limits at most; a
+    /// timeout is said as one, with the limit ("os error 11" said nothing). Other errors keep
+    /// redis-rs's error in the chain (a cluster's MOVED names where the keys went).
+    pub fn del_keys(&self, keys: &[&String]) -> Result<i64> {
+        let once = || -> Result<i64> {
+            let mut conn = self.redis_connection()?;
+            redis::cmd("DEL")
+                .arg(keys)
+                .query::<i64>(&mut conn)
+                .map_err(|err| {
+                    if is_timeout(&err) {
+                        anyhow!(
+                            "timed out after {} waiting for the reply to DEL from {self}",
+                            format_limit(self.command_timeout)
+                        )
+                    } else {
+                        anyhow::Error::from(err)
+                    }
+                })
+        };
+        once().or_else(|first| {
+            if first.to_string().contains("timed out after") {
+                once().map_err(|again| again.context("tried twice"))
+            } else {
+                Err(first)
+            }
+        })
+    }
+
     /// A redis-rs connection for control commands (INFO, CONFIG, SCAN, cleanup).
     pub fn redis_connection(&self) -> Result<redis::Connection> {
-        let mut redis_settings = redis::RedisConnectionInfo::default().set_db(self.db);
+        // No CLIENT SETINFO: two more replies to wait for at connect, each up to the limit, on a
+        // server that stopped answering.
+        let mut redis_settings = redis::RedisConnectionInfo::default()
+            .set_db(self.db)
+            .set_skip_set_lib_name();
         if let Some(user) = &self.username {
             redis_settings = redis_settings.set_username(user);
         }
@@ -227,13 +261,16 @@ impl ConnInfo {
             Some(tls) => redis::Client::build_with_tls(info, tls.redis_certificates()?),
         }
         .with_context(|| format!("client for {self}"))?;
+        // redis-rs's setup waits for the server's first reply within this limit too: a reply,
+        // bounded by --timeout as every other one (a frozen server's cleanup waited 5 s a try).
+        let limit = self.connect_timeout.min(self.command_timeout);
         let conn = client
-            .get_connection_with_timeout(self.connect_timeout)
+            .get_connection_with_timeout(limit)
             .map_err(|err| {
                 if is_timeout(&err) {
                     anyhow!(
-                        "cannot connect to {self}: timed out after {} waiting for the server's first reply{} (--connect-timeout)",
-                        format_limit(self.connect_timeout),
+                        "cannot connect to {self}: timed out after {} waiting for the server's first reply{}",
+                        format_limit(limit),
                         if self.tls.is_some() { " and the TLS handshake" } else { "" }
                     )
                 } else {
