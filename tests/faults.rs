@@ -1355,3 +1355,55 @@ fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
     assert!(text.contains("timed out after 2 s waiting for"), "{text}");
     assert!(took < Duration::from_secs(11), "took {took:?}: {text}");
 }
+
+/// kill -9 of the tool left its embedded server's temporary directory behind (the server died
+/// with it): the next start removes a directory whose tool is dead, and only such.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_dead_tools_server_directory_is_removed_by_the_next_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let workdirs = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("holprobe-server-"))
+            })
+            .collect()
+    };
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "60s"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("run ") && reader.read_line(&mut line).unwrap() > 0 {
+        if !line.starts_with("run ") {
+            line.clear();
+        }
+    }
+    let left = workdirs();
+    assert_eq!(left.len(), 1, "{left:?}");
+    signal(child.id(), libc::SIGKILL);
+    let _ = child.wait();
+    assert!(left[0].exists(), "kill -9 leaves the directory");
+
+    let output = probe_cmd()
+        .args(["--duration", "300ms"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(workdirs().is_empty(), "left: {:?}", workdirs());
+}

@@ -265,6 +265,62 @@ fn refused_setting(name: &str, setting: &str) -> Option<String> {
     })
 }
 
+/// The prefix of an embedded server's temporary directory.
+pub const WORKDIR_PREFIX: &str = "holprobe-server-";
+/// In that directory: `PID START` of the tool that made it (START: the process's start time in
+/// clock ticks since boot, /proc/PID/stat field 22, so a reused pid is not taken for it).
+pub const OWNER_FILE: &str = "holprobe-owner";
+
+/// `PID START` for the process `pid`, or `PID` alone where /proc does not say.
+fn owner_stamp(pid: u32) -> String {
+    match process_start(pid) {
+        Some(start) => format!("{pid} {start}"),
+        None => pid.to_string(),
+    }
+}
+
+/// Field 22 of /proc/PID/stat (after the command's parenthesis, which may hold spaces).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Removes the embedded-server directories under `tmp` whose tool is dead (killed with -9:
+/// its server died with it, its directory stayed). A directory without an owner file, or
+/// whose owner cannot be checked, is left alone.
+pub fn remove_stale_workdirs(tmp: &Path) {
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(WORKDIR_PREFIX));
+        if !is_ours {
+            continue;
+        }
+        let Ok(stamp) = fs::read_to_string(path.join(OWNER_FILE)) else {
+            continue;
+        };
+        let mut words = stamp.split_whitespace();
+        let Some(pid) = words.next().and_then(|w| w.parse::<u32>().ok()) else {
+            continue;
+        };
+        let start = words.next().and_then(|w| w.parse::<u64>().ok());
+        let alive = match (process_start(pid), start) {
+            (Some(now), Some(then)) => now == then,
+            (Some(_), None) => true,
+            (None, _) => !Path::new("/proc/self/stat").exists(),
+        };
+        if !alive {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
+}
+
 /// A running server the tool started. Stopped by [`EmbeddedServer::stop`] or on drop.
 pub struct EmbeddedServer {
     child: Option<Child>,
@@ -304,11 +360,17 @@ impl EmbeddedServer {
     }
 
     fn start_once(binary: &ServerBinary, extra: &[String]) -> Result<EmbeddedServer> {
+        remove_stale_workdirs(&std::env::temp_dir());
         let port = free_port()?;
         let workdir = tempfile::Builder::new()
-            .prefix("holprobe-server-")
+            .prefix(WORKDIR_PREFIX)
             .tempdir()
             .context("creating the server's temporary directory")?;
+        // Whose it is, for the next start to tell a dead tool's directory from a live one's.
+        let _ = fs::write(
+            workdir.path().join(OWNER_FILE),
+            owner_stamp(std::process::id()),
+        );
         let log = workdir.path().join("server.log");
         let mut cmd = Command::new(&binary.path);
         cmd.arg("--port")
@@ -489,6 +551,31 @@ pub fn free_port() -> Result<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a dead tool's directory goes: one whose owner lives (this process), or that names
+    /// no owner (a version before owner files), stays.
+    #[test]
+    fn stale_workdirs_are_those_of_dead_tools_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let make = |name: &str, owner: Option<String>| {
+            let dir = tmp.path().join(format!("{WORKDIR_PREFIX}{name}"));
+            fs::create_dir(&dir).unwrap();
+            if let Some(owner) = owner {
+                fs::write(dir.join(OWNER_FILE), owner).unwrap();
+            }
+            dir
+        };
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = gone.id();
+        gone.wait().unwrap();
+        let dead = make("dead", Some(format!("{dead_pid} 1")));
+        let reused = make("reused", Some(format!("{} 1", std::process::id())));
+        let live = make("live", Some(owner_stamp(std::process::id())));
+        let unknown = make("unknown", None);
+        remove_stale_workdirs(tmp.path());
+        assert!(!dead.exists() && !reused.exists());
+        assert!(live.exists() && unknown.exists());
+    }
 
     #[test]
     fn version_lines() {
