@@ -104,6 +104,10 @@ pub fn hint_for(message: &str) -> Option<&'static str> {
             "the server hit maxmemory: raise maxmemory or write smaller values",
         ),
         (
+            "No space left on device",
+            "the disk of --out is full: free space or choose another --out; run.json says how far the run got, as far as the disk took it",
+        ),
+        (
             "Connection refused",
             "nothing listens there: check the host and port, or omit --url (--host/--port) to let the tool start its own server",
         ),

@@ -157,6 +157,54 @@ pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, UsageE
     })
 }
 
+/// Fewest events per second any rate flag takes (`--probe-rate`, `load --rate`). Below one a
+/// second a run of a few seconds sends nothing it can measure, and near zero the interval
+/// between two sends (1/rate) overflows every clock: `1e-300` once panicked, or wrapped into a
+/// schedule that sent as fast as it could.
+pub const MIN_RATE_PER_S: f64 = 1.0;
+
+/// A rate flag: its name, what it counts, and its ceiling with the reason for it.
+#[derive(Debug, Clone, Copy)]
+pub struct RateFlag {
+    /// `--probe-rate`.
+    pub flag: &'static str,
+    /// What is sent so many times a second: `probes`, `requests`.
+    pub what: &'static str,
+    /// A typical value, for the message.
+    pub example: &'static str,
+    /// The most it takes.
+    pub max_per_s: f64,
+    /// Why not more, said when a value is above it.
+    pub above_max: &'static str,
+}
+
+impl RateFlag {
+    /// Parses a rate: a finite number from [`MIN_RATE_PER_S`] to the flag's ceiling. The one
+    /// parser every rate flag goes through, so no rate reaches a schedule unchecked.
+    pub fn parse(&self, text: &str) -> Result<f64, UsageError> {
+        let bad = |reason: String| UsageError::invalid(self.flag, text, reason);
+        let rate: f64 = text.trim().parse().map_err(|_| {
+            bad(format!(
+                "expected a number of {} per second, such as {}",
+                self.what, self.example
+            ))
+        })?;
+        if !rate.is_finite() || rate <= 0.0 {
+            return Err(bad("must be more than 0".into()));
+        }
+        if rate < MIN_RATE_PER_S {
+            return Err(bad(format!(
+                "must be at least {MIN_RATE_PER_S} {} per second: fewer leaves a run with nothing to measure",
+                self.what
+            )));
+        }
+        if rate > self.max_per_s {
+            return Err(bad(self.above_max.to_string()));
+        }
+        Ok(rate)
+    }
+}
+
 /// Formats a byte count the way the tool has always printed sizes: `64M`, `1G`, `512K`, or bytes when the count
 /// is not a whole number of the unit.
 pub fn format_size(bytes: u64) -> String {

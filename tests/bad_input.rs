@@ -102,6 +102,31 @@ const CASES: &[(&[&str], &str)] = &[
     ),
     (&["populate", "--port", "0"], "'0' for --port"),
     (
+        &["--duration", "1s", "--server-arg", "daemonize yes"],
+        "'daemonize yes' for --server-arg: daemonize is set by the tool",
+    ),
+    (
+        &["calibrate", "--server-arg", "DIR /tmp"],
+        "'DIR /tmp' for --server-arg: dir is set by the tool",
+    ),
+    (
+        &["load", "--server-arg", "include /etc/redis/redis.conf"],
+        "for --server-arg: include is set by the tool",
+    ),
+    (
+        &["--writer-sizes", "1M", "--server-arg", "pidfile /tmp/x.pid"],
+        "for --server-arg: pidfile",
+    ),
+    (
+        &[
+            "--duration",
+            "1s",
+            "--server-arg",
+            "cluster-config-file /tmp/n.conf",
+        ],
+        "for --server-arg: cluster-config-file",
+    ),
+    (
         &["calibrate", "--password", "x"],
         "--password needs --host or --port",
     ),
@@ -214,4 +239,133 @@ fn help_of_every_subcommand_says_no_seed() {
             assert!(!help.contains("--server-bin"), "{sub:?}: {help}");
         }
     }
+}
+
+/// One line naming the flag, exit 2, no panic, nothing on stdout.
+fn assert_refused(args: &[&str], needle: &str) -> String {
+    let mut cmd = probe_cmd();
+    cmd.args(args);
+    if !args.contains(&"--url") {
+        cmd.args(["--server-bin", "/nonexistent/redis-server"]);
+    }
+    let output = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected '{needle}' in: {stderr}"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {stderr}"
+    );
+    assert!(output.stdout.is_empty(), "{args:?}: {:?}", output.stdout);
+    stderr
+}
+
+/// Rates near zero once panicked (calibrate: a Duration too big) or wrapped into a schedule
+/// that sent as fast as it could (hundreds of thousands of PINGs a second); a stall length near
+/// infinity likewise. Every rate flag has one floor.
+#[test]
+fn rates_near_zero_and_lengths_near_infinity_are_refused() {
+    for (args, needle) in [
+        (
+            &["calibrate", "--probe-rate", "1e-20"][..],
+            "'1e-20' for --probe-rate",
+        ),
+        (
+            &["--duration", "1s", "--probe-rate", "1e-300"],
+            "'1e-300' for --probe-rate",
+        ),
+        (
+            &["--duration", "1s", "--probe-rate", "0.5"],
+            "must be at least 1",
+        ),
+        (&["load", "--rate", "1e-300"], "'1e-300' for --rate"),
+        (&["load", "--rate", "0.01"], "must be at least 1"),
+        (&["calibrate", "--stalls", "1e300"], "'1e300' for --stalls"),
+    ] {
+        assert_refused(args, needle);
+    }
+}
+
+/// Flags of the main job given before a subcommand: clap's "cannot be used with:" named none of
+/// them.
+#[test]
+fn flags_before_a_subcommand_are_named() {
+    let stderr = assert_refused(
+        &[
+            "--port",
+            "7732",
+            "--user",
+            "u",
+            "--password",
+            "p",
+            "calibrate",
+        ],
+        "--port, --user, --password given before the subcommand 'calibrate'",
+    );
+    assert!(!stderr.contains("cannot be used with:"), "{stderr}");
+    assert!(!stderr.contains(" p "), "{stderr}");
+}
+
+/// A URL query (`?password=x`) was refused as "the port must be a number"; a password holding
+/// `/` was shown whole, one holding `@` in part. The message names the query, and shows no
+/// part of a password.
+#[test]
+fn url_queries_and_reserved_characters_are_named_without_the_password() {
+    let stderr = assert_refused(
+        &[
+            "--duration",
+            "1s",
+            "--url",
+            "redis://127.0.0.1:7731?password=Xyzzy1",
+        ],
+        "a query (?password=..., ?db=...) is not read",
+    );
+    assert!(!stderr.contains("Xyzzy1"), "{stderr}");
+    for (url, secret) in [
+        ("redis://:TopSecret/xyz@127.0.0.1:7731", "TopSecret"),
+        ("redis://user:p@ss:w/rd@127.0.0.1:7731", "ss:w"),
+        ("redis://user:p@ss:w/rd@127.0.0.1:7731", "rd@"),
+    ] {
+        let stderr = assert_refused(&["--duration", "1s", "--url", url], "percent-encode it");
+        assert!(!stderr.contains(secret), "{secret}: {stderr}");
+    }
+}
+
+/// An IPv6 target was printed `redis://::1:7738`, which --url refuses: it is printed
+/// `redis://[::1]:7738`, and that reads back.
+#[test]
+fn ipv6_targets_are_printed_as_urls_that_read_back() {
+    let output = probe_cmd()
+        .args([
+            "--dry-run",
+            "--duration",
+            "1s",
+            "--url",
+            "redis://[::1]:7738",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("target: redis://[::1]:7738 "), "{stdout}");
+    let shown = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("target: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let again = probe_cmd()
+        .args(["--dry-run", "--duration", "1s", "--url", &shown])
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{shown}: {}",
+        String::from_utf8_lossy(&again.stderr)
+    );
 }

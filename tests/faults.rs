@@ -943,3 +943,477 @@ fn custom_commands_are_looked_up_by_their_own_name_and_skip_the_set_checks() {
     }
     assert!(server.keys("holprobe:*").is_empty());
 }
+
+/// `--shard 99` against one standalone server was ignored; `--duration` cutting a writer's plan
+/// short exited 130 (the Ctrl-C code); a failed write (OOM past --force-memory) exited 1 while
+/// run.json said `complete` with no reason.
+#[test]
+fn a_shard_a_standalone_server_lacks_is_refused() {
+    let server = TestServer::start(&[]);
+    let output = probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--shard",
+            "99",
+            "--duration",
+            "300ms",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("'99' for --shard"), "{stderr}");
+    assert_eq!(stderr.matches("error:").count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_duration_that_cuts_the_writer_short_is_not_an_interrupt() {
+    let server = TestServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cut");
+    let output = probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "1M",
+            "--repeat",
+            "100",
+        ])
+        .args(["--gap", "200ms", "--duration", "1s", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("--duration ended before the writer's plan"),
+        "{stderr}"
+    );
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "interrupted", "{run}");
+    assert_eq!(
+        run["status_reason"],
+        "--duration ended before the writer's plan"
+    );
+}
+
+#[test]
+fn a_failed_write_fails_the_run_in_run_json_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = TestServer::start(&["maxmemory 8mb"]);
+    let out = dir.path().join("oom");
+    let output = probe_cmd()
+        .args([
+            "--url",
+            &small.url(),
+            "--writer-sizes",
+            "16M",
+            "--gap",
+            "50ms",
+        ])
+        .args(["--force-memory", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "failed", "{run}");
+    let reason = run["status_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("write(s) failed") && reason.contains("OOM"),
+        "{reason}"
+    );
+}
+
+/// `--out` holding any run's file (not only run.json) is refused without --force: a run killed
+/// before its first run.json left CSVs the next run overwrote silently.
+#[test]
+fn any_run_file_in_out_is_refused_without_force() {
+    for name in [
+        "summary.csv",
+        "probes.csv",
+        "load_timeline.csv",
+        "run.json.tmp",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(name), "kept\n").unwrap();
+        let output = probe_cmd()
+            .args([
+                "--duration",
+                "1s",
+                "--server-bin",
+                "/nonexistent/redis-server",
+            ])
+            .arg("--out")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains("already holds a run"), "{name}: {stderr}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(name)).unwrap(),
+            "kept\n"
+        );
+    }
+}
+
+/// run.json says `running` from the start: it first appeared ~5 s in, so a run killed before
+/// left none.
+#[test]
+fn run_json_says_running_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "4s", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run_json = dir.path().join("run.json");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !run_json.exists() && Instant::now() < deadline {
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the run ended before any run.json"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let running = read_json(&run_json);
+    let still_going = first.try_wait().unwrap().is_none();
+    assert!(still_going, "run.json appeared only at the end");
+    assert_eq!(running["status"], "running", "{running}");
+    let status = wait_within(&mut first, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(read_json(&run_json)["status"], "complete");
+}
+
+/// A second run into the --out of a run under way is refused in one line, exit 2, --force or
+/// not (both ran, and probes.csv got malformed rows).
+#[test]
+fn a_running_run_holds_its_out_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "4s", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let probes_csv = dir.path().join("probes.csv");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !probes_csv.exists() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(first.try_wait().unwrap().is_none(), "the run ended already");
+    let second = probe_cmd()
+        .args(["--duration", "1s", "--force", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("in use by another run"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+
+    let status = wait_within(&mut first, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        read_json(&dir.path().join("run.json"))["status"],
+        "complete"
+    );
+}
+
+/// A small tmpfs mounted for one test, unmounted on drop; `None` (the test says why and is
+/// skipped) where this process may not mount.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !mounted {
+            eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// A full disk ended the run with probes.csv in half a row and no run.json: now the error says
+/// the disk is full, every CSV ends in whole rows, and run.json says the run failed and why.
+#[test]
+fn a_full_disk_ends_the_run_with_a_clear_error_and_a_run_json_that_says_so() {
+    let Some(disk) = SmallDisk::mount("1m") else {
+        return;
+    };
+    let out = disk.dir.path().join("run");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "60s", "--probe-rate", "2000", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_within(&mut child, Duration::from_secs(45));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(stderr.contains("the disk of --out is full"), "{stderr}");
+    let run = read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "failed", "{run}");
+    let reason = run["status_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("could not write the exports"), "{reason}");
+    for name in ["probes.csv", "writes.csv", "stalls.csv", "timeline.csv"] {
+        let text = std::fs::read_to_string(out.join(name)).unwrap();
+        assert!(text.ends_with('\n'), "{name} ends in half a row");
+        read_csv(&out.join(name));
+    }
+    assert!(!out.join(".holprobe-reserve").exists());
+    assert!(!out.join("run.json.tmp").exists());
+}
+
+/// A stand-in server binary: a shell script that `exec`s, so killing it leaves nothing behind.
+fn script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A `--server-bin` whose `--version` never exits: no output for 250 s (Ctrl-C ignored), and
+/// `--dry-run` ran it although it says nothing is started. Now the wait is bounded (5 s) and
+/// said, and a dry run runs nothing.
+#[test]
+fn a_server_binary_that_hangs_is_bounded_and_a_dry_run_never_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("was-run");
+    let hangs = script(
+        dir.path(),
+        "hangs",
+        &format!("touch {}\nexec sleep 600", marker.display()),
+    );
+    let output = probe_cmd()
+        .args(["--dry-run", "--duration", "1s", "--server-bin"])
+        .arg(&hangs)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!marker.exists(), "the dry run ran the binary");
+
+    let started = Instant::now();
+    let output = probe_cmd()
+        .args(["--duration", "1s", "--server-bin"])
+        .arg(&hangs)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--version did not exit within 5 s"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+/// A binary that never listens was reported after 30 s for a 10 s limit (three attempts).
+#[test]
+fn a_server_that_never_listens_is_reported_after_one_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let silent = script(
+        dir.path(),
+        "silent",
+        "if [ \"$1\" = --version ]; then echo 'Redis server v=7.0.15 sha=0'; exit 0; fi\nexec sleep 600",
+    );
+    let started = Instant::now();
+    let output = probe_cmd()
+        .args(["--duration", "1s", "--server-bin"])
+        .arg(&silent)
+        .timeout(Duration::from_secs(90))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("did not answer PING"), "{stderr}");
+    assert!(
+        took < Duration::from_secs(16),
+        "took {took:?} for a 10 s limit"
+    );
+}
+
+/// `rediss://` to a plain port with `--connect-timeout 2s`: silent for 32 s (the handshake
+/// waited --timeout, twice), then "os error 11". Now the handshake is part of connecting.
+#[test]
+fn a_tls_url_to_a_plain_port_fails_within_the_connect_timeout() {
+    let server = TestServer::start(&[]);
+    let started = Instant::now();
+    let output = probe_cmd()
+        .args([
+            "--url",
+            &format!("rediss://127.0.0.1:{}", server.port()),
+            "--connect-timeout",
+            "2s",
+            "--duration",
+            "1s",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("timed out after 2 s waiting for the TLS handshake"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("os error 11"), "{stderr}");
+    // The limit plus a margin of 2 s for a loaded host.
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+}
+
+/// A server frozen (`kill -STOP`) past `--timeout 2s`: the tool took 14.4 s, said nothing
+/// meanwhile, and its cleanup said "os error 11". Now a line on stderr within a second or two
+/// of the silence, the run over within 4 × the limit (the probes, the slow-log poller's
+/// reconnection, two tries at removing the key) plus a margin, and timeouts said as timeouts.
+#[test]
+fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
+    let server = TestServer::start(&[]);
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut server.conn())
+        .unwrap();
+    let pid: u32 = holprobe::measure::target::info_field(&info, "process_id")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args([
+            "--url",
+            &server.url(),
+            "--timeout",
+            "2s",
+            "--duration",
+            "60s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let _ = tx.send((Instant::now(), line.unwrap_or_default()));
+        }
+    });
+    // Frozen once the run has started.
+    let started_line = rx.recv_timeout(Duration::from_secs(30));
+    while !rx
+        .recv_timeout(Duration::from_secs(30))
+        .map(|(_, line)| line.starts_with("run "))
+        .unwrap_or(true)
+    {}
+    thread::sleep(Duration::from_millis(500));
+    signal(pid, libc::SIGSTOP);
+    let frozen = Instant::now();
+    let status = wait_within(&mut child, Duration::from_secs(60));
+    let took = frozen.elapsed();
+    signal(pid, libc::SIGCONT);
+    reader.join().unwrap();
+    let lines: Vec<(Instant, String)> = rx.try_iter().collect();
+    let text: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    let text = text.join("\n");
+    assert!(started_line.is_ok(), "{text}");
+    assert_eq!(status.code(), Some(1), "{text}");
+    let said = lines
+        .iter()
+        .find(|(_, line)| line.contains("no probe answered for"))
+        .unwrap_or_else(|| panic!("no line while waiting: {text}"));
+    assert!(
+        said.0.duration_since(frozen) < Duration::from_secs(3),
+        "said after {:?}: {text}",
+        said.0.duration_since(frozen)
+    );
+    assert!(!text.contains("os error 11"), "{text}");
+    assert!(text.contains("timed out after 2 s waiting for"), "{text}");
+    assert!(took < Duration::from_secs(11), "took {took:?}: {text}");
+}
+
+/// kill -9 of the tool left its embedded server's temporary directory behind (the server died
+/// with it): the next start removes a directory whose tool is dead, and only such.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_dead_tools_server_directory_is_removed_by_the_next_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let workdirs = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("holprobe-server-"))
+            })
+            .collect()
+    };
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "60s"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("run ") && reader.read_line(&mut line).unwrap() > 0 {
+        if !line.starts_with("run ") {
+            line.clear();
+        }
+    }
+    let left = workdirs();
+    assert_eq!(left.len(), 1, "{left:?}");
+    signal(child.id(), libc::SIGKILL);
+    let _ = child.wait();
+    assert!(left[0].exists(), "kill -9 leaves the directory");
+
+    let output = probe_cmd()
+        .args(["--duration", "300ms"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(workdirs().is_empty(), "left: {:?}", workdirs());
+}

@@ -88,7 +88,9 @@ pub fn main_entry() -> i32 {
                 EXIT_OK
             };
             if code == EXIT_USAGE {
-                eprintln!("{}", one_line_usage_error(&err.render().to_string()));
+                let argv: Vec<String> = std::env::args().skip(1).collect();
+                let rendered = name_flags_before_subcommand(&err.render().to_string(), &argv);
+                eprintln!("{}", one_line_usage_error(&rendered));
             } else {
                 let _ = err.print();
             }
@@ -150,6 +152,35 @@ fn one_line_usage_error(rendered: &str) -> String {
         Some(tip) => format!("{first}; {tip} (see {command} --help)"),
         None => format!("{first} (see {command} --help)"),
     }
+}
+
+/// clap's "the subcommand 'X' cannot be used with:" names no flag when the flags given before
+/// the subcommand are the target's (`--port 7732 --user u calibrate`): the flags are named
+/// from the command line then, with where they belong. Any other message is left as it is.
+fn name_flags_before_subcommand(rendered: &str, argv: &[String]) -> String {
+    let (first, rest) = rendered.split_once('\n').unwrap_or((rendered, ""));
+    let Some(subcommand) = first
+        .trim_end()
+        .strip_suffix("cannot be used with:")
+        .and_then(|head| head.strip_prefix("error: the subcommand '"))
+        .and_then(|head| head.strip_suffix("' "))
+    else {
+        return rendered.to_string();
+    };
+    let flags: Vec<&str> = argv
+        .iter()
+        .take_while(|arg| arg.as_str() != subcommand)
+        .filter(|arg| arg.starts_with('-'))
+        .map(|arg| arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag))
+        .collect();
+    if flags.is_empty() {
+        return rendered.to_string();
+    }
+    format!(
+        "error: {} given before the subcommand '{subcommand}': give them after it, as in probe {subcommand} {} ...\n{rest}",
+        flags.join(", "),
+        flags[0],
+    )
 }
 
 /// Ctrl-C and SIGTERM ask the run to stop and keep what it measured; a second signal exits at

@@ -86,7 +86,18 @@ impl Deployment {
         out: &Output,
     ) -> Result<()> {
         if plan.discovery.mode == TopologyMode::Single {
-            return Ok(());
+            // One server is one shard: `--shard 0` or its own address, nothing else.
+            return match plan.shard.as_deref() {
+                Some(choice) if choice != "0" && choice != self.target.conn.address() => {
+                    Err(UsageError::invalid(
+                        "--shard",
+                        choice,
+                        "the run measures one server (one shard, numbered 0)",
+                    )
+                    .into())
+                }
+                _ => Ok(()),
+            };
         }
         let target = &self.target;
         let (topology, notes) = discover(&target.conn, &plan.discovery.addresses)?;
@@ -100,6 +111,8 @@ impl Deployment {
                 .node(&target.conn.address())
                 .is_some_and(|n| n.role == NodeRole::Replica);
         if topology.nodes().len() <= 1 || (url_is_replica && writes) {
+            // Not used then, but never ignored: a shard the deployment lacks is refused.
+            choose_shard(plan.shard.as_deref(), &topology)?;
             return Ok(());
         }
         let shard = choose_shard(plan.shard.as_deref(), &topology)?;

@@ -107,11 +107,13 @@ pub fn run_exit_status(
 ) -> i32 {
     use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
     use crate::output::export::RunStatus;
-    let mut failed = writes.iter().filter(|w| !w.ok);
-    let first_failed = failed.next();
+    // `--duration` ending the writer's plan is the limit the user set, not a Ctrl-C: the run
+    // exits as its writes say (run.json keeps `interrupted` with that reason).
+    let cut_by_duration = status == RunStatus::Interrupted
+        && reason == crate::session::duration_before_plan().1.as_deref();
     match status {
         RunStatus::Interrupted if out.stdout_closed() => EXIT_INTERRUPTED,
-        RunStatus::Interrupted => {
+        RunStatus::Interrupted if !cut_by_duration => {
             out.error(&format!(
                 "{}; results measured so far were kept",
                 reason.unwrap_or("interrupted")
@@ -125,16 +127,100 @@ pub fn run_exit_status(
             ));
             EXIT_FAILURE
         }
-        _ => match first_failed {
-            Some(first) => {
-                out.error(&format!(
-                    "{} write(s) failed (see above), the first with: {}",
-                    1 + failed.count(),
-                    first.error.as_deref().unwrap_or("no reason given")
+        _ => {
+            if cut_by_duration {
+                out.warn(&format!(
+                    "{}: {} write(s) made, their results kept",
+                    reason.unwrap_or_default(),
+                    writes.len()
                 ));
-                EXIT_FAILURE
             }
-            None => EXIT_OK,
-        },
+            match crate::output::export::failed_writes(writes) {
+                Some(failed) => {
+                    out.error(&failed);
+                    EXIT_FAILURE
+                }
+                None => EXIT_OK,
+            }
+        }
+    }
+}
+
+/// Says on stderr, once per silence, that no probe has answered for a while: a frozen server
+/// (`kill -STOP`) kept the tool silent until `--timeout` had passed, and longer.
+#[derive(Debug, Clone)]
+pub struct SilenceWatch {
+    limit: std::time::Duration,
+    last_probes: usize,
+    since: std::time::Duration,
+    said: bool,
+}
+
+impl SilenceWatch {
+    /// A watch for probes bounded by `limit` (`--timeout`).
+    pub fn new(limit: std::time::Duration) -> Self {
+        SilenceWatch {
+            limit,
+            last_probes: 0,
+            since: std::time::Duration::ZERO,
+            said: false,
+        }
+    }
+
+    /// The line to print at this tick of the run's clock (`elapsed`), with `probes` answered so
+    /// far: after half the limit (1 s to 5 s) without one, once, naming what it waits for.
+    pub fn tick(
+        &mut self,
+        elapsed: std::time::Duration,
+        probes: usize,
+        server: &dyn std::fmt::Display,
+    ) -> Option<String> {
+        if probes != self.last_probes {
+            (self.last_probes, self.since, self.said) = (probes, elapsed, false);
+            return None;
+        }
+        let quiet = elapsed.saturating_sub(self.since);
+        let after = (self.limit / 2).clamp(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(5),
+        );
+        if self.said || quiet < after {
+            return None;
+        }
+        self.said = true;
+        Some(format!(
+            "no probe answered for {:.1} s: waiting for {server} (the run gives up after --timeout {})",
+            quiet.as_secs_f64(),
+            crate::measure::target::format_limit(self.limit)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::SilenceWatch;
+
+    #[test]
+    fn a_silence_is_said_once_after_half_the_limit() {
+        let mut watch = SilenceWatch::new(Duration::from_secs(2));
+        let at = Duration::from_millis;
+        assert_eq!(watch.tick(at(100), 10, &"s"), None);
+        assert_eq!(watch.tick(at(1000), 10, &"s"), None);
+        let line = watch.tick(at(1100), 10, &"redis://h:1").unwrap();
+        assert!(
+            line.starts_with("no probe answered for 1.0 s: waiting for redis://h:1")
+                && line.ends_with("(the run gives up after --timeout 2 s)"),
+            "{line}"
+        );
+        assert_eq!(watch.tick(at(1500), 10, &"s"), None);
+        // Answers again, then silent again: said again.
+        assert_eq!(watch.tick(at(1600), 11, &"s"), None);
+        assert!(watch.tick(at(2700), 11, &"s").is_some());
+        // A long limit waits 5 s at most.
+        let mut watch = SilenceWatch::new(Duration::from_secs(30));
+        assert_eq!(watch.tick(at(4900), 0, &"s"), None);
+        assert!(watch.tick(at(5000), 0, &"s").is_some());
     }
 }

@@ -196,14 +196,7 @@ impl RunScope {
 /// keys' slot has moved: the MOVED error names where, and they are deleted there (keys of one
 /// run share a hash tag, so one slot).
 fn delete_keys(conn: &ConnInfo, keys: &[&String]) -> Result<i64> {
-    let delete = |conn: &ConnInfo| {
-        conn.redis_connection().and_then(|mut conn| {
-            redis::cmd("DEL")
-                .arg(keys)
-                .query::<i64>(&mut conn)
-                .map_err(anyhow::Error::from)
-        })
-    };
+    let delete = |conn: &ConnInfo| conn.del_keys(keys);
     delete(conn).or_else(|err| {
         match err
             .downcast_ref::<redis::RedisError>()

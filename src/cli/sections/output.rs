@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::output::export::prepare_out_dir;
+use crate::output::export::{OutDirLock, prepare_out_dir};
 use crate::output::format::Format;
 
 /// The output flags, worded for the main job.
@@ -73,12 +73,12 @@ impl OutputArgs {
 }
 
 impl OutputPlan {
-    /// Makes `--out` ready for a new run (refusing one already there without `--force`), before
-    /// anything connects.
-    pub fn prepare(&self) -> anyhow::Result<()> {
+    /// Makes `--out` ready for a new run (refusing one already there without `--force`, and
+    /// one another run is using), before anything connects. Hold the lock for the whole run.
+    pub fn prepare(&self) -> anyhow::Result<Option<OutDirLock>> {
         match &self.out {
-            Some(dir) => prepare_out_dir(dir, self.force),
-            None => Ok(()),
+            Some(dir) => prepare_out_dir(dir, self.force).map(Some),
+            None => Ok(None),
         }
     }
 }

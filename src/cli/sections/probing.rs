@@ -180,26 +180,14 @@ pub fn parse_stall_threshold(text: &str) -> Result<Duration, UsageError> {
     Ok(threshold)
 }
 
-/// Parses a per-thread rate: positive, finite, at most [`MAX_PROBE_RATE`].
+/// Parses a per-thread rate: from [`crate::units::MIN_RATE_PER_S`] to [`MAX_PROBE_RATE`].
 pub fn parse_rate(flag: &'static str, text: &str) -> Result<f64, UsageError> {
-    let rate: f64 = text.trim().parse().map_err(|_| {
-        UsageError::invalid(
-            flag,
-            text,
-            "expected a number of probes per second, such as 1000",
-        )
-    })?;
-    if !rate.is_finite() || rate <= 0.0 {
-        return Err(UsageError::invalid(flag, text, "must be more than 0"));
+    crate::units::RateFlag {
+        flag,
+        what: "probes",
+        example: "1000",
+        max_per_s: MAX_PROBE_RATE,
+        above_max: "the tool sends at most 20000 probes/s per thread (each thread also reads every reply, and the server serves them all); add --probe-threads instead",
     }
-    if rate > MAX_PROBE_RATE {
-        return Err(UsageError::invalid(
-            flag,
-            text,
-            format!(
-                "the tool sends at most {MAX_PROBE_RATE} probes/s per thread (each thread also reads every reply, and the server serves them all); add --probe-threads instead"
-            ),
-        ));
-    }
-    Ok(rate)
+    .parse(text)
 }

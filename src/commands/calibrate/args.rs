@@ -89,7 +89,9 @@ impl CalibrateArgs {
     pub fn validate(&self) -> Result<CalibratePlan, UsageError> {
         let probing = self.probing.probing.to_plan()?;
         let threshold = probing.stall_threshold;
-        let interval = Duration::from_secs_f64(probing.aggregate_interval_us() / 1e6);
+        // The rate's floor keeps this within a second; never a panic whatever it is.
+        let interval = Duration::try_from_secs_f64(probing.aggregate_interval_us() / 1e6)
+            .unwrap_or(Duration::MAX);
         let mut stalls_us = Vec::new();
         let mut short_stalls = Vec::new();
         for part in self.stalls.split(',') {
@@ -176,7 +178,10 @@ impl CalibrateArgs {
 fn parse_stall(text: &str) -> Result<Duration, UsageError> {
     let trimmed = text.trim();
     let stall = match trimmed.parse::<f64>() {
-        Ok(ms) if ms.is_finite() && ms > 0.0 => Duration::from_secs_f64(ms / 1e3),
+        // Too long for a Duration (1e300) is as much out of range as 11 s.
+        Ok(ms) if ms.is_finite() && ms > 0.0 => {
+            Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::MAX)
+        }
         Ok(_) => {
             return Err(UsageError::invalid(
                 "--stalls",

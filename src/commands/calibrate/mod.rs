@@ -40,7 +40,8 @@ struct CalibrateDocument<'a> {
 /// the claimed accuracy, 1 otherwise).
 pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let validated = args.validate()?;
-    validated.output.prepare()?;
+    // Held until the run's end: another run into the same --out is refused meanwhile.
+    let _out_lock = validated.output.prepare()?;
     let deployment = Deployment::start(&validated.target, &LocalTopologySpec::default(), out)?;
     let target = &deployment.target;
     let server = &target.server;

@@ -293,21 +293,14 @@ pub fn parse_ratio(text: &str) -> Result<(u32, u32), UsageError> {
 }
 
 fn parse_total_rate(text: &str) -> Result<f64, UsageError> {
-    let rate: f64 = text.trim().parse().map_err(|_| {
-        UsageError::invalid(
-            "--rate",
-            text,
-            "expected requests per second in total, such as 50000",
-        )
-    })?;
-    if !rate.is_finite() || rate <= 0.0 || rate > 10_000_000.0 {
-        return Err(UsageError::invalid(
-            "--rate",
-            text,
-            "expected more than 0 and at most 10000000 requests per second",
-        ));
+    crate::units::RateFlag {
+        flag: "--rate",
+        what: "requests",
+        example: "50000",
+        max_per_s: 10_000_000.0,
+        above_max: "expected at most 10000000 requests per second",
     }
-    Ok(rate)
+    .parse(text)
 }
 
 #[cfg(test)]

@@ -41,7 +41,8 @@ pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         }
         return Ok(EXIT_OK);
     }
-    targets.output.prepare()?;
+    // Held until the run's end: another run into the same --out is refused meanwhile.
+    let _out_lock = targets.output.prepare()?;
     // Every server the tool started is stopped when the deployment drops, on every way out.
     let deployment = LoadDeployment::open(&targets.specs, &targets.discovery, out)?;
     run_deployment(&deployment, &options, &targets, interrupt, out)

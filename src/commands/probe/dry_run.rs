@@ -8,7 +8,7 @@ use crate::run::{self, RunOptions};
 use crate::units::format_size;
 
 /// `target: ...` of a dry run: the server named (never its password), or the binary that would
-/// be started (resolved, but not run beyond `--version`).
+/// be started (located, never run).
 pub(crate) fn dry_run_target(spec: &TargetSpec) -> Result<String> {
     Ok(match spec {
         TargetSpec::External(conn) => format!(
@@ -19,15 +19,11 @@ pub(crate) fn dry_run_target(spec: &TargetSpec) -> Result<String> {
                 "none"
             }
         ),
-        TargetSpec::Embedded { binary, .. } => {
-            let binary = ServerBinary::resolve(binary.as_deref())?;
-            format!(
-                "target: start {} ({:?} {}) on a free loopback port, persistence off, in a temporary directory; stopped at the end",
-                binary.path.display(),
-                binary.flavor,
-                binary.version
-            )
-        }
+        // Located, not run: not even `--version` (a dry run starts nothing).
+        TargetSpec::Embedded { binary, .. } => format!(
+            "target: start {} on a free loopback port, persistence off, in a temporary directory; stopped at the end",
+            ServerBinary::locate(binary.as_deref())?.display(),
+        ),
     })
 }
 

@@ -35,7 +35,8 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
         }
         return Ok(EXIT_OK);
     }
-    plan.output.prepare()?;
+    // Held until the run's end: another run into the same --out is refused meanwhile.
+    let _out_lock = plan.output.prepare()?;
     // Bound before anything starts, so a busy or bad address is a usage error; served until
     // the run's end (dropped on every way out of here).
     let endpoint = match &options.metrics_addr {
@@ -81,6 +82,8 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
         }
         _ => None,
     };
+    let mut silence = super::output::SilenceWatch::new(written_target.conn.command_timeout);
+    let silent_server = written_target.conn.clone();
     let report = run::run_nodes(
         options,
         written_target,
@@ -158,6 +161,9 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
                     elapsed.as_secs()
                 };
                 out.progress(position, format!("{probes} probes"));
+                if let Some(line) = silence.tick(elapsed, probes, &silent_server) {
+                    out.warn(&line);
+                }
             }
         },
     );

@@ -125,7 +125,8 @@ pub fn run(
         vec![root.clone()]
     };
     for dir in &dirs {
-        prepare_out_dir(dir, probe.output.force)?;
+        // Checked for every directory first; each run below locks its own as it goes.
+        drop(prepare_out_dir(dir, probe.output.force)?);
     }
 
     for (i, dir) in dirs.iter().enumerate() {

@@ -139,13 +139,23 @@ impl RawConn {
                 let name = crate::measure::target::TlsSettings::server_name(&info.host)?;
                 let session = rustls::ClientConnection::new(config, name)
                     .with_context(|| format!("starting TLS with {info}"))?;
-                let mut stream = rustls::StreamOwned::new(session, socket);
+                // The handshake is part of connecting: bounded by --connect-timeout (a plain
+                // port, answering no TLS, kept the tool silent for --timeout).
+                let limits = |limit| {
+                    socket
+                        .set_read_timeout(Some(limit))
+                        .and_then(|()| socket.set_write_timeout(Some(limit)))
+                        .context("setting the socket timeouts")
+                };
+                limits(info.connect_timeout)?;
+                let mut stream = rustls::StreamOwned::new(session, socket.try_clone()?);
                 while stream.conn.is_handshaking() {
                     stream
                         .conn
                         .complete_io(&mut stream.sock)
-                        .with_context(|| format!("TLS handshake with {info}"))?;
+                        .map_err(|err| crate::measure::target::handshake_error(info, err))?;
                 }
+                limits(info.command_timeout)?;
                 Stream::Tls(Box::new(stream))
             }
         };
@@ -534,8 +544,11 @@ pub struct Discarded {
 /// the control connection reports in its usual words. What fails here is a reply no Redis
 /// server sends, or none within `--timeout`.
 pub fn first_contact(info: &ConnInfo) -> Result<()> {
-    let Ok(mut conn) = RawConn::connect(info) else {
-        return Ok(());
+    let mut conn = match RawConn::connect(info) {
+        Ok(conn) => conn,
+        // The control connection would wait as long again to say the same.
+        Err(err) if err.is::<crate::measure::target::HandshakeTimedOut>() => return Err(err),
+        Err(_) => return Ok(()),
     };
     conn.command(&[b"INFO", b"server"])
         .with_context(|| format!("INFO server on {info}"))?;

@@ -13,7 +13,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use redis::IntoConnectionInfo;
 use serde::{Deserialize, Serialize};
 
@@ -64,7 +64,8 @@ impl fmt::Display for ConnInfo {
         if let Some(user) = &self.username {
             write!(f, "{user}@")?;
         }
-        write!(f, "{}:{}", self.host, self.port)?;
+        // `[::1]:6379`: the form --url reads back.
+        write!(f, "{}", join_host_port(&self.host, self.port))?;
         if self.db != 0 {
             write!(f, "/{}", self.db)?;
         }
@@ -99,6 +100,19 @@ impl ConnInfo {
         let bad = |reason: &str| UsageError::invalid("--url", redact_url(url), reason);
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             return Err(bad("expected redis://[user:password@]host:port[/db]"));
+        }
+        let (userinfo, host_part) = split_userinfo(url);
+        // The URL's reading of a password holding `/ ? # @` is not redis-cli's (which ends it at
+        // the first `@`), nor what the user meant: refused, in words that show none of it.
+        if userinfo.is_some_and(|info| info.contains(['/', '?', '#', '@'])) {
+            return Err(bad(
+                "the user name or password holds a character a URL reserves (/ ? # @): percent-encode it (%2F %3F %23 %40), or give the password in REDISCLI_AUTH",
+            ));
+        }
+        if host_part.contains('?') {
+            return Err(bad(
+                "a query (?password=..., ?db=...) is not read by redis-cli nor redis-rs: give the password as redis://:PASSWORD@host:port or in REDISCLI_AUTH, the database as /DB",
+            ));
         }
         // redis-rs accepts out-of-range ports silently in some versions: check the port first.
         if let Some(port_text) = port_part(url) {
@@ -186,9 +200,43 @@ impl ConnInfo {
         Ok(stream)
     }
 
+    /// `DEL keys` on a fresh connection: the run's cleanup. After a timeout it is tried once
+    /// more (a server busy or stopped for a moment), so it waits twice the limits at most; a
+    /// timeout is said as one, with the limit ("os error 11" said nothing). Other errors keep
+    /// redis-rs's error in the chain (a cluster's MOVED names where the keys went).
+    pub fn del_keys(&self, keys: &[&String]) -> Result<i64> {
+        let once = || -> Result<i64> {
+            let mut conn = self.redis_connection()?;
+            redis::cmd("DEL")
+                .arg(keys)
+                .query::<i64>(&mut conn)
+                .map_err(|err| {
+                    if is_timeout(&err) {
+                        anyhow!(
+                            "timed out after {} waiting for the reply to DEL from {self}",
+                            format_limit(self.command_timeout)
+                        )
+                    } else {
+                        anyhow::Error::from(err)
+                    }
+                })
+        };
+        once().or_else(|first| {
+            if first.to_string().contains("timed out after") {
+                once().map_err(|again| again.context("tried twice"))
+            } else {
+                Err(first)
+            }
+        })
+    }
+
     /// A redis-rs connection for control commands (INFO, CONFIG, SCAN, cleanup).
     pub fn redis_connection(&self) -> Result<redis::Connection> {
-        let mut redis_settings = redis::RedisConnectionInfo::default().set_db(self.db);
+        // No CLIENT SETINFO: two more replies to wait for at connect, each up to the limit, on a
+        // server that stopped answering.
+        let mut redis_settings = redis::RedisConnectionInfo::default()
+            .set_db(self.db)
+            .set_skip_set_lib_name();
         if let Some(user) = &self.username {
             redis_settings = redis_settings.set_username(user);
         }
@@ -213,13 +261,79 @@ impl ConnInfo {
             Some(tls) => redis::Client::build_with_tls(info, tls.redis_certificates()?),
         }
         .with_context(|| format!("client for {self}"))?;
+        // redis-rs's setup waits for the server's first reply within this limit too: a reply,
+        // bounded by --timeout as every other one (a frozen server's cleanup waited 5 s a try).
+        let limit = self.connect_timeout.min(self.command_timeout);
         let conn = client
-            .get_connection_with_timeout(self.connect_timeout)
-            .with_context(|| format!("cannot connect to {self}"))?;
+            .get_connection_with_timeout(limit)
+            .map_err(|err| {
+                if is_timeout(&err) {
+                    anyhow!(
+                        "cannot connect to {self}: timed out after {} waiting for the server's first reply{}",
+                        format_limit(limit),
+                        if self.tls.is_some() { " and the TLS handshake" } else { "" }
+                    )
+                } else {
+                    anyhow!(err).context(format!("cannot connect to {self}"))
+                }
+            })?;
         conn.set_read_timeout(Some(self.command_timeout))
+            .and_then(|()| conn.set_write_timeout(Some(self.command_timeout)))
             .context("setting the read timeout")?;
         Ok(conn)
     }
+}
+
+/// A limit as the user typed it: `2 s`, `500 ms`.
+pub fn format_limit(limit: Duration) -> String {
+    if limit.subsec_millis() == 0 && limit.as_secs() > 0 {
+        format!("{} s", limit.as_secs())
+    } else {
+        format!("{} ms", limit.as_millis())
+    }
+}
+
+/// A TLS handshake that got no answer within `--connect-timeout`: final, not worth another
+/// connection (see [`crate::measure::resp::first_contact`]).
+#[derive(Debug)]
+pub struct HandshakeTimedOut(pub String);
+
+impl fmt::Display for HandshakeTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HandshakeTimedOut {}
+
+/// A failed TLS handshake, a timeout said as one ("os error 11" said nothing).
+pub fn handshake_error(conn: &ConnInfo, err: std::io::Error) -> anyhow::Error {
+    if matches!(
+        err.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ) {
+        HandshakeTimedOut(format!(
+            "cannot connect to {conn}: timed out after {} waiting for the TLS handshake (--connect-timeout; is it a TLS port?)",
+            format_limit(conn.connect_timeout)
+        ))
+        .into()
+    } else {
+        anyhow!(err).context(format!("TLS handshake with {conn}"))
+    }
+}
+
+/// A redis-rs error that is a socket timeout (`EAGAIN`, "os error 11", on Linux).
+pub fn is_timeout(err: &redis::RedisError) -> bool {
+    err.is_timeout()
+        || matches!(err.kind(), redis::ErrorKind::Io)
+            && std::error::Error::source(err)
+                .and_then(|source| source.downcast_ref::<std::io::Error>())
+                .is_some_and(|io| {
+                    matches!(
+                        io.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    )
+                })
 }
 
 /// Splits `host:port` or `[v6]:port` into host (without brackets) and a port from 1 to 65535.
@@ -251,40 +365,61 @@ pub fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
+/// A URL's user information (before the last `@`: a password may hold `@`, `/` or `:`) and
+/// the rest after `scheme://`.
+fn split_userinfo(url: &str) -> (Option<&str>, &str) {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => (Some(userinfo), host),
+        None => (None, rest),
+    }
+}
+
 /// The port text of a `redis://` URL, if it names one.
 fn port_part(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split('/').next()?;
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let host_port = split_userinfo(url).1.split(['/', '?', '#']).next()?;
     if host_port.starts_with('[') {
         return host_port.split_once("]:").map(|(_, port)| port);
     }
     host_port.rsplit_once(':').map(|(_, port)| port)
 }
 
-/// The URL with any password replaced by `***`, for messages.
+/// The URL for messages, with no part of a password: everything before the last `@` but a
+/// plain user name becomes `***` (all of the URL when that part holds `/ ? # @`) (whatever the password holds, `@ / : ?` included), and any
+/// query too (`?***`).
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+    let (scheme, _) = url.split_once("://").unwrap_or(("", ""));
+    let prefix = if scheme.is_empty() {
+        String::new()
+    } else {
+        format!("{scheme}://")
     };
-    let (authority, path) = rest
-        .split_once('/')
-        .map_or((rest, None), |(a, p)| (a, Some(p)));
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            if userinfo.contains(':') {
-                format!("{user}:***@{host}")
-            } else {
-                format!("***@{host}")
-            }
-        }
-        None => authority.to_string(),
-    };
-    match path {
-        Some(path) => format!("{scheme}://{authority}/{path}"),
-        None => format!("{scheme}://{authority}"),
+    let (userinfo, rest) = split_userinfo(url);
+    // `/ ? #` before the last `@`: where the host starts depends on who reads the URL, so any
+    // of it may be a password's.
+    if userinfo.is_some_and(|info| info.contains(['/', '?', '#', '@'])) {
+        return format!("{prefix}***");
     }
+    let shown_user = match userinfo {
+        None => String::new(),
+        Some(info) => match info.split_once(':') {
+            // Only a user name that cannot be a piece of a password read another way.
+            Some((user, _))
+                if user
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-%".contains(c)) =>
+            {
+                format!("{user}:***@")
+            }
+            _ => "***@".to_string(),
+        },
+    };
+    // A query may hold a password under any key, `&` and `=` included: all of it goes.
+    let rest = match rest.split_once('?') {
+        Some((head, _)) => format!("{head}?***"),
+        None => rest.to_string(),
+    };
+    format!("{prefix}{shown_user}{rest}")
 }
 
 /// How to reach the server: given by the user, or started by the tool.
@@ -487,7 +622,7 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
     Ok(ServerFacts {
         flavor,
         version,
-        address: format!("{}:{}", conn.host, conn.port),
+        address: conn.address(),
         embedded: false,
         binary: None,
         maxmemory_bytes: config_get(control, "maxmemory").and_then(|v| v.parse().ok()),
@@ -608,6 +743,42 @@ mod properties {
                     prop_assert!(message.contains("--url"));
                     prop_assert!(!message.contains("p4ssw0rd"), "{}", message);
                 }
+            }
+        }
+
+        /// A password of any shape (`@ / : ? # %` anywhere in it, in the user information or
+        /// a query): no piece of it in any message, error or not. The pieces (`Q` and three
+        /// lower-case letters) appear nowhere else in a URL or a message.
+        #[test]
+        fn no_message_shows_any_part_of_a_password(
+            pieces in proptest::collection::vec("Q[a-z]{3}", 1..4),
+            separators in proptest::collection::vec("[@/:?#%=& ]{0,2}", 4),
+            form in 0usize..5,
+            user in "[a-z]{0,5}",
+            host in "[a-z]{1,8}|127\\.0\\.0\\.1|\\[::1\\]",
+            port in "[0-9]{0,6}",
+        ) {
+            let mut password = String::new();
+            for (i, piece) in pieces.iter().enumerate() {
+                password.push_str(&separators[i % separators.len()]);
+                password.push_str(piece);
+            }
+            password.push_str(&separators[3]);
+            let url = match form {
+                0 => format!("redis://{user}:{password}@{host}:{port}"),
+                1 => format!("redis://:{password}@{host}:{port}/0"),
+                2 => format!("rediss://{user}:{password}@{host}:{port}/1?x=y"),
+                3 => format!("redis://{host}:{port}?password={password}"),
+                _ => format!("redis://{user}:{password}@{host}{port}"),
+            };
+            let shown = match ConnInfo::from_url(&url, None) {
+                Ok(info) => format!("{info} {info:?}"),
+                Err(err) => err.to_string(),
+            };
+            let redacted = redact_url(&url);
+            for piece in &pieces {
+                prop_assert!(!shown.contains(piece.as_str()), "{url}: {shown}");
+                prop_assert!(!redacted.contains(piece.as_str()), "{url}: {redacted}");
             }
         }
 

@@ -45,10 +45,104 @@ pub struct ServerBinary {
     pub version: String,
 }
 
+/// Longest wait for `--version`: a binary that answers later is not a server the tool can
+/// drive (it once hung the tool for 250 s, deaf to Ctrl-C).
+pub const VERSION_LIMIT: Duration = Duration::from_secs(5);
+
+/// Longest wait for a started server to answer PING, each attempt.
+pub const LISTEN_LIMIT: Duration = Duration::from_secs(10);
+
+/// `binary` never answered PING: not worth another attempt on another port.
+#[derive(Debug)]
+struct NeverListened(String);
+
+impl std::fmt::Display for NeverListened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NeverListened {}
+
+/// The child is killed when the tool dies (kill -9, a second Ctrl-C): Linux's
+/// `PR_SET_PDEATHSIG`, tied to the thread that spawns it.
+fn die_with_the_tool(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                // The tool may have died before the line above: then nobody will stop us.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 impl ServerBinary {
-    /// Resolves `binary` (or `redis-server` from PATH) and asks it for its version.
+    /// Resolves `binary` (or `redis-server` from PATH) and asks it for its version, within
+    /// [`VERSION_LIMIT`].
     pub fn resolve(binary: Option<&Path>) -> Result<ServerBinary> {
-        let path = match binary {
+        let path = Self::locate(binary)?;
+        let mut cmd = Command::new(&path);
+        cmd.arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        die_with_the_tool(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot run {} --version", path.display()))?;
+        let deadline = Instant::now() + VERSION_LIMIT;
+        loop {
+            if child
+                .try_wait()
+                .with_context(|| format!("waiting for {} --version", path.display()))?
+                .is_some()
+            {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "{} --version did not exit within {} s: not a server binary the tool can run",
+                    path.display(),
+                    VERSION_LIMIT.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut text = String::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            let _ = stdout.read_to_string(&mut text);
+        }
+        let (flavor, version) = parse_version_line(&text).ok_or_else(|| {
+            anyhow!(
+                "{} --version printed no Redis or Valkey version: {}",
+                path.display(),
+                text.trim()
+            )
+        })?;
+        Ok(ServerBinary {
+            path,
+            flavor,
+            version,
+        })
+    }
+
+    /// The path `binary` (or `redis-server`) names, from PATH for a bare name, without running
+    /// it (a dry run runs nothing).
+    pub fn locate(binary: Option<&Path>) -> Result<PathBuf> {
+        Ok(match binary {
             Some(path) if path.components().count() > 1 => {
                 if !path.is_file() {
                     return Err(UsageError::invalid(
@@ -68,23 +162,6 @@ impl ServerBinary {
                     "redis-server is not installed (not found in PATH): install it (apt-get install redis-server), pass --server-bin PATH, or measure an existing server with --url"
                 )
             })?,
-        };
-        let output = Command::new(&path)
-            .arg("--version")
-            .output()
-            .with_context(|| format!("cannot run {} --version", path.display()))?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        let (flavor, version) = parse_version_line(&text).ok_or_else(|| {
-            anyhow!(
-                "{} --version printed no Redis or Valkey version: {}",
-                path.display(),
-                text.trim()
-            )
-        })?;
-        Ok(ServerBinary {
-            path,
-            flavor,
-            version,
         })
     }
 
@@ -145,6 +222,10 @@ pub fn server_arg_tokens(setting: &str) -> Result<Vec<String>, UsageError> {
             "expected \"NAME VALUE\" with a setting name such as maxmemory",
         ));
     }
+    let lower = name.to_ascii_lowercase().replace('_', "-");
+    if let Some(why) = refused_setting(&lower, setting) {
+        return Err(UsageError::invalid("--server-arg", setting, why));
+    }
     let mut tokens = vec![format!("--{name}")];
     for word in words {
         tokens.push(if word == "\"\"" || word == "''" {
@@ -154,6 +235,90 @@ pub fn server_arg_tokens(setting: &str) -> Result<Vec<String>, UsageError> {
         });
     }
     Ok(tokens)
+}
+
+/// Why a `--server-arg` setting is refused, before anything starts: the tool runs the server it
+/// starts in the foreground as its child (killed with it), in a temporary directory it removes,
+/// on a port it chose, and reads its log there. A setting that detaches the server
+/// (`daemonize`: it outlived the tool), moves or adds its files elsewhere (`dir`, `logfile`,
+/// `pidfile`, `unixsocket`, a cluster config file with a path), moves its port, or loads a
+/// file that could do any of these (`include`) would leave a server or files behind.
+fn refused_setting(name: &str, setting: &str) -> Option<String> {
+    const REFUSED: &[&str] = &[
+        "daemonize",
+        "dir",
+        "logfile",
+        "pidfile",
+        "include",
+        "port",
+        "unixsocket",
+    ];
+    let with_path = matches!(
+        name,
+        "cluster-config-file" | "dbfilename" | "appendfilename" | "appenddirname"
+    ) && setting.contains('/');
+    (REFUSED.contains(&name) || with_path).then(|| {
+        format!(
+            "{name} is set by the tool for the server it starts (in the foreground, as its child, in a temporary directory it removes, on a port it chose); {} are refused, and file names without a path",
+            REFUSED.join(", ")
+        )
+    })
+}
+
+/// The prefix of an embedded server's temporary directory.
+pub const WORKDIR_PREFIX: &str = "holprobe-server-";
+/// In that directory: `PID START` of the tool that made it (START: the process's start time in
+/// clock ticks since boot, /proc/PID/stat field 22, so a reused pid is not taken for it).
+pub const OWNER_FILE: &str = "holprobe-owner";
+
+/// `PID START` for the process `pid`, or `PID` alone where /proc does not say.
+fn owner_stamp(pid: u32) -> String {
+    match process_start(pid) {
+        Some(start) => format!("{pid} {start}"),
+        None => pid.to_string(),
+    }
+}
+
+/// Field 22 of /proc/PID/stat (after the command's parenthesis, which may hold spaces).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Removes the embedded-server directories under `tmp` whose tool is dead (killed with -9:
+/// its server died with it, its directory stayed). A directory without an owner file, or
+/// whose owner cannot be checked, is left alone.
+pub fn remove_stale_workdirs(tmp: &Path) {
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(WORKDIR_PREFIX));
+        if !is_ours {
+            continue;
+        }
+        let Ok(stamp) = fs::read_to_string(path.join(OWNER_FILE)) else {
+            continue;
+        };
+        let mut words = stamp.split_whitespace();
+        let Some(pid) = words.next().and_then(|w| w.parse::<u32>().ok()) else {
+            continue;
+        };
+        let start = words.next().and_then(|w| w.parse::<u64>().ok());
+        let alive = match (process_start(pid), start) {
+            (Some(now), Some(then)) => now == then,
+            (Some(_), None) => true,
+            (None, _) => !Path::new("/proc/self/stat").exists(),
+        };
+        if !alive {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// A running server the tool started. Stopped by [`EmbeddedServer::stop`] or on drop.
@@ -185,6 +350,9 @@ impl EmbeddedServer {
         for _attempt in 0..3 {
             match Self::start_once(&binary, &extra) {
                 Ok(server) => return Ok(server),
+                // Silent for the whole limit: another port would not help, and three tries
+                // made a 10 s limit 30 s.
+                Err(err) if err.is::<NeverListened>() => return Err(err),
                 Err(err) => last_error = Some(err),
             }
         }
@@ -192,11 +360,17 @@ impl EmbeddedServer {
     }
 
     fn start_once(binary: &ServerBinary, extra: &[String]) -> Result<EmbeddedServer> {
+        remove_stale_workdirs(&std::env::temp_dir());
         let port = free_port()?;
         let workdir = tempfile::Builder::new()
-            .prefix("holprobe-server-")
+            .prefix(WORKDIR_PREFIX)
             .tempdir()
             .context("creating the server's temporary directory")?;
+        // Whose it is, for the next start to tell a dead tool's directory from a live one's.
+        let _ = fs::write(
+            workdir.path().join(OWNER_FILE),
+            owner_stamp(std::process::id()),
+        );
         let log = workdir.path().join("server.log");
         let mut cmd = Command::new(&binary.path);
         cmd.arg("--port")
@@ -228,22 +402,7 @@ impl EmbeddedServer {
         // memory and port. The signal comes when the thread that started the server ends, so
         // start it from a thread that lives as long as the server is wanted (the main thread,
         // or the test's own).
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
-            let parent = unsafe { libc::getpid() };
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-                    // The tool may have died before the line above: then nobody will stop us.
-                    if libc::getppid() != parent {
-                        libc::_exit(1);
-                    }
-                    Ok(())
-                });
-            }
-        }
+        die_with_the_tool(&mut cmd);
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", binary.path.display()))?;
@@ -264,7 +423,7 @@ impl EmbeddedServer {
     }
 
     fn wait_ready(&mut self, log: &Path) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + LISTEN_LIMIT;
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Some(status) = child.try_wait().context("waiting for the server")?
@@ -288,11 +447,13 @@ impl EmbeddedServer {
             }
             if Instant::now() > deadline {
                 self.stop();
-                bail!(
-                    "{} did not answer PING on port {} within 10 s",
+                return Err(NeverListened(format!(
+                    "{} did not answer PING on port {} within {} s",
                     self.binary.path.display(),
-                    self.port
-                );
+                    self.port,
+                    LISTEN_LIMIT.as_secs()
+                ))
+                .into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -390,6 +551,31 @@ pub fn free_port() -> Result<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a dead tool's directory goes: one whose owner lives (this process), or that names
+    /// no owner (a version before owner files), stays.
+    #[test]
+    fn stale_workdirs_are_those_of_dead_tools_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let make = |name: &str, owner: Option<String>| {
+            let dir = tmp.path().join(format!("{WORKDIR_PREFIX}{name}"));
+            fs::create_dir(&dir).unwrap();
+            if let Some(owner) = owner {
+                fs::write(dir.join(OWNER_FILE), owner).unwrap();
+            }
+            dir
+        };
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = gone.id();
+        gone.wait().unwrap();
+        let dead = make("dead", Some(format!("{dead_pid} 1")));
+        let reused = make("reused", Some(format!("{} 1", std::process::id())));
+        let live = make("live", Some(owner_stamp(std::process::id())));
+        let unknown = make("unknown", None);
+        remove_stale_workdirs(tmp.path());
+        assert!(!dead.exists() && !reused.exists());
+        assert!(live.exists() && unknown.exists());
+    }
 
     #[test]
     fn version_lines() {

@@ -1,7 +1,7 @@
 //! CSV rows from the same `Serialize` structs the run records, so columns cannot drift.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -17,6 +17,11 @@ pub struct RowAppender {
     pending: Vec<u8>,
     rows_pending: usize,
     header_written: bool,
+    /// Bytes of whole rows on disk: a write cut short (a full disk) is cut back to this.
+    written_bytes: u64,
+    /// A write failed: no more are tried (on a full disk they would only eat the space kept
+    /// for the final run.json), and the file ends in whole rows.
+    failed: bool,
 }
 
 /// Rows kept in memory before they are written out.
@@ -33,6 +38,8 @@ impl RowAppender {
             pending: Vec::new(),
             rows_pending: 0,
             header_written: true,
+            written_bytes: 0,
+            failed: false,
         };
         appender
             .encoder()
@@ -64,10 +71,23 @@ impl RowAppender {
 
     /// Writes every pending row to the file.
     pub fn flush(&mut self) -> Result<()> {
+        if self.failed {
+            self.pending.clear();
+            anyhow::bail!("{}: an earlier write failed", self.path.display());
+        }
         if !self.pending.is_empty() {
-            self.file
-                .write_all(&self.pending)
-                .with_context(|| format!("writing {}", self.path.display()))?;
+            if let Err(err) = self.file.write_all(&self.pending) {
+                // Whole rows only, also on a full disk: what a write cut short left goes.
+                self.failed = true;
+                self.pending.clear();
+                let _ = self.file.set_len(self.written_bytes);
+                let _ = self.file.seek(SeekFrom::Start(self.written_bytes));
+                if let Some(dir) = self.path.parent() {
+                    super::release_reserve(dir);
+                }
+                return Err(err).with_context(|| format!("writing {}", self.path.display()));
+            }
+            self.written_bytes += self.pending.len() as u64;
             self.pending.clear();
         }
         self.rows_pending = 0;

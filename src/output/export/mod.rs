@@ -62,9 +62,83 @@ pub const LOAD_WRITES_CSV: &str = "load_writes.csv";
 /// `probe keys`: one row per key at or above the size floor.
 pub const KEYS_CSV: &str = "keys.csv";
 
+/// Every file a run of any command writes to its directory: one of them there means the
+/// directory holds (part of) a run, whichever command made it and however far it got.
+pub const EXPORT_FILES: &[&str] = &[
+    RUN_JSON,
+    PROBES_CSV,
+    WRITES_CSV,
+    STALLS_CSV,
+    SUMMARY_CSV,
+    TIMELINE_CSV,
+    PROBES_HLOG,
+    CALIBRATION_CSV,
+    CALIBRATION_JSON,
+    LOAD_TIMELINE_CSV,
+    LOAD_LATENCY_HGRM,
+    LOAD_WRITES_CSV,
+];
+
+/// An `--out` directory held by one run: an exclusive `flock` on the directory itself, so that
+/// a second run into it is refused while this one lasts. Released when dropped, and by the
+/// kernel when the process dies (kill -9 included); no lock file is left behind.
+#[derive(Debug)]
+pub struct OutDirLock {
+    _dir: File,
+    /// The space kept for the final run.json ([`RESERVE_FILE`]), removed with the lock.
+    reserve: PathBuf,
+}
+
+impl Drop for OutDirLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.reserve);
+    }
+}
+
+/// A file of [`RESERVE_BYTES`] a run keeps in its `--out` while it goes: when the disk fills,
+/// the first export write that fails removes it ([`release_reserve`]), so the run.json that
+/// says the run failed, and why, still fits. Removed at the end of every run.
+pub const RESERVE_FILE: &str = ".holprobe-reserve";
+/// Room for a run.json with its kept stalls and hiccups (a few hundred KiB at most).
+const RESERVE_BYTES: usize = 512 * 1024;
+
+/// Frees the space kept in `dir` for the final run.json: called when an export write fails.
+pub fn release_reserve(dir: &Path) {
+    let _ = fs::remove_file(dir.join(RESERVE_FILE));
+}
+
+impl OutDirLock {
+    /// Takes the lock, or says the directory is in use (a usage error: exit 2).
+    fn take(dir: &Path, shown: &str) -> Result<OutDirLock> {
+        let handle = File::open(dir).map_err(|err| {
+            UsageError::invalid("--out", shown, format!("cannot open the directory ({err})"))
+        })?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: flock(2) on a descriptor this function owns.
+            let taken = unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if taken != 0 {
+                let err = std::io::Error::last_os_error();
+                let reason = if err.kind() == std::io::ErrorKind::WouldBlock {
+                    "is in use by another run of the tool right now: give each run its own directory".to_string()
+                } else {
+                    format!("cannot lock the directory ({err})")
+                };
+                return Err(UsageError::invalid("--out", shown, reason).into());
+            }
+        }
+        Ok(OutDirLock {
+            _dir: handle,
+            reserve: dir.join(RESERVE_FILE),
+        })
+    }
+}
+
 /// Makes sure `dir` can take a new run, before anything is measured or sent: creates it if
-/// needed, refuses one that already holds a run unless `force`, and checks it can be written.
-pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<()> {
+/// needed, locks it for this run (refusing one another run holds), refuses one that holds any
+/// run's file unless `force`, and checks it can be written. Keep the lock as long as the run.
+pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<OutDirLock> {
     let shown = dir.display().to_string();
     if dir.exists() && !dir.is_dir() {
         return Err(UsageError::invalid("--out", shown, "exists and is not a directory").into());
@@ -76,33 +150,66 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<()> {
             format!("cannot create the directory ({err})"),
         )
     })?;
-    if dir.join(RUN_JSON).exists() && !force {
+    let lock = OutDirLock::take(dir, &shown)?;
+    if !force
+        && let Some(found) = EXPORT_FILES
+            .iter()
+            .find(|name| dir.join(name).exists() || dir.join(format!("{name}.tmp")).exists())
+    {
         return Err(UsageError::invalid(
             "--out",
             shown,
-            "already holds a run (run.json): choose another directory or pass --force to replace it",
+            format!(
+                "already holds a run ({found}): choose another directory or pass --force to replace it"
+            ),
         )
         .into());
     }
-    let probe_path = dir.join(".holprobe-write-test");
-    File::create(&probe_path)
-        .and_then(|mut f| f.write_all(b"ok"))
+    // Written, not only sized: a sparse file would keep no space on a full disk.
+    File::create(&lock.reserve)
+        .and_then(|mut f| f.write_all(&vec![0u8; RESERVE_BYTES]))
         .map_err(|err| {
             UsageError::invalid("--out", &shown, format!("cannot write there ({err})"))
         })?;
-    let _ = fs::remove_file(probe_path);
-    Ok(())
+    Ok(lock)
+}
+
+/// "N write(s) failed (see above), the first with: ERROR", or `None` when none failed: the
+/// words of the exit status and of run.json's `status_reason` alike, so the two agree.
+pub fn failed_writes(writes: &[crate::record::WriteRecord]) -> Option<String> {
+    let mut failed = writes.iter().filter(|w| !w.ok);
+    let first = failed.next()?;
+    Some(format!(
+        "{} write(s) failed (see above), the first with: {}",
+        1 + failed.count(),
+        first.error.as_deref().unwrap_or("no reason given")
+    ))
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory, renamed into place:
 /// readers see the old file or the new one, never half of one.
+/// A write that fails (a full disk) frees the space kept for the final run.json and leaves no
+/// temporary file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = tmp_path(path);
-    let mut file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_data())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", path.display()))
+    let written = File::create(&tmp)
+        .with_context(|| format!("creating {}", tmp.display()))
+        .and_then(|mut file| {
+            file.write_all(bytes)
+                .and_then(|()| file.sync_data())
+                .with_context(|| format!("writing {}", tmp.display()))
+        })
+        .and_then(|()| {
+            fs::rename(&tmp, path)
+                .with_context(|| format!("renaming {} into place", path.display()))
+        });
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+        if let Some(dir) = path.parent() {
+            release_reserve(dir);
+        }
+    }
+    written
 }
 
 fn tmp_path(path: &Path) -> PathBuf {

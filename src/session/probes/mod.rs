@@ -383,7 +383,10 @@ pub fn measure_nodes(
             topology: probed.topology.as_ref(),
             options: &effective_options,
         },
-        last_checkpoint: Instant::now(),
+        // Due at once: run.json says `running` from the loop's first settle on.
+        last_checkpoint: Instant::now()
+            .checked_sub(CHECKPOINT_EVERY)
+            .unwrap_or_else(Instant::now),
     };
     let limits = Limits {
         deadline_us: options
@@ -530,6 +533,11 @@ impl ProbeInstrument<'_, '_> {
             }
             return Err(err);
         }
+        // A failed write fails the run, in run.json as in the exit status.
+        let (status, status_reason) = match crate::output::export::failed_writes(&state.writes) {
+            Some(failed) if status == RunStatus::Complete => (RunStatus::Failed, Some(failed)),
+            _ => (status, status_reason),
+        };
         state.finish();
         state.file_findings(sinks)?;
         state.file_named(true, sinks)?;

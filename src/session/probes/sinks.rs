@@ -155,13 +155,20 @@ impl ProbeFiles {
 
     /// Every appended row on disk, summary.csv rewritten, then run.json.
     fn checkpoint(&mut self, run_json: &RunJson) -> Result<()> {
+        // run.json also when the rows could not go (a full disk): it says how the run ended.
+        let flushed = self.flush_rows();
+        let json = serde_json::to_vec_pretty(run_json).context("encoding run.json")?;
+        write_atomic(&self.dir.join(RUN_JSON), &json)?;
+        flushed
+    }
+
+    /// Every appended row on disk, and summary.csv rewritten.
+    fn flush_rows(&mut self) -> Result<()> {
         self.probes.flush()?;
         self.writes.flush()?;
         self.stalls.flush()?;
         self.timeline.flush()?;
-        write_atomic(&self.dir.join(SUMMARY_CSV), &self.summary_csv()?)?;
-        let json = serde_json::to_vec_pretty(run_json).context("encoding run.json")?;
-        write_atomic(&self.dir.join(RUN_JSON), &json)
+        write_atomic(&self.dir.join(SUMMARY_CSV), &self.summary_csv()?)
     }
 }
 
