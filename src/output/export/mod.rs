@@ -174,6 +174,40 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<OutDirLock> {
     Ok(lock)
 }
 
+/// Whether a write's error is what a failover does to the write under way, which the run rides
+/// out (the writer reconnects and follows the cluster's MOVED): its connection lost under it
+/// (reset, closed, refused, broken, a timeout) or the cluster's replies while it fails over
+/// (`CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`, `LOADING`); unlike a server's refusal of the write
+/// itself (`OOM ...`, `ERR ...`) or a write the tool would not send.
+pub fn lost_connection(error: &str) -> bool {
+    let error = error.to_ascii_lowercase();
+    [
+        "connection reset",
+        "broken pipe",
+        "closed the connection",
+        "connection refused",
+        "connection aborted",
+        "timed out",
+        "unexpected end of file",
+    ]
+    .iter()
+    .any(|cause| error.contains(cause))
+        || ["clusterdown", "tryagain", "masterdown", "loading"]
+            .iter()
+            .any(|code| error.starts_with(code))
+}
+
+/// The failed writes that fail the run: every one but those whose connection was lost under
+/// them ([`lost_connection`]), as [`failed_writes`] words them; `None` when there are none.
+pub fn failing_writes(writes: &[crate::record::WriteRecord]) -> Option<String> {
+    let failing: Vec<crate::record::WriteRecord> = writes
+        .iter()
+        .filter(|w| !w.ok && !w.error.as_deref().is_some_and(lost_connection))
+        .cloned()
+        .collect();
+    failed_writes(&failing)
+}
+
 /// "N write(s) failed (see above), the first with: ERROR", or `None` when none failed: the
 /// words of the exit status and of run.json's `status_reason` alike, so the two agree.
 pub fn failed_writes(writes: &[crate::record::WriteRecord]) -> Option<String> {
@@ -226,4 +260,39 @@ pub(crate) fn open_fresh(path: &Path) -> Result<File> {
         .truncate(true)
         .open(path)
         .with_context(|| format!("creating {}", path.display()))
+}
+
+#[cfg(test)]
+mod failed_write_tests {
+    use super::*;
+    use crate::record::{WriteOp, WriteRecord};
+
+    fn failed(error: &str) -> WriteRecord {
+        WriteRecord {
+            ok: false,
+            error: Some(error.into()),
+            ..WriteRecord::timed(1, WriteOp::Set, "k".into(), 1, (0, 0, 0))
+        }
+    }
+
+    /// A server's refusal fails the run; a write whose connection a failover cut does not
+    /// (the run rode it out), but is still said.
+    #[test]
+    fn only_writes_the_run_did_not_ride_out_fail_it() {
+        let reset = failed("Connection reset by peer (os error 104)");
+        let oom = failed("OOM command not allowed when used memory > 'maxmemory'.");
+        assert!(lost_connection(reset.error.as_deref().unwrap()));
+        assert!(!lost_connection(oom.error.as_deref().unwrap()));
+        assert!(!lost_connection("not sent: the value would pass maxmemory"));
+        assert!(lost_connection("CLUSTERDOWN The cluster is down"));
+        assert!(!lost_connection("ERR loading is not a word here"));
+        assert_eq!(failing_writes(std::slice::from_ref(&reset)), None);
+        assert!(failed_writes(std::slice::from_ref(&reset)).is_some());
+        let both = [reset, oom];
+        let failing = failing_writes(&both).unwrap();
+        assert!(
+            failing.starts_with("1 write(s) failed") && failing.contains("OOM"),
+            "{failing}"
+        );
+    }
 }

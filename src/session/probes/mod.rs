@@ -533,9 +533,18 @@ impl ProbeInstrument<'_, '_> {
             }
             return Err(err);
         }
-        // A failed write fails the run, in run.json as in the exit status.
-        let (status, status_reason) = match crate::output::export::failed_writes(&state.writes) {
-            Some(failed) if status == RunStatus::Complete => (RunStatus::Failed, Some(failed)),
+        // A failed write fails the run, in run.json as in the exit status; one whose connection
+        // was lost under it (a failover the run rode out) leaves the run complete, but said.
+        let (status, status_reason) = match (
+            crate::output::export::failing_writes(&state.writes),
+            crate::output::export::failed_writes(&state.writes),
+        ) {
+            (Some(failing), _) if status == RunStatus::Complete => {
+                (RunStatus::Failed, Some(failing))
+            }
+            (None, Some(failed)) if status == RunStatus::Complete && status_reason.is_none() => {
+                (status, Some(failed))
+            }
             _ => (status, status_reason),
         };
         state.finish();

@@ -1,12 +1,4 @@
-//! A list: `RPUSH key element ...` in batches, `LRANGE key 0 -1` to read it whole. Held in a
-//! quicklist (`quicklist`: a linked list of listpacks of up to 8 KiB each at the default
-//! `list-max-listpack-size -2`), or in one listpack (`listpack`, Redis 7.2 and later) while
-//! small. Its free effort is the quicklist's node count, not its elements: a list of 2M 16-byte
-//! elements is a few thousand nodes, which is why its DEL is fast.
-
-use super::ValueKind;
-use super::hash::push_bulk;
-use crate::workload::element_bytes_into;
+use super::{KindFacts, ValueKind, push_command_start, push_element};
 
 /// The list kind.
 #[derive(Debug)]
@@ -18,25 +10,19 @@ pub static LIST: ListKind = ListKind;
 /// Bytes of one quicklist node at the default `list-max-listpack-size -2`.
 const QUICKLIST_NODE_BYTES: u64 = 8 * 1024;
 
+static FACTS: KindFacts = KindFacts {
+    name: "list",
+    count_command: "LLEN",
+    build_command: "RPUSH",
+    read_command: ("LRANGE", &["0", "-1"]),
+    bytes_per_element_factor: 1,
+    server_overhead_per_element: 4,
+    distinct: false,
+};
+
 impl ValueKind for ListKind {
-    fn name(&self) -> &'static str {
-        "list"
-    }
-
-    fn count_command(&self) -> &'static str {
-        "LLEN"
-    }
-
-    fn build_command(&self) -> &'static str {
-        "RPUSH"
-    }
-
-    fn server_overhead_per_element(&self) -> u64 {
-        4
-    }
-
-    fn read_command(&self) -> (&'static str, &'static [&'static str]) {
-        ("LRANGE", &["0", "-1"])
+    fn facts(&self) -> &'static KindFacts {
+        &FACTS
     }
 
     fn build_batch(
@@ -48,12 +34,9 @@ impl ValueKind for ListKind {
         fill: &[u8],
         out: &mut Vec<u8>,
     ) -> usize {
-        out.extend_from_slice(format!("*{}\r\n$5\r\nRPUSH\r\n", 2 + count).as_bytes());
-        push_bulk(out, key);
+        push_command_start(out, FACTS.build_command, key, count);
         for index in first..first + count {
-            out.extend_from_slice(format!("${element_bytes}\r\n").as_bytes());
-            element_bytes_into(index, element_bytes, fill, out);
-            out.extend_from_slice(b"\r\n");
+            push_element(out, index, element_bytes, fill);
         }
         1
     }

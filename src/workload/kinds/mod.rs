@@ -13,39 +13,75 @@ pub mod zset;
 
 use crate::error::UsageError;
 
-/// A kind of large value, as the writer and the key scan see it.
-pub trait ValueKind: Sync + std::fmt::Debug {
+/// What a kind is, as data: its names and commands, and how its elements are counted.
+#[derive(Debug)]
+pub struct KindFacts {
     /// The name on the command line and in the exports, which is also the server's `TYPE`
     /// reply: `string`, `hash`, `list`, `set`, `zset`, `stream`.
-    fn name(&self) -> &'static str;
-
+    pub name: &'static str,
     /// The command that counts the value without walking it (`STRLEN`, `HLEN`, ...).
-    fn count_command(&self) -> &'static str;
-
+    pub count_command: &'static str,
     /// The command a build sends (`HSET`, `RPUSH`, ...; `SET` for a string): the name SLOWLOG
     /// logs the build's commands under.
-    fn build_command(&self) -> &'static str;
-
+    pub build_command: &'static str,
+    /// The command that reads the whole value in one reply, and its arguments after the key:
+    /// `GET`, `HGETALL`, `LRANGE key 0 -1`, ...
+    pub read_command: (&'static str, &'static [&'static str]),
+    /// How many times `element_bytes` one element's payload is: 2 for a hash (a field and its
+    /// value), 1 otherwise.
+    pub bytes_per_element_factor: u64,
     /// About how many bytes the server holds per element beyond its payload (the hash table's
     /// or skiplist's entry, the allocator's rounding), for the memory checks before a run:
     /// measured with MEMORY USAGE on Redis 7.0 for 16-byte elements.
-    fn server_overhead_per_element(&self) -> u64 {
-        0
+    pub server_overhead_per_element: u64,
+    /// Its members must be distinct (set and zset members, hash fields): a count that cannot be
+    /// made distinct in `element_bytes` is refused.
+    pub distinct: bool,
+}
+
+/// A kind of large value, as the writer and the key scan see it: its [`KindFacts`], how it is
+/// built, and what freeing it costs the server.
+pub trait ValueKind: Sync + std::fmt::Debug {
+    /// What the kind is.
+    fn facts(&self) -> &'static KindFacts;
+
+    /// [`KindFacts::name`].
+    fn name(&self) -> &'static str {
+        self.facts().name
     }
 
-    /// The command that reads the whole value in one reply, and its arguments after the key:
-    /// `GET`, `HGETALL`, `LRANGE key 0 -1`, ...
-    fn read_command(&self) -> (&'static str, &'static [&'static str]);
+    /// [`KindFacts::count_command`].
+    fn count_command(&self) -> &'static str {
+        self.facts().count_command
+    }
 
-    /// How many times `element_bytes` one element's payload is: 2 for a hash (a field and its
-    /// value), 1 otherwise.
+    /// [`KindFacts::build_command`].
+    fn build_command(&self) -> &'static str {
+        self.facts().build_command
+    }
+
+    /// [`KindFacts::server_overhead_per_element`].
+    fn server_overhead_per_element(&self) -> u64 {
+        self.facts().server_overhead_per_element
+    }
+
+    /// [`KindFacts::read_command`].
+    fn read_command(&self) -> (&'static str, &'static [&'static str]) {
+        self.facts().read_command
+    }
+
+    /// [`KindFacts::bytes_per_element_factor`].
     fn bytes_per_element_factor(&self) -> u64 {
-        1
+        self.facts().bytes_per_element_factor
     }
 
     /// Refuses a count this kind cannot hold with distinct members of `element_bytes`.
-    fn check_elements(&self, _elements: u64, _element_bytes: u64) -> Result<(), UsageError> {
-        Ok(())
+    fn check_elements(&self, elements: u64, element_bytes: u64) -> Result<(), UsageError> {
+        if self.facts().distinct {
+            check_distinct(self.name(), elements, element_bytes)
+        } else {
+            Ok(())
+        }
     }
 
     /// Appends the commands that add elements `first..first + count` to `out`, and returns how
@@ -66,6 +102,28 @@ pub trait ValueKind: Sync + std::fmt::Debug {
     /// list's and a stream's effort count their nodes, which the client estimates from the
     /// servers' default node sizes.
     fn free_effort(&self, encoding: &str, elements: u64, element_bytes: u64) -> u64;
+}
+
+/// Appends a command's array header, its name and its key: what every build command starts
+/// with; `args` counts what follows the key.
+pub(crate) fn push_command_start(out: &mut Vec<u8>, command: &str, key: &[u8], args: u64) {
+    out.extend_from_slice(format!("*{}\r\n", 2 + args).as_bytes());
+    push_bulk(out, command.as_bytes());
+    push_bulk(out, key);
+}
+
+/// Appends one bulk string.
+pub(crate) fn push_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(format!("${}\r\n", bytes.len()).as_bytes());
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends element `index` (see [`crate::workload::element_bytes_into`]) as a bulk string.
+pub(crate) fn push_element(out: &mut Vec<u8>, index: u64, element_bytes: usize, fill: &[u8]) {
+    out.extend_from_slice(format!("${element_bytes}\r\n").as_bytes());
+    super::element_bytes_into(index, element_bytes, fill, out);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// Every kind, in the order the help lists them.

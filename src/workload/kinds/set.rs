@@ -2,10 +2,7 @@
 //! Held in a hash table (`hashtable`) past `set-max-listpack-entries` (128) members (an `intset`
 //! for integers, which these members never are).
 
-use super::hash::push_bulk;
-use super::{ValueKind, check_distinct, effort_per_element};
-use crate::error::UsageError;
-use crate::workload::element_bytes_into;
+use super::{KindFacts, ValueKind, effort_per_element, push_command_start, push_element};
 
 /// The set kind.
 #[derive(Debug)]
@@ -14,29 +11,19 @@ pub struct SetKind;
 /// The one [`SetKind`].
 pub static SET: SetKind = SetKind;
 
+static FACTS: KindFacts = KindFacts {
+    name: "set",
+    count_command: "SCARD",
+    build_command: "SADD",
+    read_command: ("SMEMBERS", &[]),
+    bytes_per_element_factor: 1,
+    server_overhead_per_element: 40,
+    distinct: true,
+};
+
 impl ValueKind for SetKind {
-    fn name(&self) -> &'static str {
-        "set"
-    }
-
-    fn count_command(&self) -> &'static str {
-        "SCARD"
-    }
-
-    fn build_command(&self) -> &'static str {
-        "SADD"
-    }
-
-    fn server_overhead_per_element(&self) -> u64 {
-        40
-    }
-
-    fn read_command(&self) -> (&'static str, &'static [&'static str]) {
-        ("SMEMBERS", &[])
-    }
-
-    fn check_elements(&self, elements: u64, element_bytes: u64) -> Result<(), UsageError> {
-        check_distinct("set", elements, element_bytes)
+    fn facts(&self) -> &'static KindFacts {
+        &FACTS
     }
 
     fn build_batch(
@@ -48,12 +35,9 @@ impl ValueKind for SetKind {
         fill: &[u8],
         out: &mut Vec<u8>,
     ) -> usize {
-        out.extend_from_slice(format!("*{}\r\n$4\r\nSADD\r\n", 2 + count).as_bytes());
-        push_bulk(out, key);
+        push_command_start(out, FACTS.build_command, key, count);
         for index in first..first + count {
-            out.extend_from_slice(format!("${element_bytes}\r\n").as_bytes());
-            element_bytes_into(index, element_bytes, fill, out);
-            out.extend_from_slice(b"\r\n");
+            push_element(out, index, element_bytes, fill);
         }
         1
     }

@@ -1,12 +1,4 @@
-//! A stream: `XADD key * f value`, one entry per command, a batch pipelined; `XRANGE key - +`
-//! to read it whole. An element is one entry with one field, `f`, whose value is `element_bytes`
-//! long. Entries live in a radix tree of listpack nodes of at most `stream-node-max-entries`
-//! (100) entries or `stream-node-max-bytes` (4096 bytes); its free effort is the tree's node
-//! count (and, with consumer groups, their pending entries: the tool makes none).
-
-use super::ValueKind;
-use super::hash::push_bulk;
-use crate::workload::element_bytes_into;
+use super::{KindFacts, ValueKind, push_bulk, push_command_start, push_element};
 
 /// The stream kind.
 #[derive(Debug)]
@@ -19,25 +11,19 @@ pub static STREAM: StreamKind = StreamKind;
 const NODE_MAX_ENTRIES: u64 = 100;
 const NODE_MAX_BYTES: u64 = 4096;
 
+static FACTS: KindFacts = KindFacts {
+    name: "stream",
+    count_command: "XLEN",
+    build_command: "XADD",
+    read_command: ("XRANGE", &["-", "+"]),
+    bytes_per_element_factor: 1,
+    server_overhead_per_element: 16,
+    distinct: false,
+};
+
 impl ValueKind for StreamKind {
-    fn name(&self) -> &'static str {
-        "stream"
-    }
-
-    fn count_command(&self) -> &'static str {
-        "XLEN"
-    }
-
-    fn build_command(&self) -> &'static str {
-        "XADD"
-    }
-
-    fn server_overhead_per_element(&self) -> u64 {
-        16
-    }
-
-    fn read_command(&self) -> (&'static str, &'static [&'static str]) {
-        ("XRANGE", &["-", "+"])
+    fn facts(&self) -> &'static KindFacts {
+        &FACTS
     }
 
     fn build_batch(
@@ -49,13 +35,12 @@ impl ValueKind for StreamKind {
         fill: &[u8],
         out: &mut Vec<u8>,
     ) -> usize {
+        // One entry a command: XADD key * f <value>.
         for index in first..first + count {
-            out.extend_from_slice(b"*5\r\n$4\r\nXADD\r\n");
-            push_bulk(out, key);
-            out.extend_from_slice(b"$1\r\n*\r\n$1\r\nf\r\n");
-            out.extend_from_slice(format!("${element_bytes}\r\n").as_bytes());
-            element_bytes_into(index, element_bytes, fill, out);
-            out.extend_from_slice(b"\r\n");
+            push_command_start(out, FACTS.build_command, key, 3);
+            push_bulk(out, b"*");
+            push_bulk(out, b"f");
+            push_element(out, index, element_bytes, fill);
         }
         count as usize
     }

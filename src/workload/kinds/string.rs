@@ -3,7 +3,7 @@
 //! or with every `lazyfree-lazy-*` set (`lazyfree.c`: only values whose effort exceeds 64 go to
 //! the background thread), and that free is one `free()` of the whole buffer.
 
-use super::ValueKind;
+use super::{KindFacts, ValueKind};
 
 /// The string kind.
 #[derive(Debug)]
@@ -12,21 +12,19 @@ pub struct StringKind;
 /// The one [`StringKind`].
 pub static STRING: StringKind = StringKind;
 
+static FACTS: KindFacts = KindFacts {
+    name: "string",
+    count_command: "STRLEN",
+    build_command: "SET",
+    read_command: ("GET", &[]),
+    bytes_per_element_factor: 1,
+    server_overhead_per_element: 0,
+    distinct: false,
+};
+
 impl ValueKind for StringKind {
-    fn name(&self) -> &'static str {
-        "string"
-    }
-
-    fn count_command(&self) -> &'static str {
-        "STRLEN"
-    }
-
-    fn build_command(&self) -> &'static str {
-        "SET"
-    }
-
-    fn read_command(&self) -> (&'static str, &'static [&'static str]) {
-        ("GET", &[])
+    fn facts(&self) -> &'static KindFacts {
+        &FACTS
     }
 
     fn build_batch(

@@ -4,10 +4,9 @@
 //! member longer than `zset-max-listpack-value` (64 bytes), else in one listpack (`ziplist`
 //! before Redis 7.0).
 
-use super::hash::push_bulk;
-use super::{ValueKind, check_distinct, effort_per_element};
-use crate::error::UsageError;
-use crate::workload::element_bytes_into;
+use super::{
+    KindFacts, ValueKind, effort_per_element, push_bulk, push_command_start, push_element,
+};
 
 /// The sorted-set kind.
 #[derive(Debug)]
@@ -16,29 +15,19 @@ pub struct ZsetKind;
 /// The one [`ZsetKind`].
 pub static ZSET: ZsetKind = ZsetKind;
 
+static FACTS: KindFacts = KindFacts {
+    name: "zset",
+    count_command: "ZCARD",
+    build_command: "ZADD",
+    read_command: ("ZRANGE", &["0", "-1", "WITHSCORES"]),
+    bytes_per_element_factor: 1,
+    server_overhead_per_element: 80,
+    distinct: true,
+};
+
 impl ValueKind for ZsetKind {
-    fn name(&self) -> &'static str {
-        "zset"
-    }
-
-    fn count_command(&self) -> &'static str {
-        "ZCARD"
-    }
-
-    fn build_command(&self) -> &'static str {
-        "ZADD"
-    }
-
-    fn server_overhead_per_element(&self) -> u64 {
-        80
-    }
-
-    fn read_command(&self) -> (&'static str, &'static [&'static str]) {
-        ("ZRANGE", &["0", "-1", "WITHSCORES"])
-    }
-
-    fn check_elements(&self, elements: u64, element_bytes: u64) -> Result<(), UsageError> {
-        check_distinct("zset", elements, element_bytes)
+    fn facts(&self) -> &'static KindFacts {
+        &FACTS
     }
 
     fn build_batch(
@@ -50,13 +39,10 @@ impl ValueKind for ZsetKind {
         fill: &[u8],
         out: &mut Vec<u8>,
     ) -> usize {
-        out.extend_from_slice(format!("*{}\r\n$4\r\nZADD\r\n", 2 + 2 * count).as_bytes());
-        push_bulk(out, key);
+        push_command_start(out, FACTS.build_command, key, 2 * count);
         for index in first..first + count {
             push_bulk(out, index.to_string().as_bytes());
-            out.extend_from_slice(format!("${element_bytes}\r\n").as_bytes());
-            element_bytes_into(index, element_bytes, fill, out);
-            out.extend_from_slice(b"\r\n");
+            push_element(out, index, element_bytes, fill);
         }
         1
     }
