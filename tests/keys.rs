@@ -185,6 +185,7 @@ fn measure_op(
         freed_by: thread,
         hol_delay_ms: ms?,
         source: Source::Provisional,
+        under_one_interval: false,
     })
 }
 
@@ -220,6 +221,7 @@ fn shipped_string_deletes(name: &str) -> Vec<FitRow> {
                 freed_by: Some(FreedBy::Main),
                 hol_delay_ms: r.get("hol_delay_ms")?.parse().ok()?,
                 source: Source::Tool,
+                under_one_interval: false,
             })
         })
         .collect()

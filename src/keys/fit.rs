@@ -39,6 +39,12 @@ pub struct FitRow {
     pub hol_delay_ms: f64,
     /// Where the figure came from.
     pub source: Source,
+    /// True when no probe overlapped the op (it took less than one probe interval) and
+    /// `hol_delay_ms` is that interval: an upper bound, fitted as if measured. Such rows are
+    /// under [`RELATIVE_FROM_MS`] at the default probe rate, so they weigh in the absolute error
+    /// only, and they keep a near-free op (an UNLINK) near 0 rather than out of the fit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub under_one_interval: bool,
 }
 
 impl FitRow {
@@ -261,6 +267,7 @@ mod tests {
             freed_by: Some(FreedBy::Main),
             hol_delay_ms: ms,
             source: Source::Tool,
+            under_one_interval: false,
         }
     }
 
