@@ -176,6 +176,10 @@ pub fn run(
     let mut runs: Vec<String> = Vec::new();
     for writer in &refit.writers {
         let run_dir: Option<PathBuf> = plan.out.as_ref().map(|d| d.join(&writer.value_type));
+        let _run_lock = match &run_dir {
+            Some(dir) => Some(prepare_out_dir(dir, plan.force)?),
+            None => None,
+        };
         let options = crate::run::RunOptions {
             writer: Some(writer.clone()),
             out: run_dir.clone(),
