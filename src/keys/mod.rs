@@ -7,6 +7,7 @@
 pub mod fit;
 pub mod model;
 pub mod pacing;
+pub mod refit;
 pub mod report;
 
 /// A key as a person can read it and paste back: printable ASCII as is, `"` and `\` escaped,

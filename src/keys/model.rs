@@ -529,6 +529,7 @@ pub(crate) mod tests {
             freed_by: thread,
             hol_delay_ms: ms,
             source: Source::Provisional,
+            under_one_interval: false,
         };
         let mut rows = Vec::new();
         for n in [100_000u64, 300_000, 1_000_000] {

@@ -27,9 +27,9 @@ use crate::workload::{ValueKind, kind_named};
 #[derive(Debug, Clone, Args)]
 #[command(
     mut_arg("url", |a| a.help("The server to scan: redis://[user:password@]host:port[/db] or rediss:// (or --host/--port); a replica works, and on a cluster node every master is scanned. The password may instead come from REDISCLI_AUTH or --password. Required")),
-    // keys never starts a server (--replay will).
-    mut_arg("server_bin", |a| a.hide(true)),
-    mut_arg("server_arg", |a| a.hide(true)),
+    // A scan never starts a server; --refit measures one it starts.
+    mut_arg("server_bin", |a| a.help("With --refit: the server binary to start and measure (default: redis-server on PATH)")),
+    mut_arg("server_arg", |a| a.help("With --refit: an extra argument for the started server (as probe --server-arg)")),
     mut_arg("out", |a| a.help("Write keys.csv (every key at or above --size-floor, as scanned) and run.json here")),
     mut_arg("format", |a| a.help("What stdout gets: `text` (the report on one screen), `json` (run.json's content; notes and progress stay on stderr) or `markdown` (the report's tables)")),
     mut_arg("topology", |a| a.help("auto: on a Redis Cluster node, scan every master (or every replica with --read-from replicas), each probed; single: only the --url server")),
@@ -80,6 +80,25 @@ pub struct KeysArgs {
     #[arg(long, value_name = "masters|replicas", default_value = "masters")]
     pub read_from: String,
 
+    /// Instead of scanning: refit the cost model on a server started from --server-bin, from
+    /// the tool's own measured ops (each type built, read, deleted, unlinked, expired and
+    /// overwritten under the probes), and write it to --out as model.json (--format json
+    /// prints it). About a minute with the defaults.
+    #[arg(long)]
+    pub refit: bool,
+
+    /// With --refit: the types measured (string, hash, list, set, zset, stream).
+    #[arg(long, value_name = "LIST")]
+    pub refit_types: Option<String>,
+
+    /// With --refit: a collection's sizes, in elements of 16 bytes (a string is 16M and 64M).
+    #[arg(long, value_name = "LIST")]
+    pub refit_elements: Option<String>,
+
+    /// With --refit: how many times each op is measured per size.
+    #[arg(long, value_name = "N")]
+    pub refit_repeat: Option<String>,
+
     #[command(flatten)]
     pub probing: CalibrateProbingArgs,
 
@@ -118,7 +137,16 @@ pub struct KeysPlan {
     pub force: bool,
     /// `--format`.
     pub format: Format,
+    /// `--refit`: what to measure (the target is then a server the tool starts).
+    pub refit: Option<super::refit::RefitPlan>,
 }
+
+/// `--refit`'s default types.
+pub const REFIT_TYPES: &str = "string,hash,set,zset,list";
+/// `--refit`'s default sizes, elements.
+pub const REFIT_ELEMENTS: &str = "50k,200k";
+/// `--refit`'s default repeats.
+pub const REFIT_REPEAT: &str = "2";
 
 /// Refuses a glob the server would read otherwise than its writer meant: empty, or with a `[`
 /// never closed (SCAN then matches it literally up to the end, which is never what was meant).
@@ -190,11 +218,34 @@ impl KeysArgs {
         let probing = self.probing.probing.to_plan()?;
         let output = self.output.to_plan();
         let target = self.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
-        if let TargetSpec::Embedded { .. } = target {
-            return Err(UsageError::Conflict(
-                "probe keys needs --url (or --host/--port): it scans a server's own keys, and a server the tool starts has none".into(),
-            ));
-        }
+        let refit = if self.refit {
+            if !matches!(target, TargetSpec::Embedded { .. }) {
+                return Err(UsageError::Conflict(
+                    "--refit measures a server it starts from --server-bin: it takes no --url (or --host/--port), never writing to a server of yours".into(),
+                ));
+            }
+            Some(super::refit::refit_plan(
+                self.refit_types.as_deref().unwrap_or(REFIT_TYPES),
+                self.refit_elements.as_deref().unwrap_or(REFIT_ELEMENTS),
+                self.refit_repeat.as_deref().unwrap_or(REFIT_REPEAT),
+            )?)
+        } else {
+            for (flag, given) in [
+                ("--refit-types", self.refit_types.is_some()),
+                ("--refit-elements", self.refit_elements.is_some()),
+                ("--refit-repeat", self.refit_repeat.is_some()),
+            ] {
+                if given {
+                    return Err(UsageError::Conflict(format!("{flag} needs --refit")));
+                }
+            }
+            if let TargetSpec::Embedded { .. } = target {
+                return Err(UsageError::Conflict(
+                    "probe keys needs --url (or --host/--port): it scans a server's own keys, and a server the tool starts has none (--refit measures one it starts)".into(),
+                ));
+            }
+            None
+        };
         Ok(KeysPlan {
             target,
             options: RunOptions {
@@ -215,6 +266,7 @@ impl KeysArgs {
             out: output.out,
             force: output.force,
             format: output.format,
+            refit,
         })
     }
 }

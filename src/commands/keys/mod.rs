@@ -7,6 +7,7 @@
 //! what the scan cost other clients. Nothing is written to the server.
 
 mod args;
+pub mod refit;
 mod report;
 mod scan;
 
@@ -59,6 +60,9 @@ fn lazyfree_settings(conn: &crate::measure::target::ConnInfo) -> LazyfreeSetting
 /// Runs `probe keys`; returns the exit status.
 pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let plan = args.validate()?;
+    if let Some(refit) = &plan.refit {
+        return refit::run(&plan, refit, interrupt, out);
+    }
     if let Some(dir) = &plan.out {
         prepare_out_dir(dir, plan.force)?;
     }
