@@ -829,9 +829,10 @@ pub fn verdict_lines(
         ));
     }
     if !verdict.outlier_seqs.is_empty() {
+        let count = verdict.outlier_seqs.len();
         lines.push(format!(
-            "  single outliers {} ({share}): {}",
-            verdict.outlier_seqs.len(),
+            "  {count} single outlier{} ({share}): {}",
+            if count == 1 { "" } else { "s" },
             names(&verdict.outlier_seqs)
         ));
     }
