@@ -297,3 +297,141 @@ fn failed_formation_leaves_no_server() {
         .collect();
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// Six plain Redis 7.0 servers made a cluster the way a user makes one: `redis-cli --cluster
+/// create ... --cluster-replicas 1`, no data. The masters ping their replicas once a minute
+/// (`repl-ping-replica-period 60`), so every replica's offset stays 0 as on a fresh idle cluster
+/// in the first seconds, where Redis 7.0's CLUSTER SHARDS calls it `loading`. Returns once every
+/// replica says `master_link_status:up` itself; `None` without redis-server 7.0 or redis-cli.
+fn created_cluster() -> Option<Vec<holprobe::measure::target::EmbeddedServer>> {
+    use holprobe::measure::target::{EmbeddedServer, free_port};
+    let bin = redis_70()?;
+    let cli = bin.with_file_name("redis-cli");
+    if !cli.exists() {
+        eprintln!("skipping: no redis-cli beside {}", bin.display());
+        return None;
+    }
+    let servers: Vec<EmbeddedServer> = (0..6)
+        .map(|_| {
+            let args = vec![
+                "cluster-enabled yes".to_string(),
+                "cluster-config-file nodes.conf".to_string(),
+                format!("cluster-port {}", free_port().expect("a free port")),
+                "repl-ping-replica-period 60".to_string(),
+                "repl-diskless-sync-delay 0".to_string(),
+            ];
+            EmbeddedServer::start(Some(&bin), &args).expect("start a cluster node")
+        })
+        .collect();
+    let addresses: Vec<String> = servers
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port()))
+        .collect();
+    let created = std::process::Command::new(&cli)
+        .arg("--cluster")
+        .arg("create")
+        .args(&addresses)
+        .args(["--cluster-replicas", "1", "--cluster-yes"])
+        .output()
+        .expect("run redis-cli --cluster create");
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stdout)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let links_up = servers
+            .iter()
+            .map(|s| {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut control(&s.conn_info()))
+                    .expect("INFO replication");
+                !info.contains("role:slave") || info.contains("master_link_status:up")
+            })
+            .filter(|up| *up)
+            .count();
+        let replicas = servers
+            .iter()
+            .filter(|s| {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut control(&s.conn_info()))
+                    .expect("INFO replication");
+                info.contains("role:slave")
+            })
+            .count();
+        // And the first node knows each replica as its master's (gossip), as `redis-cli
+        // --cluster check` would show.
+        let reply: redis::Value = redis::cmd("CLUSTER")
+            .arg("SHARDS")
+            .query(&mut control(&servers[0].conn_info()))
+            .expect("CLUSTER SHARDS");
+        let shards = holprobe::measure::topology::parse_cluster_shards(&reply, false)
+            .expect("parse CLUSTER SHARDS");
+        let known = shards.len() == 3 && shards.iter().all(|shard| shard.replicas.len() == 1);
+        if links_up == 6 && replicas == 3 && known {
+            return Some(servers);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replicas' links did not come up within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Issue 22, item 2: on a freshly created cluster every node is found, though CLUSTER SHARDS
+/// still calls the idle replicas `loading`: each replica's own INFO replication
+/// (`master_link_status:up`) is asked before it is left out.
+#[test]
+fn a_freshly_created_cluster_has_every_replica_found() {
+    let Some(servers) = created_cluster() else {
+        return;
+    };
+    let pids: Vec<u32> = servers.iter().filter_map(|s| s.pid()).collect();
+    let url = servers[0].conn_info();
+    // The case of the issue: the node asked calls some replica `loading`.
+    let reply: redis::Value = redis::cmd("CLUSTER")
+        .arg("SHARDS")
+        .query(&mut control(&url))
+        .expect("CLUSTER SHARDS");
+    let loading = holprobe::measure::topology::parse_cluster_shards(&reply, false)
+        .expect("parse CLUSTER SHARDS")
+        .iter()
+        .flat_map(|shard| shard.replicas.clone())
+        .filter(|r| r.health.as_deref() == Some("loading"))
+        .count();
+    assert!(loading > 0, "no replica reported loading: {reply:?}");
+    let (topology, warnings) = discover(&url, &NodeAddressMap::default()).expect("discover");
+    assert!(
+        !warnings.iter().any(|w| w.contains("left out")),
+        "{warnings:?}"
+    );
+    assert_eq!(topology.nodes().len(), 6, "{topology:#?}");
+    assert_eq!(topology.shards.len(), 3);
+    for shard in &topology.shards {
+        assert_eq!(shard.replicas.len(), 1, "{shard:#?}");
+    }
+    // The same through the `probe` binary, as the issue ran it: 6 nodes probed.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let assert = common::probe_cmd()
+        .arg("--url")
+        .arg(format!("redis://127.0.0.1:{}", servers[0].port()))
+        .args(["--writer-sizes", "4M", "--overwrite"])
+        .arg("--out")
+        .arg(&out)
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(!stderr.contains("left out"), "{stderr}");
+    let probes = common::read_csv(&out.join("probes.csv"));
+    let probed: std::collections::BTreeSet<&str> =
+        probes.iter().map(|p| p["node"].as_str()).collect();
+    assert_eq!(probed.len(), 6, "{probed:?}\n{stderr}");
+    drop(servers);
+    assert_gone(&pids);
+}

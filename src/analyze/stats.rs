@@ -200,20 +200,48 @@ pub struct SizeModel {
     pub max_size_bytes: u64,
 }
 
-/// Fits the size model; `None` unless the successful `set` writes cover at least two sizes.
+/// Fewest distinct sizes a line of the size model is fitted from. A line through two sizes
+/// passes through both means exactly, so its R² is 1 whatever the data and its slope is only
+/// the difference of two (noisy) medians: a third size is the first that can show the line is
+/// wrong.
+pub const SIZE_MODEL_MIN_SIZES: usize = 3;
+
+/// Distinct sizes among the successful `set` writes: what the size model is fitted over.
+pub fn set_sizes(writes: &[WriteSummary]) -> usize {
+    let mut sizes: Vec<u64> = writes
+        .iter()
+        .filter(|w| w.ok && w.op == WriteOp::Set)
+        .map(|w| w.size_bytes)
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes.len()
+}
+
+/// Fits the size model; `None` unless both lines have points at [`SIZE_MODEL_MIN_SIZES`]
+/// distinct sizes or more (the delay line counts only the writes some probe overlapped).
 pub fn size_model(writes: &[WriteSummary]) -> Option<SizeModel> {
     let sets: Vec<&WriteSummary> = writes
         .iter()
         .filter(|w| w.ok && w.op == WriteOp::Set)
         .collect();
     let mib = |w: &WriteSummary| w.size_bytes as f64 / (1024.0 * 1024.0);
-    let set_fit = linear_fit(&sets.iter().map(|w| (mib(w), w.set_ms)).collect::<Vec<_>>())?;
-    let hol_fit = linear_fit(
-        &sets
-            .iter()
-            .filter_map(|w| Some((mib(w), w.hol_delay_ms?)))
-            .collect::<Vec<_>>(),
-    )?;
+    let enough = |points: &[(f64, f64)]| {
+        let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        xs.len() >= SIZE_MODEL_MIN_SIZES
+    };
+    let set_points: Vec<(f64, f64)> = sets.iter().map(|w| (mib(w), w.set_ms)).collect();
+    let hol_points: Vec<(f64, f64)> = sets
+        .iter()
+        .filter_map(|w| Some((mib(w), w.hol_delay_ms?)))
+        .collect();
+    if !enough(&set_points) || !enough(&hol_points) {
+        return None;
+    }
+    let set_fit = linear_fit(&set_points)?;
+    let hol_fit = linear_fit(&hol_points)?;
     Some(SizeModel {
         hol_ms_per_mib: hol_fit.slope,
         hol_intercept_ms: hol_fit.intercept,
@@ -398,6 +426,28 @@ mod tests {
         assert!(!model.predict(32 * mib).extrapolated);
         // One size only: no model.
         assert!(size_model(&writes[..1]).is_none());
+    }
+
+    #[test]
+    fn size_model_needs_three_sizes_on_each_line() {
+        let mib = 1u64 << 20;
+        let set = |size: u64, hol: Option<f64>| summary(WriteOp::Set, size * mib, size as f64, hol);
+        // Two sizes, many repeats: a line through two means fits exactly and tells nothing.
+        let two: Vec<WriteSummary> = [16, 16, 16, 64, 64, 64]
+            .into_iter()
+            .map(|s| set(s, Some(8.0)))
+            .collect();
+        assert!(size_model(&two).is_none());
+        assert_eq!(set_sizes(&two), 2);
+        // Three sizes, but only two of them with a delay: the delay line has two sizes.
+        let mut three = two.clone();
+        three.push(set(128, None));
+        assert_eq!(set_sizes(&three), 3);
+        assert!(size_model(&three).is_none());
+        three.push(set(128, Some(9.0)));
+        let model = size_model(&three).unwrap();
+        assert_eq!(model.writes, 8);
+        assert_eq!(SIZE_MODEL_MIN_SIZES, 3);
     }
 
     #[test]

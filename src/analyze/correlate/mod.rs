@@ -93,7 +93,7 @@ pub struct Analysis {
     #[serde(default)]
     pub by_size: Vec<SizeSpread>,
     /// Least-squares lines of delay against size over the `set` writes (empty with fewer than
-    /// two sizes, and in runs recorded before it was kept).
+    /// three sizes, and in runs recorded before it was kept).
     #[serde(default)]
     pub size_model: Option<SizeModel>,
 }

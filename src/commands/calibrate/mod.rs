@@ -16,7 +16,8 @@ pub use args::{CalibrateArgs, CalibratePlan};
 use super::Output;
 use super::deployment::Deployment;
 use crate::calibrate::{
-    Injector, StallMethod, busy_script_limit_ms, by_length, choose_method, evaluate, tolerance_ms,
+    Injector, StallMethod, busy_script_limit_ms, by_length, choose_method, evaluate, judge,
+    tolerance_ms, verdict_lines,
 };
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::measure::local_cluster::LocalTopologySpec;
@@ -36,8 +37,8 @@ struct CalibrateDocument<'a> {
     run: &'a crate::output::export::RunJson,
 }
 
-/// Runs `probe calibrate`; returns the exit status (0 when every injection was measured within
-/// the claimed accuracy, 1 otherwise).
+/// Runs `probe calibrate`; returns the exit status (0 when every length's median error is within
+/// the claimed accuracy with at most the allowed share of single outliers, 1 otherwise).
 pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let validated = args.validate()?;
     // Held until the run's end: another run into the same --out is refused meanwhile.
@@ -126,6 +127,7 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
     let rows = evaluate(&injections, &report.analysis, tolerance);
 
     let lengths = by_length(&rows);
+    let verdict = judge(&rows, &lengths, tolerance);
     let summary = CalibrationJson {
         tool: ToolInfo::default(),
         mode: Mode::Calibrate,
@@ -141,6 +143,7 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         within: rows.iter().filter(|r| r.within).count(),
         by_length: lengths.clone(),
         rows: rows.clone(),
+        verdict: Some(verdict.clone()),
     };
     match validated.output.format {
         Format::Text => {
@@ -210,18 +213,17 @@ pub fn run(args: &CalibrateArgs, interrupt: &AtomicBool, out: &mut Output) -> Re
         out.error("no stall was injected");
         return Ok(EXIT_FAILURE);
     }
-    let verdict = format!(
+    let mut said = vec![format!(
         "calibration: {within}/{} injections within +-{tolerance:.2} ms",
         rows.len()
-    );
-    // JSON's stdout is one document: its verdict is `within` / `injections`.
-    match validated.output.format {
-        Format::Json => out.note(&verdict),
-        _ => out.line(&verdict),
+    )];
+    said.extend(verdict_lines(&verdict, &rows, tolerance));
+    // JSON's stdout is one document: its verdict is calibration.json's `verdict`.
+    for line in &said {
+        match validated.output.format {
+            Format::Json => out.note(line),
+            _ => out.line(line),
+        }
     }
-    Ok(if within == rows.len() {
-        EXIT_OK
-    } else {
-        EXIT_FAILURE
-    })
+    Ok(if verdict.pass { EXIT_OK } else { EXIT_FAILURE })
 }

@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 
 use super::flags::NodeAddressMap;
-use super::model::{Node, Shard, Topology, TopologyKind};
+use super::model::{Node, Role, Shard, Topology, TopologyKind};
 use super::parse::{ReportedNode, ReportedShard};
 
 /// The node the URL reaches, as it appears among the reported nodes.
@@ -21,12 +21,18 @@ pub struct UrlNode {
 /// out with a warning) and numbers the shards by lowest slot. A shard whose master is left out
 /// goes with it (its slots have no master to write to). Fails only when the URL's own node does
 /// not end up in the topology.
+///
+/// A replica reported in another state is first asked itself (`link_up`, given its address):
+/// Redis 7.0's CLUSTER SHARDS calls a replica `loading` while its replication offset is 0, as on
+/// a freshly created cluster with no data yet, though the replica's own INFO replication says
+/// `master_link_status:up`. Only a replica that does not say so is left out.
 pub fn assemble(
     kind: TopologyKind,
     reported: Vec<ReportedShard>,
     url_node: &UrlNode,
     map: &NodeAddressMap,
     reach: &mut dyn FnMut(&str) -> Result<()>,
+    link_up: &mut dyn FnMut(&str) -> bool,
 ) -> Result<(Topology, Vec<String>)> {
     let mut warnings = Vec::new();
     let mut shards = Vec::new();
@@ -38,7 +44,14 @@ pub fn assemble(
             _ => "a node".to_string(),
         };
         let is_url_node = node.announced == url_node.announced;
-        if let Some(health) = node.health.as_deref().filter(|h| *h != "online") {
+        let confirmed_up = |link_up: &mut dyn FnMut(&str) -> bool| {
+            node.role == Role::Replica
+                && !node.announced.is_empty()
+                && link_up(map.get(&node.announced).unwrap_or(&node.announced))
+        };
+        if let Some(health) = node.health.as_deref().filter(|h| *h != "online")
+            && (is_url_node || !confirmed_up(link_up))
+        {
             // The node the user named is measured whatever its state (a replica still
             // syncing): discovery is talking to it.
             if !is_url_node {

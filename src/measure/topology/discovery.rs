@@ -31,6 +31,7 @@ pub fn discover(url: &ConnInfo, map: &NodeAddressMap) -> Result<(Topology, Vec<S
         .query(&mut control)
         .with_context(|| format!("INFO cluster on {url}"))?;
     let mut reach = |address: &str| check_reachable(url, address);
+    let mut link_up = |address: &str| replica_link_up(url, address);
     let url_address = url.address();
     if info_field(&info, "cluster_enabled") == Some("1") {
         let reported = match redis::cmd("CLUSTER")
@@ -85,8 +86,14 @@ pub fn discover(url: &ConnInfo, map: &NodeAddressMap) -> Result<(Topology, Vec<S
                         .is_some_and(|m| m.announced == url_node.announced)
             })
             .collect();
-        let (topology, mut warnings) =
-            assemble(TopologyKind::Cluster, reported, &url_node, map, &mut reach)?;
+        let (topology, mut warnings) = assemble(
+            TopologyKind::Cluster,
+            reported,
+            &url_node,
+            map,
+            &mut reach,
+            &mut link_up,
+        )?;
         notes.append(&mut warnings);
         return Ok((topology, notes));
     }
@@ -165,6 +172,7 @@ pub fn discover(url: &ConnInfo, map: &NodeAddressMap) -> Result<(Topology, Vec<S
         &url_node,
         map,
         &mut reach,
+        &mut link_up,
     )
 }
 
@@ -181,6 +189,21 @@ fn socket_addrs(address: &str) -> Vec<SocketAddr> {
         .and_then(|(host, port)| (host.as_str(), port).to_socket_addrs().ok())
         .map(Iterator::collect)
         .unwrap_or_default()
+}
+
+/// Whether the node at `address` says itself that it is a replica whose link to its master is
+/// up (INFO replication `role:slave`, `master_link_status:up`), asked with the URL's settings and
+/// the short timeout of [`check_reachable`]; `false` when it cannot be asked.
+pub fn replica_link_up(url: &ConnInfo, address: &str) -> bool {
+    let asked = || -> Result<bool> {
+        let mut conn = url.for_node(address)?;
+        conn.connect_timeout = conn.connect_timeout.min(REACH_TIMEOUT);
+        conn.command_timeout = conn.command_timeout.min(REACH_TIMEOUT);
+        let mut control = conn.redis_connection()?;
+        let info = info_replication(&mut control, &conn)?;
+        Ok(info.role == Role::Replica && info.master_link_up)
+    };
+    asked().unwrap_or(false)
 }
 
 /// Connects to `address` with the URL's settings and a short timeout, and sends PING.

@@ -12,7 +12,9 @@
 //! A node is measured at the address it announces unless `--node-address FROM=TO` maps it
 //! (containers and NAT announce addresses the tool cannot reach). Nodes that are not healthy or
 //! cannot be reached are left out with one warning line each, so a run goes on with the nodes it
-//! reaches; only the URL's own node must stay in.
+//! reaches; only the URL's own node must stay in. A replica the URL's node reports other than
+//! online is asked itself first (Redis 7.0 calls an idle replica at offset 0 `loading`): one
+//! whose own INFO replication says `master_link_status:up` stays in.
 //!
 //! Here the re-exports; `model`: the topology a run measures (recorded in run.json); `flags`:
 //! `--topology` and `--node-address`; `parse`: the replies above, pure; `assembly`: reported

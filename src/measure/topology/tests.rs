@@ -51,6 +51,7 @@ fn valkey_cluster_shards() {
             asked.push(address.to_string());
             Ok(())
         },
+        &mut |_| false,
     )
     .unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -78,7 +79,8 @@ fn valkey_cluster_shards() {
 }
 
 /// Redis 7.0.15 right after `--cluster create`: the replicas have acknowledged no offset
-/// yet and are reported `loading`; they are left out with a warning each.
+/// yet and are reported `loading`; those that do not say themselves that their link is up are
+/// left out with a warning each.
 #[test]
 fn redis_70_shards_with_loading_replicas() {
     let shards =
@@ -96,6 +98,7 @@ fn redis_70_shards_with_loading_replicas() {
         &url_node,
         &NodeAddressMap::default(),
         &mut all_reachable,
+        &mut |_| false,
     )
     .unwrap();
     assert_eq!(topology.nodes().len(), 3);
@@ -103,6 +106,53 @@ fn redis_70_shards_with_loading_replicas() {
     assert_eq!(
         warnings[0],
         "replica 127.0.0.1:31004 is loading, not online: left out"
+    );
+}
+
+/// The same reply, each replica saying `master_link_status:up` itself (issue 22, item 2):
+/// every node is kept, and only the replicas reported other than online were asked.
+#[test]
+fn loading_replicas_whose_own_link_is_up_are_kept() {
+    let shards =
+        parse_cluster_shards(&reply("redis-7.0-cluster-shards-fresh.resp"), false).unwrap();
+    let url_node = UrlNode {
+        announced: "127.0.0.1:31001".into(),
+        address: "127.0.0.1:31001".into(),
+    };
+    let mut asked = Vec::new();
+    let (topology, warnings) = assemble(
+        TopologyKind::Cluster,
+        shards.clone(),
+        &url_node,
+        &NodeAddressMap::default(),
+        &mut all_reachable,
+        &mut |address| {
+            asked.push(address.to_string());
+            true
+        },
+    )
+    .unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(topology.nodes().len(), 6, "{topology:#?}");
+    asked.sort();
+    assert_eq!(
+        asked,
+        ["127.0.0.1:31004", "127.0.0.1:31005", "127.0.0.1:31006"]
+    );
+    // One replica says its link is down: that one alone is left out.
+    let (topology, warnings) = assemble(
+        TopologyKind::Cluster,
+        shards,
+        &url_node,
+        &NodeAddressMap::default(),
+        &mut all_reachable,
+        &mut |address| address != "127.0.0.1:31005",
+    )
+    .unwrap();
+    assert_eq!(topology.nodes().len(), 5);
+    assert_eq!(
+        warnings,
+        ["replica 127.0.0.1:31005 is loading, not online: left out"]
     );
 }
 
@@ -279,6 +329,7 @@ fn mapping_and_unreachable_nodes() {
             "127.0.0.1:7001" => Ok(()),
             _ => bail!("cannot connect to redis://{address}"),
         },
+        &mut |_| false,
     )
     .unwrap();
     assert_eq!(topology.shards[0].replicas.len(), 1);
@@ -298,6 +349,7 @@ fn mapping_and_unreachable_nodes() {
         &url_node,
         &NodeAddressMap::default(),
         &mut |_| bail!("refused"),
+        &mut |_| false,
     )
     .unwrap_err()
     .to_string();

@@ -7,7 +7,7 @@
 use crate::analyze::correlate::{Analysis, Baseline, Stall, WriteSummary};
 use crate::analyze::naming::cause_of;
 use crate::analyze::pressure::human_bytes;
-use crate::analyze::stats::{SizeModel, SizeSpread, Spread};
+use crate::analyze::stats::{SIZE_MODEL_MIN_SIZES, SizeModel, SizeSpread, Spread, set_sizes};
 use crate::record::{NodeCols, WriteOp, WriteRecord};
 use crate::units::format_size;
 
@@ -460,6 +460,12 @@ pub fn pressure_mark(summary: &WriteSummary) -> String {
     format!("  !! MEMORY PRESSURE ({})", why.join(", "))
 }
 
+/// True when the interval for the median is the range itself (5 to 8 repeats): the cell's
+/// `[min..max]` already is the interval, and its coverage is said once under the table.
+fn ci_is_range(spread: &Spread) -> bool {
+    spread.ci95_low == Some(spread.min) && spread.ci95_high == Some(spread.max)
+}
+
 fn spread_cell(spread: &Spread, decimals: usize) -> String {
     let mut cell = format!(
         "{:.d$} [{:.d$}..{:.d$}]",
@@ -470,6 +476,7 @@ fn spread_cell(spread: &Spread, decimals: usize) -> String {
     );
     if let (Some(lo), Some(hi), Some(coverage)) =
         (spread.ci95_low, spread.ci95_high, spread.ci_coverage)
+        && !ci_is_range(spread)
     {
         cell.push_str(&format!(
             " CI {lo:.d$}..{hi:.d$} ({:.1}%)",
@@ -481,7 +488,9 @@ fn spread_cell(spread: &Spread, decimals: usize) -> String {
 }
 
 /// The per-size table of repeated writes: median [min..max] and, from 5 repeats, the
-/// order-statistic interval for the median with its exact coverage.
+/// order-statistic interval for the median with its exact coverage — in the cell when it is
+/// narrower than the range, once under the table when it is the range (so that the same
+/// "CI" is not repeated on every row).
 pub fn by_size_lines(groups: &[SizeSpread]) -> Vec<String> {
     let mut lines = vec![
         "per size: median [min..max], from 5 repeats the 95% interval for the median (order statistics, exact coverage)".to_string(),
@@ -490,7 +499,17 @@ pub fn by_size_lines(groups: &[SizeSpread]) -> Vec<String> {
             "op", "size", "n", "set_ms", "hol_delay_ms (others blocked)"
         ),
     ];
+    // (n, coverage) of every interval that is the range, each said once.
+    let mut range_cis: Vec<(usize, f64)> = Vec::new();
     for group in groups {
+        for spread in std::iter::once(&group.set_ms).chain(group.hol_delay_ms.as_ref()) {
+            if let Some(coverage) = spread.ci_coverage
+                && ci_is_range(spread)
+                && !range_cis.iter().any(|&(n, _)| n == spread.n)
+            {
+                range_cis.push((spread.n, coverage));
+            }
+        }
         let hol = group
             .hol_delay_ms
             .as_ref()
@@ -502,6 +521,17 @@ pub fn by_size_lines(groups: &[SizeSpread]) -> Vec<String> {
             group.writes,
             spread_cell(&group.set_ms, 1),
             hol
+        ));
+    }
+    if !range_cis.is_empty() {
+        range_cis.sort_by_key(|&(n, _)| n);
+        let said: Vec<String> = range_cis
+            .iter()
+            .map(|&(n, coverage)| format!("{:.1}% at n = {n}", coverage * 100.0))
+            .collect();
+        lines.push(format!(
+            "  a cell without CI: its [min..max] is the interval for the median (CI coverage {})",
+            said.join(", ")
         ));
     }
     lines
@@ -630,8 +660,16 @@ pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
     format!("{when}  {:>7.1}ms  {cause}", stall.duration_ms)
 }
 
+fn number_word(n: usize) -> String {
+    match n {
+        2 => "two".to_string(),
+        3 => "three".to_string(),
+        n => n.to_string(),
+    }
+}
+
 /// After the per-write lines: the per-size table (with `--repeat` 2 or more), the size model
-/// (a sweep of two sizes or more) and the `--predict` lines.
+/// (a sweep of three sizes or more, or why there is none) and the `--predict` lines.
 pub fn trust_lines(analysis: &Analysis, options: &crate::options::RunOptions) -> Vec<String> {
     let mut lines = Vec::new();
     if options.writer.as_ref().is_some_and(|w| w.repeat > 1) && !analysis.by_size.is_empty() {
@@ -642,11 +680,28 @@ pub fn trust_lines(analysis: &Analysis, options: &crate::options::RunOptions) ->
             lines.extend(size_model_lines(model));
             lines.extend(prediction_lines(model, &options.predict_bytes));
         }
-        None if !options.predict_bytes.is_empty() => lines.push(
-            "no prediction: the size model needs successful set writes of at least two sizes"
-                .to_string(),
-        ),
-        None => {}
+        None => {
+            let sizes = set_sizes(&analysis.writes);
+            let with_delay: Vec<WriteSummary> = analysis
+                .writes
+                .iter()
+                .filter(|w| w.hol_delay_ms.is_some())
+                .cloned()
+                .collect();
+            if sizes > 1 {
+                lines.push(format!(
+                    "no size model: set writes of {sizes} sizes ({} with a delay measured), and it is fitted from {} sizes or more: a line through two sizes passes through both exactly, whatever the data, so its fit would say nothing",
+                    set_sizes(&with_delay),
+                    number_word(SIZE_MODEL_MIN_SIZES),
+                ));
+            }
+            if !options.predict_bytes.is_empty() {
+                lines.push(format!(
+                    "no prediction: the size model needs successful set writes of at least {} sizes",
+                    number_word(SIZE_MODEL_MIN_SIZES)
+                ));
+            }
+        }
     }
     lines
 }

@@ -312,3 +312,79 @@ fn a_collections_main_thread_free_is_said_avoidable_and_a_strings_is_not() {
     assert_eq!(format_count(200_000), "200k");
     assert_eq!(format_count(1_500_000), "1.5M");
 }
+
+fn sized(op: WriteOp, size_bytes: u64, set_ms: f64, hol: f64) -> WriteSummary {
+    WriteSummary {
+        op,
+        size_bytes,
+        set_ms,
+        ..summary(1, hol)
+    }
+}
+
+/// Two sizes put a line through two points exactly (R² 1.000 whatever the data): no size
+/// model is printed, and the report says why; three sizes give it.
+#[test]
+fn the_size_model_needs_three_sizes_and_says_so() {
+    let mib = 1u64 << 20;
+    let mut analysis = Analysis::default();
+    for size in [16, 64] {
+        for _ in 0..5 {
+            analysis
+                .writes
+                .push(sized(WriteOp::Set, size * mib, size as f64, 8.0));
+        }
+    }
+    analysis.summarize_writes();
+    let options = crate::options::RunOptions::default();
+    let lines = trust_lines(&analysis, &options).join("\n");
+    assert!(!lines.contains("size model ("), "{lines}");
+    assert!(!lines.contains("R²"), "{lines}");
+    assert!(lines.contains("no size model"), "{lines}");
+    assert!(lines.contains("three sizes"), "{lines}");
+    analysis
+        .writes
+        .push(sized(WriteOp::Set, 128 * mib, 128.0, 9.0));
+    analysis.summarize_writes();
+    let lines = trust_lines(&analysis, &options).join("\n");
+    assert!(lines.contains("size model ("), "{lines}");
+    assert!(!lines.contains("no size model"), "{lines}");
+}
+
+/// With 5 repeats the interval for the median is the range itself: the table says so once,
+/// not on every row; a wider run (n = 9) keeps its own interval in its cells.
+#[test]
+fn an_interval_that_is_the_range_is_said_once() {
+    let mib = 1u64 << 20;
+    let mut writes = Vec::new();
+    for size in [1, 4, 16] {
+        for i in 0..5 {
+            writes.push(sized(
+                WriteOp::Set,
+                size * mib,
+                10.0 + i as f64,
+                2.0 + i as f64,
+            ));
+        }
+    }
+    let groups = crate::analyze::stats::by_size(&writes);
+    let lines = by_size_lines(&groups);
+    let text = lines.join("\n");
+    assert_eq!(text.matches("93.8%").count(), 1, "{text}");
+    assert_eq!(text.matches("CI ").count(), 1, "{text}");
+    let rows: Vec<&String> = lines.iter().filter(|l| l.contains("set ")).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    for row in rows {
+        assert!(row.contains("12.0 [10.0..14.0]"), "{row}");
+        assert!(!row.contains("CI"), "{row}");
+    }
+    // Nine repeats: the interval [x(2), x(8)] is narrower than the range and stays in its cell.
+    let nine: Vec<WriteSummary> = (0..9)
+        .map(|i| sized(WriteOp::Set, mib, i as f64, i as f64))
+        .collect();
+    let text = by_size_lines(&crate::analyze::stats::by_size(&nine)).join("\n");
+    assert!(
+        text.contains("4.0 [0.0..8.0] CI 1.0..7.0 (96.1%)"),
+        "{text}"
+    );
+}

@@ -1,11 +1,13 @@
 //! `probe calibrate`'s calibration.json: how stalls were injected and why, the plan, the
 //! probing, the tolerance, the per-length medians, every row of calibration.csv and the verdict
-//! (`within` of `injections`). The run's own run.json beside it is the probe run's
+//! (`verdict`: the median error per length, single outliers named; `within` of `injections`). The run's own run.json beside it is the probe run's
 //! ([`super::RunJson`]), whose writes are the injections.
 
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::{CalibrationRow, InjectionPlan, LengthSummary, MethodChoice};
+use crate::calibrate::{
+    CalibrationRow, CalibrationVerdict, InjectionPlan, LengthSummary, MethodChoice,
+};
 
 use super::{Mode, ToolInfo};
 
@@ -41,6 +43,10 @@ pub struct CalibrationJson {
     pub by_length: Vec<LengthSummary>,
     /// Every injection against what was measured (the rows of calibration.csv).
     pub rows: Vec<CalibrationRow>,
+    /// The verdict the exit status follows: the median error per length, single outliers
+    /// named (absent in files written before it was kept).
+    #[serde(default)]
+    pub verdict: Option<CalibrationVerdict>,
 }
 
 fn calibrate_mode() -> Mode {
@@ -102,6 +108,13 @@ mod tests {
                 within: 2,
             }],
             rows: vec![row],
+            verdict: Some(CalibrationVerdict {
+                pass: false,
+                lengths_off_ms: vec![5.0],
+                outlier_seqs: vec![2],
+                outliers_allowed: 0,
+                unmeasured_seqs: vec![4],
+            }),
         }
     }
 
