@@ -87,27 +87,15 @@ pub fn run_with_actor(
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use serde::Serialize;
 
     use super::*;
     use crate::analyze::correlate::{Stall, WriteSummary};
     use crate::cli::ProbeArgs;
     use crate::measure::writer::WriterPlan;
-    use crate::output::export::{columns, csv_bytes};
+    use crate::output::export::columns;
+    use crate::output::export::columns::tests::derived_header;
     use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
     use crate::session::late_probe_note;
-
-    /// The header csv derives from the struct's fields.
-    fn derived_header<T: Serialize>(row: &T) -> Vec<String> {
-        let bytes = csv_bytes(std::slice::from_ref(row), &[]).unwrap();
-        let text = String::from_utf8(bytes).unwrap();
-        text.lines()
-            .next()
-            .unwrap()
-            .split(',')
-            .map(String::from)
-            .collect()
-    }
 
     #[test]
     fn column_constants_match_the_structs() {

@@ -215,7 +215,7 @@ pub const BY_FILE: &[(&str, &[&str])] = &[
 ];
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde::Serialize;
 
     use super::*;
@@ -227,7 +227,7 @@ mod tests {
     use crate::record::{NodeCols, ProbeCmd, ProbeRecord, SameShard, WriteOp, WriteRecord};
 
     /// The header csv derives from the row's fields.
-    fn derived_header<T: Serialize>(row: &T) -> Vec<String> {
+    pub(crate) fn derived_header<T: Serialize>(row: &T) -> Vec<String> {
         let bytes = csv_bytes(std::slice::from_ref(row), &[]).unwrap();
         let text = String::from_utf8(bytes).unwrap();
         text.lines()
