@@ -1061,18 +1061,23 @@ fn any_run_file_in_out_is_refused_without_force() {
     }
 }
 
+/// `probe --duration 4s --out DIR` started in the background (stderr piped, stdout dropped).
+fn observe_for_4s_into(dir: &std::path::Path) -> std::process::Child {
+    Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--duration", "4s", "--out"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// run.json says `running` from the start: it first appeared ~5 s in, so a run killed before
 /// left none.
 #[test]
 fn run_json_says_running_from_the_start() {
     let dir = tempfile::tempdir().unwrap();
-    let mut first = Command::new(assert_cmd::cargo::cargo_bin("probe"))
-        .args(["--duration", "4s", "--out"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut first = observe_for_4s_into(dir.path());
     let run_json = dir.path().join("run.json");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !run_json.exists() && Instant::now() < deadline {
@@ -1096,13 +1101,7 @@ fn run_json_says_running_from_the_start() {
 #[test]
 fn a_running_run_holds_its_out_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let mut first = Command::new(assert_cmd::cargo::cargo_bin("probe"))
-        .args(["--duration", "4s", "--out"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut first = observe_for_4s_into(dir.path());
     let probes_csv = dir.path().join("probes.csv");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !probes_csv.exists() && Instant::now() < deadline {

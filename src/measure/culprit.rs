@@ -13,7 +13,7 @@ pub use crate::analyze::naming::{
     eventloop_label, key_label, latency_changes, name_stall, printable,
 };
 use crate::measure::clock::RunClock;
-use crate::measure::keyspace::{KeyEvents, notifications_on};
+use crate::measure::keyspace::KeyEvents;
 use crate::measure::resp::{RawConn, Reply};
 use crate::measure::serverview::{
     LatencyEvent, LogEntry, eventloop_max_during, parse_latency_latest, parse_log_entries,
@@ -168,19 +168,8 @@ impl ServerLogPoller {
         let Some(conn) = self.conn.as_mut() else {
             return self;
         };
-        let flags = match conn.command(&[b"CONFIG", b"GET", b"notify-keyspace-events"]) {
-            Ok(Reply::Array(Some(pair))) => match pair.get(1) {
-                Some(Reply::Bulk(Some(value))) => String::from_utf8_lossy(value).into_owned(),
-                _ => return self,
-            },
-            _ => return self, // CONFIG refused: nothing to say that the settings did not
-        };
-        // Off: the settings guard has said so (with how to turn them on) already.
-        if !notifications_on(&flags) {
-            return self;
-        }
-        match KeyEvents::start(&self.conn_info, clock) {
-            Ok(events) => self.key_events = Some(events),
+        match KeyEvents::start_if_on(conn, &self.conn_info, clock) {
+            Ok(events) => self.key_events = events,
             Err(err) => self.notes.push(format!(
                 "server log: cannot hear expired or evicted keys ({}): stalls are not named by key",
                 crate::error::one_line(&err)

@@ -114,6 +114,27 @@ impl KeyEvents {
         })
     }
 
+    /// [`KeyEvents::start`] where the server sends the notifications (`notify-keyspace-events`
+    /// as `conn` reads it holds [`KEYEVENT_FLAGS`]); `Ok(None)` where it does not, or refuses
+    /// `CONFIG` (the settings guard has said so already, with how to turn them on).
+    pub fn start_if_on(
+        conn: &mut RawConn,
+        info: &ConnInfo,
+        clock: RunClock,
+    ) -> Result<Option<KeyEvents>> {
+        let flags = match conn.command(&[b"CONFIG", b"GET", b"notify-keyspace-events"]) {
+            Ok(Reply::Array(Some(pair))) => match pair.get(1) {
+                Some(Reply::Bulk(Some(value))) => String::from_utf8_lossy(value).into_owned(),
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        if !notifications_on(&flags) {
+            return Ok(None);
+        }
+        KeyEvents::start(info, clock).map(Some)
+    }
+
     /// The events, in the order they arrived.
     pub fn events(&self) -> &Receiver<KeyEvent> {
         &self.events

@@ -34,7 +34,7 @@ use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
-use crate::measure::keyspace::{KEYEVENT_FLAGS, KeyEvents, missing_flags};
+use crate::measure::keyspace::KeyEvents;
 use crate::measure::resp::{RawConn, Reply, ReplyLimits};
 use crate::measure::serverview::{Before, ServerFigures, ServerView, ViewSetup};
 use crate::measure::serverview::{Want, settings_for_key_events, settings_for_writes};
@@ -173,16 +173,9 @@ pub fn spawn_writer(
     // An expiry is seen by the server's notification where it sends them (the run turned them
     // on, or they were on already), else by polling DBSIZE: either way without touching the key.
     let key_events = if plan.has_op(WriteOp::Expire) {
-        let flags = match conn.command(&[b"CONFIG", b"GET", b"notify-keyspace-events"]) {
-            Ok(Reply::Array(Some(items))) => match items.get(1) {
-                Some(Reply::Bulk(Some(bytes))) => Some(String::from_utf8_lossy(bytes).into_owned()),
-                _ => None,
-            },
-            _ => None,
-        };
-        flags
-            .filter(|flags| missing_flags(flags, KEYEVENT_FLAGS).is_empty())
-            .and_then(|_| KeyEvents::start(conn_info, clock).ok())
+        KeyEvents::start_if_on(&mut conn, conn_info, clock)
+            .ok()
+            .flatten()
     } else {
         None
     };

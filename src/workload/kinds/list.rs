@@ -1,4 +1,4 @@
-use super::{KindFacts, ValueKind, push_command_start, push_element};
+use super::{KindFacts, ValueKind, push_elements_command};
 
 /// The list kind.
 #[derive(Debug)]
@@ -34,11 +34,14 @@ impl ValueKind for ListKind {
         fill: &[u8],
         out: &mut Vec<u8>,
     ) -> usize {
-        push_command_start(out, FACTS.build_command, key, count);
-        for index in first..first + count {
-            push_element(out, index, element_bytes, fill);
-        }
-        1
+        push_elements_command(
+            out,
+            FACTS.build_command,
+            key,
+            (first, count),
+            element_bytes,
+            fill,
+        )
     }
 
     fn free_effort(&self, encoding: &str, elements: u64, element_bytes: u64) -> u64 {

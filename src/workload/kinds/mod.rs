@@ -112,6 +112,23 @@ pub(crate) fn push_command_start(out: &mut Vec<u8>, command: &str, key: &[u8], a
     push_bulk(out, key);
 }
 
+/// Appends one command of `command key element...` for elements `first..first + count` (a
+/// set's SADD, a list's RPUSH); returns 1, its one reply to read.
+pub(crate) fn push_elements_command(
+    out: &mut Vec<u8>,
+    command: &str,
+    key: &[u8],
+    (first, count): (u64, u64),
+    element_bytes: usize,
+    fill: &[u8],
+) -> usize {
+    push_command_start(out, command, key, count);
+    for index in first..first + count {
+        push_element(out, index, element_bytes, fill);
+    }
+    1
+}
+
 /// Appends one bulk string.
 pub(crate) fn push_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(format!("${}\r\n", bytes.len()).as_bytes());

@@ -2,7 +2,7 @@
 //! Held in a hash table (`hashtable`) past `set-max-listpack-entries` (128) members (an `intset`
 //! for integers, which these members never are).
 
-use super::{KindFacts, ValueKind, effort_per_element, push_command_start, push_element};
+use super::{KindFacts, ValueKind, effort_per_element, push_elements_command};
 
 /// The set kind.
 #[derive(Debug)]
@@ -35,11 +35,14 @@ impl ValueKind for SetKind {
         fill: &[u8],
         out: &mut Vec<u8>,
     ) -> usize {
-        push_command_start(out, FACTS.build_command, key, count);
-        for index in first..first + count {
-            push_element(out, index, element_bytes, fill);
-        }
-        1
+        push_elements_command(
+            out,
+            FACTS.build_command,
+            key,
+            (first, count),
+            element_bytes,
+            fill,
+        )
     }
 
     fn free_effort(&self, encoding: &str, elements: u64, _element_bytes: u64) -> u64 {
