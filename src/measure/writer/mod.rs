@@ -329,7 +329,7 @@ impl Writer {
             WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire | WriteOp::Overwrite
         );
         let lazyfree_before = if frees {
-            self.lazyfree_handed_over()
+            self.server_room().lazyfree_handed_over
         } else {
             None
         };
@@ -393,17 +393,17 @@ impl Writer {
                 ((self.clock.unix_start_us() + self.clock.us_at(start)) / 1_000_000) as i64;
             let window_us = reply.saturating_duration_since(start).as_micros() as u64;
             let figures = self.server_figures(step, &before, start_unix_s, window_us);
-            let freed_by = match (lazyfree_before, frees && ok) {
-                (Some(before), true) => self.lazyfree_handed_over().map(|after| {
-                    if after > before {
-                        FreedBy::Background
-                    } else {
-                        FreedBy::Main
-                    }
+            // One INFO memory after the op: the server's memory and its lazyfree counters.
+            let after = self.server_room();
+            let freed_by = match (lazyfree_before, after.lazyfree_handed_over, frees && ok) {
+                (Some(before), Some(after), true) => Some(if after > before {
+                    FreedBy::Background
+                } else {
+                    FreedBy::Main
                 }),
                 _ => None,
             };
-            (self.server_room().rss_bytes, figures, freed_by)
+            (after.rss_bytes, figures, freed_by)
         } else {
             (None, ServerFigures::default(), None)
         };
@@ -732,18 +732,6 @@ impl Writer {
         }
     }
 
-    /// `lazyfreed_objects + lazyfree_pending_objects` of INFO memory: the objects this server
-    /// has handed to its lazyfree thread so far (a hand-over raises the pending count, a
-    /// finished free moves it to the freed count), `None` where it reports neither.
-    fn lazyfree_handed_over(&mut self) -> Option<u64> {
-        let Ok(Reply::Bulk(Some(bytes))) = self.conn.command(&[b"INFO", b"memory"]) else {
-            return None;
-        };
-        let text = String::from_utf8_lossy(&bytes);
-        let number = |name: &str| info_field(&text, name).and_then(|v| v.parse::<u64>().ok());
-        Some(number("lazyfreed_objects")? + number("lazyfree_pending_objects")?)
-    }
-
     /// `OBJECT ENCODING key`, where the server answers it.
     fn object_encoding(&mut self, key: &str) -> Option<String> {
         match self.conn.command(&[b"OBJECT", b"ENCODING", key.as_bytes()]) {
@@ -806,6 +794,9 @@ impl Writer {
         let text = String::from_utf8_lossy(&bytes);
         let number = |name: &str| info_field(&text, name).and_then(|v| v.parse::<u64>().ok());
         Room {
+            lazyfree_handed_over: number("lazyfreed_objects")
+                .zip(number("lazyfree_pending_objects"))
+                .map(|(freed, pending)| freed + pending),
             rss_bytes: number("used_memory_rss"),
             server: number("used_memory").map(|used_bytes| ServerRoom {
                 used_bytes,
@@ -879,6 +870,10 @@ const LONG_WINDOW_US: u64 = 50_000;
 struct Room {
     rss_bytes: Option<u64>,
     server: Option<ServerRoom>,
+    /// `lazyfreed_objects + lazyfree_pending_objects`: the objects this server has handed to
+    /// its lazyfree thread so far (a hand-over raises the pending count, a finished free moves
+    /// it to the freed count), `None` where it reports neither.
+    lazyfree_handed_over: Option<u64>,
 }
 
 #[cfg(test)]
