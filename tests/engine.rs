@@ -140,54 +140,87 @@ impl std::fmt::Display for UnderBursts {
     }
 }
 
+/// How many times the pair of runs may be tried. A host that keeps the server or a probe thread
+/// off a CPU for longer than the tolerance (seen on a loaded CI machine: a p99 of 13 ms under
+/// 3 ms bursts, at the slow rate where a backlog is smallest) fails one attempt by chance; a
+/// closed-loop engine's backlog is systematic and fails every attempt. The bounds stay fixed.
+const ATTEMPTS: usize = 3;
+
+/// What is wrong with one attempt's pair of runs (slow rate first), or `None` when it passes.
+fn judge(runs: &[UnderBursts]) -> Option<String> {
+    for run in runs {
+        let expected = (PROBE_THREADS * run.rate * RUN_SECS) as usize;
+        if run.probes < expected / 2 {
+            return Some(format!("expected about {expected} probes: {run}"));
+        }
+        if run.failed != 0 {
+            return Some(format!("failed probes hide latencies: {run}"));
+        }
+        if (run.bursts as u64) < RUN_SECS * 1_000_000 / (BURST_US + BREAK_US) / 4 {
+            return Some(format!(
+                "too few bursts for the load to mean anything: {run}"
+            ));
+        }
+        if !(BURST_US..=MAX_BURST_US).contains(&run.longest_burst_us) {
+            return Some(format!(
+                "the longest burst should be about {BURST_US} µs: {run}"
+            ));
+        }
+        // The load was felt: at 2000 probes/s or more, some probe met a burst in its first half.
+        if run.worst_latency_us < BURST_US / 2 {
+            return Some(format!(
+                "no probe waited for a burst; is the load running? {run}"
+            ));
+        }
+        if run.excess_us() > TOLERANCE_US {
+            return Some(format!(
+                "a probe waited {} µs beyond the longest burst (allowed: {TOLERANCE_US} µs): the \
+                 probes measure their own backlog. {run}",
+                run.excess_us()
+            ));
+        }
+    }
+    let (slow, fast) = (&runs[0], &runs[1]);
+    if slow.excess_us().abs_diff(fast.excess_us()) > RATES_AGREE_US {
+        return Some(format!(
+            "beyond the longest burst, the worst probe waited {} µs at {}/s but {} µs at {}/s \
+             (allowed apart: {RATES_AGREE_US} µs)",
+            slow.excess_us(),
+            slow.rate,
+            fast.excess_us(),
+            fast.rate
+        ));
+    }
+    None
+}
+
 #[test]
 fn worst_probe_latency_is_the_longest_burst_at_any_rate() {
     let server = TestServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
-    // Both runs first, then the checks, so a failure shows the numbers of both.
-    let runs: Vec<UnderBursts> = [1000, 5000]
-        .into_iter()
-        .map(|rate| observe_under_bursts(&server, rate, &dir.path().join(format!("r{rate}"))))
-        .collect();
-    for run in &runs {
-        eprintln!("{run}");
+    let mut failures = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        // Both runs first, then the checks, so a failure shows the numbers of both.
+        let runs: Vec<UnderBursts> = [1000, 5000]
+            .into_iter()
+            .map(|rate| {
+                let out = dir.path().join(format!("a{attempt}-r{rate}"));
+                observe_under_bursts(&server, rate, &out)
+            })
+            .collect();
+        for run in &runs {
+            eprintln!("attempt {attempt}: {run}");
+        }
+        match judge(&runs) {
+            None => return,
+            Some(why) => {
+                eprintln!("attempt {attempt} failed: {why}");
+                failures.push(format!("attempt {attempt}: {why}"));
+            }
+        }
     }
-
-    for run in &runs {
-        let expected = (PROBE_THREADS * run.rate * RUN_SECS) as usize;
-        assert!(
-            run.probes >= expected / 2,
-            "expected about {expected} probes: {run}"
-        );
-        assert_eq!(run.failed, 0, "failed probes hide latencies: {run}");
-        assert!(
-            run.bursts as u64 >= RUN_SECS * 1_000_000 / (BURST_US + BREAK_US) / 4,
-            "too few bursts for the load to mean anything: {run}"
-        );
-        assert!(
-            (BURST_US..=MAX_BURST_US).contains(&run.longest_burst_us),
-            "the longest burst should be about {BURST_US} µs: {run}"
-        );
-        // The load was felt: at 2000 probes/s or more, some probe met a burst in its first half.
-        assert!(
-            run.worst_latency_us >= BURST_US / 2,
-            "no probe waited for a burst; is the load running? {run}"
-        );
-        assert!(
-            run.excess_us() <= TOLERANCE_US,
-            "a probe waited {} µs beyond the longest burst (allowed: {TOLERANCE_US} µs): the \
-             probes measure their own backlog. {run}",
-            run.excess_us()
-        );
-    }
-    let (slow, fast) = (&runs[0], &runs[1]);
-    assert!(
-        slow.excess_us().abs_diff(fast.excess_us()) <= RATES_AGREE_US,
-        "beyond the longest burst, the worst probe waited {} µs at {}/s but {} µs at {}/s \
-         (allowed apart: {RATES_AGREE_US} µs)",
-        slow.excess_us(),
-        slow.rate,
-        fast.excess_us(),
-        fast.rate
+    panic!(
+        "every one of {ATTEMPTS} attempts failed:\n{}",
+        failures.join("\n")
     );
 }
