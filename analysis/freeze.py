@@ -8,8 +8,10 @@ against its size in MiB on the same axis, marked as such. Rows whose value was f
 background (freed_by = background) are drawn hollow: what they show is the unlink of the key,
 not the free. An op no probe overlapped (a few µs: no hol_delay_ms) counts as one probe interval
 (run.json's options: 1 / (probe_rate x probe_threads)), the most it can have been, rather than
-being left out (leaving it out would let one slow neighbour stand for the median). Prints each
-series' medians on stdout."""
+being left out (leaving it out would let one slow neighbour stand for the median). A run whose
+server had some `lazyfree-lazy-*` settings yes and others no (e.g. Redis with `--server-arg
+"lazyfree-lazy-user-del yes"`) is a series of its own, named by those set to yes: its figures are
+not the server's defaults. Prints each series' medians on stdout."""
 
 from __future__ import annotations
 
@@ -38,6 +40,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def series_label(meta: dict, fallback: str) -> str:
+    """The server's label, with ` lazyfree user-del` (the settings that are yes) where its
+    `lazyfree-lazy-*` settings are mixed: every server's defaults are all no (Redis) or all yes
+    (Valkey 8.0 and later), so a mix was set for the run."""
+    label = hd.server_label(meta, fallback)
+    lazyfree = (meta.get("server") or {}).get("lazyfree") or {}
+    on = sorted(name.removeprefix("lazyfree-lazy-") for name, value in lazyfree.items() if str(value).lower() == "yes")
+    if on and len(on) < len(lazyfree):
+        label += " lazyfree " + ",".join(on)
+    return label
+
+
 def read_rows(directory: Path, ops: list[str]):
     """(server label, type, op) -> {x: [hol_delay_ms]} and the set of (series, x) freed in the
     background."""
@@ -48,7 +62,7 @@ def read_rows(directory: Path, ops: list[str]):
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         interval_ms = math.nan
     table = hd.node_table(directory, hd.SUMMARY_CSV, REQUIRED, ["freed_by"], meta=meta)
-    server = hd.server_label(meta, directory.name)
+    server = series_label(meta, directory.name)
     series: dict[tuple[str, str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     background: set[tuple[tuple[str, str, str], float]] = set()
     ok = table.flag("ok")

@@ -578,14 +578,22 @@ class Freeze(PictureChecks):
         for run in runs:
             meta = json.loads((run / "run.json").read_text())
             server = f"{meta['server']['flavor']} {meta['server']['version']}"
+            # Mixed lazyfree settings (set for the run): a series of its own.
+            lazyfree = meta["server"].get("lazyfree") or {}
+            on = sorted(k.removeprefix("lazyfree-lazy-") for k, v in lazyfree.items() if v == "yes")
+            if on and len(on) < len(lazyfree):
+                server += " lazyfree " + ",".join(on)
             with open(run / "summary.csv", newline="") as handle:
                 for row in csv.DictReader(handle):
-                    if row["ok"] != "true" or row["op"] == "build":
+                    if row["ok"] != "true" or row["op"] in ("build", "set"):
                         continue
                     # No probe overlapped: under one probe interval.
                     interval_ms = 1e3 / (meta["options"]["probe_rate"] * meta["options"]["probe_threads"])
                     value = float(row["hol_delay_ms"]) if row["hol_delay_ms"] else interval_ms
-                    key = (row["op"], server, row["value_type"], float(row["elements"]))
+                    kind = row["value_type"] or "string"
+                    # A string is drawn against its MiB.
+                    x = float(row["size_bytes"]) / (1 << 20) if kind == "string" else float(row["elements"])
+                    key = (row["op"], server, kind, x)
                     rows.setdefault(key, []).append(value)
         for key, values in rows.items():
             self.assertIn(key, printed)
