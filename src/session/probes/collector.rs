@@ -357,19 +357,30 @@ impl Collector {
 }
 
 /// Keeps a stall in a list of at most [`KEEP_STALLS`]: past that, the shortest one not tied to
-/// a write goes (the list stays in time order).
+/// a write goes (the list stays in time order). Stalls tied to a write all stay, so a list can
+/// be full of them: the [`LONGEST_UNTIED_KEPT`] longest stalls not tied to a write stay too
+/// (the list then grows past the bound), or a second-long freeze after a long build (thousands
+/// of short stalls tied to it) would be the one dropped.
 pub(super) fn keep_bounded(list: &mut Vec<Stall>, stall: Stall) {
     list.push(stall);
-    if list.len() > KEEP_STALLS
-        && let Some((index, _)) = list
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.write_seq.is_none())
-            .min_by(|a, b| a.1.duration_ms.total_cmp(&b.1.duration_ms))
-    {
-        list.remove(index);
+    if list.len() <= KEEP_STALLS {
+        return;
     }
+    let mut untied: Vec<(usize, f64)> = list
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.write_seq.is_none())
+        .map(|(index, s)| (index, s.duration_ms))
+        .collect();
+    if untied.len() <= LONGEST_UNTIED_KEPT {
+        return;
+    }
+    untied.sort_by(|a, b| a.1.total_cmp(&b.1));
+    list.remove(untied[0].0);
 }
+
+/// How many of the longest stalls not tied to a write a full list of stalls keeps regardless.
+pub(super) const LONGEST_UNTIED_KEPT: usize = 20;
 
 /// run.json's findings as they stand: written by every checkpoint, and at the end also handed
 /// to the caller.
@@ -442,6 +453,28 @@ mod tests {
         // Now stall 0 (2 ms) went, and the list stays in time order.
         assert!(!list.iter().any(|s| s.start_us == 0));
         assert!(list.windows(2).all(|w| w[0].start_us <= w[1].start_us));
+    }
+
+    #[test]
+    fn a_list_full_of_stalls_tied_to_writes_keeps_the_long_ones_that_are_not() {
+        // A 4M-field build ties thousands of short stalls to its write; a second-long freeze
+        // after it, tied to none, was the one dropped (it was the only untied candidate).
+        let mut list: Vec<Stall> = (0..KEEP_STALLS as u64 + 500)
+            .map(|k| stall(k * 10_000, 2.0, Some(1)))
+            .collect();
+        keep_bounded(&mut list, stall(99_000_000, 1111.5, None));
+        keep_bounded(&mut list, stall(99_500_000, 1063.9, None));
+        assert!(list.iter().any(|s| s.duration_ms == 1111.5));
+        assert!(list.iter().any(|s| s.duration_ms == 1063.9));
+        assert_eq!(longest(&list, 1)[0].duration_ms, 1111.5);
+        // Past the untied ones kept regardless, the shortest untied goes again.
+        for k in 0..LONGEST_UNTIED_KEPT as u64 {
+            keep_bounded(&mut list, stall(100_000_000 + k, 5.0 + k as f64, None));
+        }
+        let untied = list.iter().filter(|s| s.write_seq.is_none()).count();
+        assert_eq!(untied, LONGEST_UNTIED_KEPT);
+        assert!(list.iter().any(|s| s.duration_ms == 1063.9));
+        assert!(!list.iter().any(|s| s.duration_ms == 5.0));
     }
 
     #[test]
