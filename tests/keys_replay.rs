@@ -240,6 +240,9 @@ fn the_worst_keys_are_replayed_and_the_user_s_server_is_only_read() {
     assert_eq!(string["error"], "", "{string:?}");
     assert_eq!(hash["built_elements"], "200000");
     assert_eq!(hash["built_encoding"], "hashtable");
+    // Its fields and values are 16 bytes: the size read off the calibration is about that.
+    let bytes: u64 = hash["built_element_bytes"].parse().expect("a size");
+    assert!((12..=20).contains(&bytes), "{hash:?}");
     assert_eq!(string["built_element_bytes"], (1u64 << 20).to_string());
     let measured = |r: &HashMap<String, String>, op: &str| -> f64 {
         let cell = &r[&format!("{op}_measured_ms")];

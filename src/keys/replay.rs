@@ -3,8 +3,9 @@
 //! freezes side by side (a row of replay.csv), and the screen's table. The replay itself (a
 //! server started, one writer run per key) is in `commands/keys/replay.rs`.
 //!
-//! What a shape cannot carry: a collection's element size is estimated from `MEMORY USAGE`
-//! (sampled) over its count, less the server's bookkeeping per element, so the rebuilt value
+//! What a shape cannot carry: a collection's element size is read off `MEMORY USAGE` (sampled),
+//! against two values of its type built at known sizes on the tool's server
+//! ([`element_bytes_from_calibration`]), else estimated ([`replay_shape`]), so the rebuilt value
 //! has about the same bytes, not the same spread of sizes; its members are the writer's (hex
 //! strings: a set of integers comes back as a set of strings, which its `built_encoding` shows).
 
@@ -70,7 +71,8 @@ pub struct ReplayRow {
 }
 
 /// The shape built for a scanned key: its kind, elements and bytes per element, or why none
-/// can be built.
+/// can be built. A collection's bytes are the estimate without a calibration: its memory over
+/// its count, less the bookkeeping per element the writer assumes for the type.
 pub fn replay_shape(row: &KeyRow) -> Result<(&'static dyn ValueKind, u64, u64), String> {
     let kind = kind_named(&row.kind).ok_or_else(|| format!("type {} is not built", row.kind))?;
     if kind.name() == "string" {
@@ -105,6 +107,24 @@ pub fn replay_shape(row: &KeyRow) -> Result<(&'static dyn ValueKind, u64, u64), 
             .unwrap_or(16);
     }
     Ok((kind, elements, bytes))
+}
+
+/// The element size whose values hold `memory_per_element` bytes per element, from two values
+/// of the same type and count built at 16 and 64 bytes per element (`calibration`: their
+/// `MEMORY USAGE` per element, by the same 5-sample estimate the scan used): the line through
+/// them, solved. `None` where the line does not rise (a compact encoding rounded to one
+/// allocation size) or gives less than a byte.
+pub fn element_bytes_from_calibration(
+    memory_per_element: f64,
+    calibration: [(u64, f64); 2],
+) -> Option<u64> {
+    let [(s1, m1), (s2, m2)] = calibration;
+    let slope = (m2 - m1) / (s2 as f64 - s1 as f64);
+    if !(slope.is_finite() && slope > 0.0) {
+        return None;
+    }
+    let bytes = s1 as f64 + (memory_per_element - m1) / slope;
+    (bytes >= 1.0).then(|| bytes.round() as u64)
 }
 
 /// A key's row before (or without) its measurements.
@@ -254,6 +274,21 @@ pub(crate) mod tests {
         assert!(replay_shape(&key("hash", "hashtable", None, Some(1000))).is_err());
         assert!(replay_shape(&key("string", "raw", None, None)).is_err());
         assert!(replay_shape(&key("vectorset", "x", Some(5), None)).is_err());
+    }
+
+    #[test]
+    fn the_element_size_is_read_off_the_calibration_line() {
+        // 66 bytes of bookkeeping per element, 2 bytes per byte of element (a hash's field and
+        // value): 98 bytes per element is 16-byte elements.
+        let line = [(16, 66.0 + 32.0), (64, 66.0 + 128.0)];
+        assert_eq!(element_bytes_from_calibration(98.0, line), Some(16));
+        assert_eq!(element_bytes_from_calibration(266.0, line), Some(100));
+        // Below the line's 1-byte point, or a line that does not rise: no answer.
+        assert_eq!(element_bytes_from_calibration(10.0, line), None);
+        assert_eq!(
+            element_bytes_from_calibration(98.0, [(16, 80.0), (64, 80.0)]),
+            None
+        );
     }
 
     #[test]

@@ -78,6 +78,88 @@ pub fn replay_plan(text: &str, server: Option<TargetSpec>) -> Result<ReplayPlan,
     Ok(ReplayPlan { keys, server })
 }
 
+/// The most elements a calibration value holds: enough to be in the big encoding with its
+/// per-element bookkeeping, few enough to be built in a moment.
+const CALIBRATION_ELEMENTS: u64 = 100_000;
+/// The element sizes of the two calibration values.
+const CALIBRATION_BYTES: [u64; 2] = [16, 64];
+
+/// `MEMORY USAGE` per element of a `kind` of `count` elements of `element_bytes`, built on the
+/// replay server under `key` (and removed), with the scan's own 5-sample estimate; with its
+/// encoding.
+fn memory_per_element(
+    conn: &mut redis::Connection,
+    kind: &'static dyn ValueKind,
+    key: &str,
+    count: u64,
+    element_bytes: u64,
+) -> Option<(f64, String)> {
+    use redis::ConnectionLike;
+    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(key).query(conn);
+    let fill: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let mut first = 0;
+    while first < count {
+        let batch = (count - first).min(crate::workload::DEFAULT_BATCH_ELEMENTS);
+        let mut bytes = Vec::new();
+        let commands = kind.build_batch(
+            key.as_bytes(),
+            first,
+            batch,
+            element_bytes as usize,
+            &fill,
+            &mut bytes,
+        );
+        conn.req_packed_commands(&bytes, 0, commands).ok()?;
+        first += batch;
+    }
+    let memory: Option<u64> = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .arg("SAMPLES")
+        .arg(5)
+        .query(conn)
+        .ok();
+    let encoding: Option<String> = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(key)
+        .query(conn)
+        .ok();
+    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(key).query(conn);
+    Some((memory? as f64 / count as f64, encoding?))
+}
+
+/// A collection's element size measured rather than assumed: two values of its type built on
+/// the replay server (at most [`CALIBRATION_ELEMENTS`] elements, 16 and 64 bytes each), their
+/// memory per element, and the size at which the scanned key's memory per element falls on
+/// the line between them. `None` (and the estimate of [`replay_shape`] stands) for a string,
+/// without the key's memory, or where a calibration value is in another encoding than the key.
+fn calibrated_element_bytes(
+    conn: &mut redis::Connection,
+    key_prefix: &str,
+    row: &KeyRow,
+    kind: &'static dyn ValueKind,
+    elements: u64,
+) -> Option<u64> {
+    if kind.name() == "string" {
+        return None;
+    }
+    let memory = row.memory_bytes? as f64 / elements as f64;
+    let count = elements.min(CALIBRATION_ELEMENTS);
+    let key = format!("{key_prefix}calibration");
+    let mut line = [(0u64, 0.0f64); 2];
+    for (point, bytes) in line.iter_mut().zip(CALIBRATION_BYTES) {
+        let (per_element, encoding) = memory_per_element(conn, kind, &key, count, bytes)?;
+        if encoding != row.encoding {
+            return None;
+        }
+        *point = (bytes, per_element);
+    }
+    let bytes = crate::keys::replay::element_bytes_from_calibration(memory, line)?;
+    kind.check_elements(elements, bytes).ok().map(|()| bytes)
+}
+
 /// The writer's plan of one key's replay, through the main job's own checks.
 fn writer_plan(
     kind: &'static dyn ValueKind,
@@ -257,15 +339,19 @@ pub fn run(
             refused.join(", ")
         ));
     }
-    drop(conn);
+    let calibration_prefix = format!("holprobe:replay-{}:", std::process::id());
     let plans: Vec<_> = keys
         .iter()
         .map(|key| {
             replay_shape(key).and_then(|(kind, elements, bytes)| {
+                let bytes =
+                    calibrated_element_bytes(&mut conn, &calibration_prefix, key, kind, elements)
+                        .unwrap_or(bytes);
                 writer_plan(kind, elements, bytes).map(|plan| (plan, (elements, bytes)))
             })
         })
         .collect();
+    drop(conn);
     let steps: usize = plans
         .iter()
         .filter_map(|p| p.as_ref().ok())
