@@ -1,13 +1,16 @@
 //! The blast radius of a live server's keys (`probe keys`), the pure part: what a scanned key
 //! would cost the server when it is deleted, unlinked, expired, evicted, overwritten or read
-//! whole ([`model`], fitted by [`fit`]), how fast the scan may go ([`pacing`]), and the report
-//! over every key scanned ([`report`]). The scan itself (sockets, the session) is in
+//! whole ([`model`], fitted by [`fit`], its error on sizes not fitted in [`holdout`]), how fast
+//! the scan may go ([`pacing`]), the report over every key scanned ([`report`]), and the worst
+//! keys' shapes rebuilt to check it ([`replay`]). The scan itself (sockets, the session) is in
 //! `commands/keys`.
 
 pub mod fit;
+pub mod holdout;
 pub mod model;
 pub mod pacing;
 pub mod refit;
+pub mod replay;
 pub mod report;
 
 /// A key as a person can read it and paste back: printable ASCII as is, `"` and `\` escaped,

@@ -8,7 +8,7 @@ use clap::Args;
 use crate::cli::sections::output::OutputArgs;
 use crate::cli::sections::parse_count;
 use crate::cli::sections::probing::CalibrateProbingArgs;
-use crate::cli::sections::target::TargetArgs;
+use crate::cli::sections::target::{ServerArgs, TargetArgs};
 use crate::cli::sections::topology::{DiscoveryArgs, DiscoveryPlan};
 use crate::error::UsageError;
 use crate::keys::model::CostModel;
@@ -27,9 +27,9 @@ use crate::workload::{ValueKind, kind_named};
 #[derive(Debug, Clone, Args)]
 #[command(
     mut_arg("url", |a| a.help("The server to scan: redis://[user:password@]host:port[/db] or rediss:// (or --host/--port); a replica works, and on a cluster node every master is scanned. The password may instead come from REDISCLI_AUTH or --password. Required")),
-    // A scan never starts a server; --refit measures one it starts.
-    mut_arg("server_bin", |a| a.help("With --refit: the server binary to start and measure (default: redis-server on PATH)")),
-    mut_arg("server_arg", |a| a.help("With --refit: an extra argument for the started server (as probe --server-arg)")),
+    // A scan never starts a server; --refit and --replay measure one they start.
+    mut_arg("server_bin", |a| a.help("With --refit or --replay: the server binary to start and measure (--refit's default: redis-server on PATH; --replay needs it)")),
+    mut_arg("server_arg", |a| a.help("With --refit or --replay: an extra argument for the started server (as probe --server-arg)")),
     mut_arg("out", |a| a.help("Write keys.csv (every key at or above --size-floor, as scanned) and run.json here")),
     mut_arg("format", |a| a.help("What stdout gets: `text` (the report on one screen), `json` (run.json's content; notes and progress stay on stderr) or `markdown` (the report's tables)")),
     mut_arg("topology", |a| a.help("auto: on a Redis Cluster node, scan every master (or every replica with --read-from replicas), each probed; single: only the --url server")),
@@ -99,6 +99,13 @@ pub struct KeysArgs {
     #[arg(long, value_name = "N")]
     pub refit_repeat: Option<String>,
 
+    /// After the scan: build the N worst keys' shapes (type, element count and element size,
+    /// never their contents) on a server the tool starts from --server-bin, measure their DEL,
+    /// UNLINK, expiry and whole read under the probes, and print predicted against measured
+    /// beside each key (replay.csv in --out). The server scanned is only read.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub replay: Option<String>,
+
     #[command(flatten)]
     pub probing: CalibrateProbingArgs,
 
@@ -139,6 +146,8 @@ pub struct KeysPlan {
     pub format: Format,
     /// `--refit`: what to measure (the target is then a server the tool starts).
     pub refit: Option<super::refit::RefitPlan>,
+    /// `--replay`: how many keys, and the server they are rebuilt on.
+    pub replay: Option<super::replay::ReplayPlan>,
 }
 
 /// `--refit`'s default types.
@@ -217,7 +226,54 @@ impl KeysArgs {
         let read_from: ReadFrom = self.read_from.trim().parse()?;
         let probing = self.probing.probing.to_plan()?;
         let output = self.output.to_plan();
-        let target = self.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+        // --replay: the target flags name both servers, the scanned (--url) and the one the
+        // tool starts (--server-bin), each checked on its own.
+        let (target, replay) = match &self.replay {
+            Some(text) => {
+                if self.refit {
+                    return Err(UsageError::Conflict(
+                        "--replay checks a scan's predictions; --refit makes a model: give one"
+                            .into(),
+                    ));
+                }
+                let server = &self.target.server;
+                let scanned = TargetArgs {
+                    url: self.target.url.clone(),
+                    server: ServerArgs {
+                        server_bin: Vec::new(),
+                        server_arg: Vec::new(),
+                        ..server.clone()
+                    },
+                };
+                let started = if server.server_bin.is_empty() {
+                    None
+                } else {
+                    let only = TargetArgs {
+                        url: None,
+                        server: ServerArgs {
+                            host: None,
+                            port: None,
+                            user: None,
+                            password: None,
+                            tls_ca: None,
+                            tls_cert: None,
+                            tls_key: None,
+                            insecure: false,
+                            ..server.clone()
+                        },
+                    };
+                    Some(only.to_spec(None)?)
+                };
+                (
+                    scanned.to_spec(std::env::var("REDISCLI_AUTH").ok())?,
+                    Some(super::replay::replay_plan(text, started)?),
+                )
+            }
+            None => (
+                self.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?,
+                None,
+            ),
+        };
         let refit = if self.refit {
             if !matches!(target, TargetSpec::Embedded { .. }) {
                 return Err(UsageError::Conflict(
@@ -267,6 +323,7 @@ impl KeysArgs {
             force: output.force,
             format: output.format,
             refit,
+            replay,
         })
     }
 }

@@ -4,10 +4,12 @@
 //!
 //! The scan runs as the actor of an ordinary measuring session, so the probes watch the server
 //! (every node of a cluster) while it goes: their intervals pace the scan, and the report says
-//! what the scan cost other clients. Nothing is written to the server.
+//! what the scan cost other clients. Nothing is written to the server. `--replay` then rebuilds
+//! the worst keys' shapes on a server of the tool's own and measures them (`replay.rs`).
 
 mod args;
 pub mod refit;
+pub mod replay;
 mod report;
 mod scan;
 
@@ -122,6 +124,11 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
     }
 
     let lazyfree = lazyfree_settings(&target.conn);
+    // What the replay server copies of this one, read now: the scan's connection ends with it.
+    let replay_settings = match &plan.replay {
+        Some(_) => replay::copied_settings(&target.conn),
+        None => Vec::new(),
+    };
     if lazyfree.lazy_expire.is_none() {
         warnings.push("the server did not tell its lazyfree-lazy-* settings (CONFIG GET refused): removals are predicted as main-thread frees".into());
     }
@@ -170,7 +177,11 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         keys_scanned: AtomicU64::new(0),
         probe_worst_us: AtomicU64::new(0),
         state: Mutex::new(ScanState {
-            tally: Tally::new(plan.top, threshold_ms),
+            // The table shows --top keys; --replay may take more of the worst.
+            tally: Tally::new(
+                plan.top.max(plan.replay.as_ref().map_or(0, |r| r.keys)),
+                threshold_ms,
+            ),
             scan_window_us: None,
             batches: 0,
             backoffs: 0,
@@ -285,7 +296,7 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         .filter(|s| s.end_us > from_us && s.start_us < to_us)
         .collect();
     let tally = &state.tally;
-    let doc = KeysRunJson {
+    let mut doc = KeysRunJson {
         tool: ToolInfo::default(),
         mode: Mode::Keys,
         run_id: report.run_id.clone(),
@@ -311,7 +322,7 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         keys_over_threshold: tally.keys_over_threshold,
         sum_over_threshold_ms: (tally.sum_over_threshold_ms * 1e3).round() / 1e3,
         keys_with_ttl: tally.keys_with_ttl,
-        top: tally.top.clone(),
+        top: tally.top.iter().take(plan.top).cloned().collect(),
         expiring: tally.expiring.clone(),
         expiring_count: tally.expiring_count,
         advice: tally.advice(),
@@ -328,7 +339,9 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
             longest_stall_ms: stalls.iter().map(|s| s.duration_ms).reduce(f64::max),
         },
         warnings,
+        replay: Vec::new(),
     };
+    let worst_keys = tally.top.clone();
     drop(state);
     drop(deployment);
     if let Some(dir) = &plan.out {
@@ -341,12 +354,57 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
                 out.line(&line);
             }
         }
-        Format::Json => out.line(format::json(&doc)?.trim_end()),
+        // After the replay, with its rows.
+        Format::Json => {}
         Format::Markdown => {
             for line in report::markdown(&doc).lines() {
                 out.line(line);
             }
         }
+    }
+    let mut replay_failed = false;
+    let mut replay_server = String::new();
+    if let Some(replay_plan) = &plan.replay {
+        if doc.status != RunStatus::Complete {
+            out.warn("--replay: the scan did not complete; nothing replayed");
+        } else {
+            match replay::run(
+                replay_plan,
+                &worst_keys,
+                &replay_settings,
+                &plan.options,
+                plan.out.as_ref(),
+                plan.force,
+                interrupt,
+                out,
+            ) {
+                Ok((server, rows)) => {
+                    replay_server = server;
+                    // Every key failed: the check did not happen.
+                    replay_failed = !rows.is_empty() && rows.iter().all(|r| r.run_id.is_none());
+                    doc.replay = rows;
+                }
+                Err(err) => {
+                    out.error(&format!("--replay: {err:#}"));
+                    replay_failed = true;
+                }
+            }
+            if !doc.replay.is_empty() {
+                if let Some(dir) = &plan.out {
+                    let json = serde_json::to_vec_pretty(&doc).context("encoding run.json")?;
+                    write_atomic(&dir.join(RUN_JSON), &json)?;
+                }
+                if plan.format != Format::Json {
+                    out.line("");
+                    for line in crate::keys::replay::text_lines(&doc.replay, &replay_server) {
+                        out.line(&line);
+                    }
+                }
+            }
+        }
+    }
+    if plan.format == Format::Json {
+        out.line(format::json(&doc)?.trim_end());
     }
     if let Some(dir) = &plan.out {
         out.note(&format!("results in {}", dir.display()));
@@ -365,6 +423,13 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
             ));
             EXIT_FAILURE
         }
+        _ if plan.replay.is_some() && interrupt.load(Ordering::SeqCst) => {
+            if !out.stdout_closed() {
+                out.error("interrupted; the keys replayed so far were kept");
+            }
+            EXIT_INTERRUPTED
+        }
+        _ if replay_failed => EXIT_FAILURE,
         _ => EXIT_OK,
     })
 }

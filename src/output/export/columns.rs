@@ -4,8 +4,8 @@
 //! its struct gives, and `tests/docs.rs` checks docs/exports.md's tables against [`BY_FILE`].
 
 use super::{
-    CALIBRATION_CSV, KEYS_CSV, LOAD_TIMELINE_CSV, LOAD_WRITES_CSV, PROBES_CSV, STALLS_CSV,
-    SUMMARY_CSV, TIMELINE_CSV, WRITES_CSV,
+    CALIBRATION_CSV, KEYS_CSV, LOAD_TIMELINE_CSV, LOAD_WRITES_CSV, PROBES_CSV, REPLAY_CSV,
+    STALLS_CSV, SUMMARY_CSV, TIMELINE_CSV, WRITES_CSV,
 };
 
 /// probes.csv (rows: [`crate::record::ProbeRecord`], then the node's columns)
@@ -200,6 +200,31 @@ pub const KEYS: &[&str] = &[
     "basis",
     "provisional",
 ];
+/// replay.csv (rows: [`crate::keys::replay::ReplayRow`])
+pub const REPLAY: &[&str] = &[
+    "node",
+    "key",
+    "type",
+    "encoding",
+    "elements",
+    "memory_bytes",
+    "built_elements",
+    "built_element_bytes",
+    "built_encoding",
+    "delete_predicted_ms",
+    "delete_measured_ms",
+    "unlink_predicted_ms",
+    "unlink_measured_ms",
+    "expire_predicted_ms",
+    "expire_measured_ms",
+    "expire_freed_by",
+    "read_predicted_ms",
+    "read_measured_ms",
+    "under_one_interval",
+    "probe_interval_ms",
+    "run_id",
+    "error",
+];
 
 /// Every CSV file the tool writes, by file name.
 pub const BY_FILE: &[(&str, &[&str])] = &[
@@ -212,6 +237,7 @@ pub const BY_FILE: &[(&str, &[&str])] = &[
     (LOAD_TIMELINE_CSV, LOAD_TIMELINE),
     (LOAD_WRITES_CSV, LOAD_WRITES),
     (KEYS_CSV, KEYS),
+    (REPLAY_CSV, REPLAY),
 ];
 
 #[cfg(test)]
@@ -308,6 +334,10 @@ pub(crate) mod tests {
             (
                 KEYS_CSV,
                 derived_header(&crate::keys::report::tests::sample_row()),
+            ),
+            (
+                REPLAY_CSV,
+                derived_header(&crate::keys::replay::tests::sample_replay_row()),
             ),
         ];
         assert_eq!(

@@ -61,6 +61,8 @@ pub const LOAD_LATENCY_HGRM: &str = "load_latency.hgrm";
 pub const LOAD_WRITES_CSV: &str = "load_writes.csv";
 /// `probe keys`: one row per key at or above the size floor.
 pub const KEYS_CSV: &str = "keys.csv";
+/// `probe keys --replay`: one row per key replayed, predicted against measured.
+pub const REPLAY_CSV: &str = "replay.csv";
 
 /// Every file a run of any command writes to its directory: one of them there means the
 /// directory holds (part of) a run, whichever command made it and however far it got.

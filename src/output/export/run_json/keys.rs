@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::keys::replay::ReplayRow;
 use crate::keys::report::{Advice, KeyRow};
 use crate::measure::target::ServerFacts;
 use crate::workload::lazyfree::LazyfreeSettings;
@@ -60,6 +61,10 @@ pub struct KeysRunJson {
     pub scan_cost: ScanCost,
     /// Warnings (refused commands, a model of another version).
     pub warnings: Vec<String>,
+    /// `--replay`: the worst keys' shapes rebuilt on a server of the tool's own, predicted
+    /// against measured (replay.csv's rows; absent without `--replay`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<ReplayRow>,
 }
 
 /// The scan's settings.
@@ -189,6 +194,7 @@ mod tests {
                 longest_stall_ms: None,
             },
             warnings: vec![],
+            replay: vec![crate::keys::replay::tests::sample_replay_row()],
         };
         let text = serde_json::to_string(&doc).unwrap();
         assert!(text.contains("\"mode\":\"keys\""));

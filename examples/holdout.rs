@@ -1,0 +1,168 @@
+//! The cost model's prediction error on sizes it was not fitted on, from recorded collection
+//! runs (data/collections): for each server × type × encoding × op × freeing thread, each size
+//! measured is left out in turn, the rest fitted as `probe keys` fits its models, and the
+//! left-out size predicted (`src/keys/holdout.rs`). Prints one line per entry (|error| in ms and
+//! %) and the median per server, against the floor of issue 21 (median ≤ 20%, none worse than
+//! max(3 ms, 40%)).
+//!
+//! ```sh
+//! cargo run --release --example holdout -- data/collections
+//! cargo run --release --example holdout -- data/collections/redis-7.0 /tmp/set-4M
+//! ```
+//!
+//! Every directory under the ones given that holds a run.json and a summary.csv is a run; runs of
+//! the same server (flavor and version) are fitted together, whatever directory they are in, so
+//! a run of a new size can be put anywhere. With two sizes measured, each prediction rests on the
+//! other size alone, and the output says so.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use holprobe::commands::keys::refit::tool_rows_of_run;
+use holprobe::keys::fit::FitRow;
+use holprobe::keys::holdout::{
+    FLOOR_MEDIAN_PCT, FLOOR_WORST_MS, FLOOR_WORST_PCT, HeldOut, HeldOutSummary, held_out, summarize,
+};
+use holprobe::keys::model::ModelOp;
+
+/// Every run directory under `dir` (itself included), sorted.
+fn runs_under(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    if dir.join("run.json").is_file() && dir.join("summary.csv").is_file() {
+        found.push(dir.to_path_buf());
+        return Ok(());
+    }
+    let mut children: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    children.sort();
+    for child in children {
+        runs_under(&child, found)?;
+    }
+    Ok(())
+}
+
+fn pct(p: Option<f64>) -> String {
+    p.map_or("-".into(), |p| format!("{p:.0}%"))
+}
+
+fn summary_line(label: &str, s: &HeldOutSummary) -> String {
+    let median_ok = s.median_pct.map(|m| m <= FLOOR_MEDIAN_PCT);
+    format!(
+        "{label}: {} entries ({} of at least 1 ms), median |error| {} (floor {FLOOR_MEDIAN_PCT:.0}%: {}), worst {} / {:.1} ms, {} worse than max({FLOOR_WORST_MS:.0} ms, {FLOOR_WORST_PCT:.0}%){}",
+        s.entries,
+        s.relative,
+        pct(s.median_pct),
+        match median_ok {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "-",
+        },
+        pct(s.worst_pct),
+        s.worst_ms,
+        s.past_floor,
+        if s.from_one_size > 0 {
+            format!(
+                "; {} of the {} fits rest on ONE size only",
+                s.from_one_size, s.entries
+            )
+        } else {
+            String::new()
+        }
+    )
+}
+
+fn main() -> Result<()> {
+    let dirs: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    if dirs.is_empty() {
+        bail!("usage: holdout DIR... (e.g. data/collections)");
+    }
+    let mut runs = Vec::new();
+    for dir in &dirs {
+        runs_under(dir, &mut runs)?;
+    }
+    if runs.is_empty() {
+        bail!("no run (a directory with run.json and summary.csv) under the directories given");
+    }
+    let mut by_server: BTreeMap<String, (Vec<FitRow>, Vec<String>)> = BTreeMap::new();
+    for dir in &runs {
+        let (meta, rows) =
+            tool_rows_of_run(dir).with_context(|| format!("reading {}", dir.display()))?;
+        let entry = by_server
+            .entry(format!("{} {}", meta.server_flavor, meta.server_version))
+            .or_default();
+        entry.0.extend(rows);
+        entry.1.push(dir.display().to_string());
+    }
+    let mut all: Vec<HeldOut> = Vec::new();
+    for (server, (rows, dirs)) in &by_server {
+        println!("== {server}: {} rows from {}", rows.len(), dirs.join(", "));
+        let (entries, single) = held_out(rows);
+        println!(
+            "{:<6} {:<10} {:<9} {:<10} {:>9} {:>6} {:>7} {:>10} {:>19} {:>10} {:>9} {:>6}",
+            "type",
+            "encoding",
+            "op",
+            "freed by",
+            "left out",
+            "sizes",
+            "repeats",
+            "measured",
+            "(min..max)",
+            "predicted",
+            "|err| ms",
+            "|err|"
+        );
+        for e in &entries {
+            println!(
+                "{:<6} {:<10} {:<9} {:<10} {:>9} {:>6} {:>7} {:>10.2} {:>19} {:>10.2} {:>9.2} {:>6}{}",
+                e.kind,
+                e.encoding,
+                e.op.name(),
+                e.freed_by.map_or("-", |t| t.name()),
+                e.elements,
+                e.sizes_fitted,
+                e.repeats,
+                e.measured_ms,
+                format!("({:.1}..{:.1})", e.measured_min_ms, e.measured_max_ms),
+                e.predicted_ms,
+                e.error_ms,
+                pct(e.error_pct),
+                if e.under_one_interval {
+                    "  (under one probe interval)"
+                } else if e.past_floor() {
+                    "  PAST FLOOR"
+                } else {
+                    ""
+                }
+            );
+        }
+        for s in &single {
+            println!(
+                "{}: one size only ({} elements, {} rows): nothing to hold out",
+                s.group, s.elements, s.rows
+            );
+        }
+        println!("{}", summary_line(server, &summarize(&entries)));
+        let removals = entries
+            .iter()
+            .filter(|e| matches!(e.op, ModelOp::Delete | ModelOp::Unlink | ModelOp::Expire));
+        println!(
+            "{}",
+            summary_line(&format!("{server} DEL/UNLINK/expiry"), &summarize(removals))
+        );
+        println!();
+        all.extend(entries);
+    }
+    println!("{}", summary_line("all servers", &summarize(&all)));
+    let removals = all
+        .iter()
+        .filter(|e| matches!(e.op, ModelOp::Delete | ModelOp::Unlink | ModelOp::Expire));
+    println!(
+        "{}",
+        summary_line("all servers DEL/UNLINK/expiry", &summarize(removals))
+    );
+    Ok(())
+}

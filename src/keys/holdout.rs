@@ -1,0 +1,306 @@
+//! The cost model's error on a size it was not fitted on: for each group of a server's fit rows
+//! (type × encoding × op × freeing thread), each size measured (element count × element bytes)
+//! is left out in turn, the group fitted on the other sizes' rows ([`super::fit::fit`]), and the
+//! prediction for the left-out size set against what was measured there. Pure.
+//!
+//! Why not the fit's own leave-one-out error: it leaves out one row, and the other repeats of
+//! the same size stay in the fit, so it says how well a size already measured is predicted. A
+//! scanned key is almost never of a measured size; leaving out every repeat of a size is the
+//! error such a key sees. With two sizes measured, each held-out fit rests on one size alone
+//! (a line through zero and that size), and the result says so ([`HeldOut::sizes_fitted`]).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::fit::{FitRow, RELATIVE_FROM_MS, fit};
+use super::model::ModelOp;
+use crate::workload::lazyfree::FreedBy;
+
+/// The floor: median |error| at most this, %.
+pub const FLOOR_MEDIAN_PCT: f64 = 20.0;
+/// The floor: no entry worse than this many ms and this % at once.
+pub const FLOOR_WORST_MS: f64 = 3.0;
+/// See [`FLOOR_WORST_MS`].
+pub const FLOOR_WORST_PCT: f64 = 40.0;
+
+/// One size left out of one group's fit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeldOut {
+    /// The value's type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its encoding.
+    pub encoding: String,
+    /// The op.
+    pub op: ModelOp,
+    /// The thread that freed the value (`None` for a read).
+    pub freed_by: Option<FreedBy>,
+    /// The left-out size's element count.
+    pub elements: u64,
+    /// The left-out size's element bytes.
+    pub element_bytes: u64,
+    /// Distinct sizes the fit rested on.
+    pub sizes_fitted: usize,
+    /// Rows the fit rested on.
+    pub rows_fitted: usize,
+    /// Rows (repeats) measured at the left-out size.
+    pub repeats: usize,
+    /// Their median, ms.
+    pub measured_ms: f64,
+    /// Their smallest, ms.
+    pub measured_min_ms: f64,
+    /// Their largest, ms.
+    pub measured_max_ms: f64,
+    /// The fit's prediction for the size, ms.
+    pub predicted_ms: f64,
+    /// |predicted − measured median|, ms.
+    pub error_ms: f64,
+    /// The same over the measured median, % (`None` under [`RELATIVE_FROM_MS`], where a
+    /// relative error is the timer's noise).
+    pub error_pct: Option<f64>,
+    /// Every measured row at the size was under one probe interval (an upper bound).
+    pub under_one_interval: bool,
+}
+
+impl HeldOut {
+    /// Past the floor for a single entry: worse than 3 ms and 40% at once.
+    pub fn past_floor(&self) -> bool {
+        self.error_ms > FLOOR_WORST_MS && self.error_pct.is_some_and(|p| p > FLOOR_WORST_PCT)
+    }
+}
+
+/// A group with a single size: nothing to hold out.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OneSize {
+    /// `hash hashtable delete (main)`.
+    pub group: String,
+    /// Its one size's element count.
+    pub elements: u64,
+    /// Rows at it.
+    pub rows: usize,
+}
+
+type GroupKey = (String, String, ModelOp, Option<&'static str>);
+
+fn group_name(key: &GroupKey) -> String {
+    format!(
+        "{} {} {}{}",
+        key.0,
+        key.1,
+        key.2.name(),
+        key.3.map(|t| format!(" ({t})")).unwrap_or_default()
+    )
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// Every size of every group of `rows` (one server's) left out in turn, and the groups of one
+/// size, which cannot be.
+pub fn held_out(rows: &[FitRow]) -> (Vec<HeldOut>, Vec<OneSize>) {
+    let mut groups: BTreeMap<GroupKey, Vec<&FitRow>> = BTreeMap::new();
+    for row in rows {
+        if !(row.hol_delay_ms.is_finite() && row.hol_delay_ms >= 0.0) {
+            continue;
+        }
+        groups
+            .entry((
+                row.kind.clone(),
+                row.encoding.clone(),
+                row.op,
+                row.freed_by.map(FreedBy::name),
+            ))
+            .or_default()
+            .push(row);
+    }
+    let mut out = Vec::new();
+    let mut single = Vec::new();
+    for (key, group) in &groups {
+        let mut sizes: Vec<(u64, u64)> = group
+            .iter()
+            .map(|r| (r.elements, r.element_bytes))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        if sizes.len() < 2 {
+            single.push(OneSize {
+                group: group_name(key),
+                elements: sizes.first().map_or(0, |s| s.0),
+                rows: group.len(),
+            });
+            continue;
+        }
+        for &size in &sizes {
+            let (left, kept): (Vec<&FitRow>, Vec<&FitRow>) = group
+                .iter()
+                .partition(|r| (r.elements, r.element_bytes) == size);
+            let train: Vec<FitRow> = kept.iter().map(|r| (*r).clone()).collect();
+            // One group in, one entry out.
+            let Some(entry) = fit(&train).into_iter().next() else {
+                continue;
+            };
+            let sample = left[0];
+            let predicted_ms = entry.per_element_us * sample.elements as f64 / 1e3
+                + entry.per_mib_ms * sample.payload_mib();
+            let mut measured: Vec<f64> = left.iter().map(|r| r.hol_delay_ms).collect();
+            measured.sort_by(f64::total_cmp);
+            let measured_ms = median(&measured);
+            let error_ms = (predicted_ms - measured_ms).abs();
+            out.push(HeldOut {
+                kind: key.0.clone(),
+                encoding: key.1.clone(),
+                op: key.2,
+                freed_by: sample.freed_by,
+                elements: size.0,
+                element_bytes: size.1,
+                sizes_fitted: sizes.len() - 1,
+                rows_fitted: train.len(),
+                repeats: left.len(),
+                measured_ms,
+                measured_min_ms: measured[0],
+                measured_max_ms: measured[measured.len() - 1],
+                predicted_ms,
+                error_ms,
+                error_pct: (measured_ms >= RELATIVE_FROM_MS)
+                    .then(|| 100.0 * error_ms / measured_ms),
+                under_one_interval: left.iter().all(|r| r.under_one_interval),
+            });
+        }
+    }
+    (out, single)
+}
+
+/// The figures of a set of held-out entries against the floor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeldOutSummary {
+    /// Entries.
+    pub entries: usize,
+    /// Of them, with a relative error (measured at least 1 ms).
+    pub relative: usize,
+    /// The median relative |error|, %.
+    pub median_pct: Option<f64>,
+    /// The worst relative |error|, %.
+    pub worst_pct: Option<f64>,
+    /// The worst absolute |error|, ms.
+    pub worst_ms: f64,
+    /// Entries past the floor for one entry ([`HeldOut::past_floor`]).
+    pub past_floor: usize,
+    /// Entries whose fit rested on one size only.
+    pub from_one_size: usize,
+}
+
+/// Sums up `entries`.
+pub fn summarize<'a>(entries: impl IntoIterator<Item = &'a HeldOut>) -> HeldOutSummary {
+    let entries: Vec<&HeldOut> = entries.into_iter().collect();
+    let mut pct: Vec<f64> = entries.iter().filter_map(|e| e.error_pct).collect();
+    pct.sort_by(f64::total_cmp);
+    HeldOutSummary {
+        entries: entries.len(),
+        relative: pct.len(),
+        median_pct: (!pct.is_empty()).then(|| median(&pct)),
+        worst_pct: pct.last().copied(),
+        worst_ms: entries.iter().map(|e| e.error_ms).fold(0.0, f64::max),
+        past_floor: entries.iter().filter(|e| e.past_floor()).count(),
+        from_one_size: entries.iter().filter(|e| e.sizes_fitted == 1).count(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::model::Source;
+
+    fn row(op: ModelOp, elements: u64, ms: f64) -> FitRow {
+        // A read frees nothing.
+        let freed_by = (op != ModelOp::Read).then_some(FreedBy::Main);
+        FitRow {
+            kind: "set".into(),
+            encoding: "hashtable".into(),
+            elements,
+            element_bytes: 16,
+            op,
+            freed_by,
+            hol_delay_ms: ms,
+            source: Source::Tool,
+            under_one_interval: false,
+        }
+    }
+
+    #[test]
+    fn a_size_is_predicted_from_the_others_only() {
+        // 0.1 µs per element at 100k and 1M, but 0.3 µs at 4M: leaving out 4M, the fit of the
+        // other two predicts 400 ms where 1200 were measured.
+        let mut rows = Vec::new();
+        for (n, per_us) in [(100_000u64, 0.1), (1_000_000, 0.1), (4_000_000, 0.3)] {
+            for jitter in [0.9, 1.0, 1.1] {
+                rows.push(row(ModelOp::Delete, n, n as f64 * per_us / 1e3 * jitter));
+            }
+        }
+        let (entries, single) = held_out(&rows);
+        assert!(single.is_empty());
+        assert_eq!(entries.len(), 3);
+        let four = entries.iter().find(|e| e.elements == 4_000_000).unwrap();
+        assert_eq!(
+            (four.sizes_fitted, four.rows_fitted, four.repeats),
+            (2, 6, 3)
+        );
+        assert!((four.measured_ms - 1200.0).abs() < 1e-6, "{four:?}");
+        assert!((four.measured_min_ms - 1080.0).abs() < 1e-6, "{four:?}");
+        // The least squares of the two smaller sizes is dominated by 1M: 0.1 µs per element.
+        assert!((four.predicted_ms - 400.0).abs() < 1.0, "{four:?}");
+        assert!((four.error_pct.unwrap() - 66.7).abs() < 0.2, "{four:?}");
+        assert!(four.past_floor());
+        let small = entries.iter().find(|e| e.elements == 100_000).unwrap();
+        assert!(small.error_pct.unwrap() > 100.0, "{small:?}");
+        let s = summarize(&entries);
+        assert_eq!((s.entries, s.relative, s.from_one_size), (3, 3, 0));
+        assert!(s.median_pct.unwrap() > 20.0);
+    }
+
+    #[test]
+    fn one_size_cannot_be_held_out_and_two_sizes_rest_on_one() {
+        let rows = vec![
+            row(ModelOp::Delete, 100_000, 10.0),
+            row(ModelOp::Delete, 1_000_000, 100.0),
+            row(ModelOp::Read, 100_000, 5.0),
+            row(ModelOp::Read, 100_000, 6.0),
+        ];
+        let (entries, single) = held_out(&rows);
+        assert_eq!(entries.len(), 2);
+        assert!(entries.iter().all(|e| e.sizes_fitted == 1));
+        assert!(entries.iter().all(|e| e.error_ms < 1e-9), "{entries:?}");
+        assert_eq!(single.len(), 1);
+        assert_eq!(single[0].group, "set hashtable read");
+        assert_eq!((single[0].elements, single[0].rows), (100_000, 2));
+        assert_eq!(summarize(&entries).from_one_size, 2);
+    }
+
+    #[test]
+    fn a_sub_millisecond_figure_has_no_relative_error() {
+        let unlink = |n: u64, ms: f64| {
+            let mut r = row(ModelOp::Unlink, n, ms);
+            r.freed_by = Some(FreedBy::Background);
+            r.under_one_interval = true;
+            r
+        };
+        let rows = vec![unlink(100_000, 0.5), unlink(1_000_000, 0.5)];
+        let (entries, _) = held_out(&rows);
+        assert_eq!(entries.len(), 2);
+        assert!(entries.iter().all(|e| e.error_pct.is_none()));
+        assert!(
+            entries
+                .iter()
+                .all(|e| e.under_one_interval && !e.past_floor())
+        );
+        let s = summarize(&entries);
+        assert_eq!((s.relative, s.median_pct), (0, None));
+        // 1M predicted from 100k's 0.5 ms: 5 ms, 4.5 off (100k from 1M's: 0.45 off).
+        assert!((s.worst_ms - 4.5).abs() < 1e-9, "{s:?}");
+    }
+}
