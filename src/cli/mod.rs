@@ -193,6 +193,20 @@ fn install_signal_handler(interrupt: Arc<AtomicBool>) {
     });
 }
 
+/// For the tests of a command's flags: `argv` (without the program's name) parsed as the flags
+/// `A` of one command.
+#[cfg(test)]
+pub(crate) fn parse_flags<A: clap::Args>(argv: &[&str]) -> A {
+    #[derive(Parser)]
+    struct Flags<A: clap::Args> {
+        #[command(flatten)]
+        args: A,
+    }
+    Flags::<A>::try_parse_from(std::iter::once("probe").chain(argv.iter().copied()))
+        .expect("clap parse")
+        .args
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

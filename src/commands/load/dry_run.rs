@@ -75,14 +75,7 @@ pub(super) fn dry_run_plan(options: &LoadOptions, targets: &LoadTargets) -> Resu
             steps.len(),
             plan.gap
         ));
-        for (index, step) in steps.iter().enumerate() {
-            let command = step.command_text(plan.batch_elements);
-            lines.push(format!(
-                "  {:>3}  {:<9}  {command}",
-                index + 1,
-                step.op.name()
-            ));
-        }
+        lines.extend(plan.step_lines(&steps));
         lines.push(format!(
             "after the load: DEL of any key left under {key_prefix}"
         ));

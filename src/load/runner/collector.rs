@@ -528,7 +528,5 @@ fn add_counts(row: &mut LoadSecondRow, agg: &SecondAgg) {
     row.timeouts += agg.timeouts;
     row.misses += agg.misses;
     row.delayed += agg.delayed;
-    if !agg.hist.is_empty() {
-        row.max_us = row.max_us.max(agg.hist.max());
-    }
+    row.max_us = row.max_us.max(agg.max_us());
 }
