@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::Parser;
 
 pub use crate::commands::{
-    CleanArgs, CompareArgs, LoadArgs, LoadTargets, Output, PopulateArgs, ProbeArgs, RulesArgs,
+    CleanArgs, CompareArgs, LoadArgs, LoadPlan, Output, PopulateArgs, ProbeArgs, RulesArgs,
 };
 use crate::commands::{calibrate, clean, compare, keys, load, populate, probe};
 pub use sections::probing::{
