@@ -289,9 +289,8 @@ fn holprobe_load(
         timeout_us: 30_000_000,
         seed: 1,
         out: None,
-        writer_hash_tag: None,
     };
-    let report = run_load(&options, &servers, interrupt, &mut |_| {})?;
+    let report = run_load(&options, &servers, None, interrupt, &mut |_| {})?;
     let all = report.blocks.last().context("the load reported no block")?;
     anyhow::ensure!(all.errors == 0 && all.misses == 0, "load errors: {all:?}");
     Ok((

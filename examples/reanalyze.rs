@@ -113,7 +113,7 @@ fn run(args: &Args) -> Result<()> {
         ..Analysis::default()
     };
     let mut hlog = HlogWriter::create(&dir.join(PROBES_HLOG), started_unix_us)?;
-    let mut timeline = Vec::new();
+    let mut intervals = Vec::new();
     for finding in correlator.drain() {
         match finding {
             Finding::Interval(interval) => {
@@ -123,7 +123,7 @@ fn run(args: &Args) -> Result<()> {
                     &interval.latency,
                     None,
                 )?;
-                timeline.push(TimelineRow::new(&interval, &node, started_unix_us));
+                intervals.push(interval);
             }
             other => analysis.push(other),
         }
@@ -165,7 +165,13 @@ fn run(args: &Args) -> Result<()> {
     )?;
     write_atomic(
         &dir.join(TIMELINE_CSV),
-        &csv_bytes(&timeline, columns::TIMELINE)?,
+        &csv_bytes(
+            &intervals
+                .iter()
+                .map(|interval| TimelineRow::new(interval, &node, started_unix_us))
+                .collect::<Vec<_>>(),
+            columns::TIMELINE,
+        )?,
     )?;
     let findings = serde_json::to_value(&analysis)?;
     let object = run_json
@@ -193,7 +199,7 @@ fn run(args: &Args) -> Result<()> {
         analysis.stalls.len(),
         analysis.client_hiccups.len(),
         analysis.baseline.p50_us,
-        timeline.len()
+        intervals.len()
     );
     Ok(())
 }

@@ -434,17 +434,7 @@ impl InjectorThread {
     }
 
     fn quiet_gap(&self) -> bool {
-        let deadline = Instant::now() + self.gap;
-        loop {
-            if self.stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return true;
-            }
-            std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
-        }
+        crate::measure::actor::sleep_unless_stopped(self.gap, &self.stop)
     }
 
     fn loop_iterations(&self, requested_us: u64) -> u64 {
@@ -845,31 +835,7 @@ mod tests {
     use crate::analyze::correlate::{Stall, WriteSummary};
 
     fn summary(seq: u32, hol: Option<f64>) -> WriteSummary {
-        WriteSummary {
-            seq,
-            op: WriteOp::Inject,
-            size_bytes: 0,
-            set_ms: 0.0,
-            hol_delay_ms: hol,
-            stall_ms: 0.0,
-            probes_delayed: 0,
-            stall_during_send_ms: 0.0,
-            stall_after_send_ms: 0.0,
-            host_mem_pct: 0.0,
-            host_swap_pct: 0.0,
-            probes_in_window: 1,
-            worst_latency_ms: hol,
-            ok: true,
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            memory_pressure: false,
-            host_mem_peak_pct: 0.0,
-            host_swap_grew_bytes: 0,
-            hol_probe_send_lag_ms: None,
-            ..Default::default()
-        }
+        WriteSummary::seen_once(seq, WriteOp::Inject, 0, 0.0, hol)
     }
 
     fn stall(seq: u32, ms: f64) -> Stall {

@@ -161,6 +161,21 @@ impl WriteOp {
         }
     }
 
+    /// The label of the op's own time in a report's line (`set: 68.5ms`, `del: 2.1ms`): an
+    /// overwrite is a set, the long names shortened.
+    pub fn time_label(self) -> &'static str {
+        match self {
+            WriteOp::Delete => "del",
+            WriteOp::Set | WriteOp::Overwrite => "set",
+            WriteOp::Command => "cmd",
+            WriteOp::Inject => "inj",
+            WriteOp::Build => "build",
+            WriteOp::Read => "read",
+            WriteOp::Unlink => "unlink",
+            WriteOp::Expire => "expire",
+        }
+    }
+
     /// The op called `name` (as [`WriteOp::name`] gives it).
     pub fn named(name: &str) -> Option<WriteOp> {
         [

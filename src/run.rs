@@ -86,32 +86,19 @@ pub fn run_with_actor(
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
     use crate::analyze::correlate::{Stall, WriteSummary};
     use crate::cli::ProbeArgs;
     use crate::measure::writer::WriterPlan;
     use crate::output::export::columns;
-    use crate::output::export::columns::tests::derived_header;
-    use crate::record::{ProbeCmd, ProbeRecord, WriteOp, WriteRecord};
+    use crate::output::export::columns::tests::{derived_header, probe_row};
+    use crate::record::{WriteOp, WriteRecord};
     use crate::session::late_probe_note;
 
     #[test]
     fn column_constants_match_the_structs() {
         let node = crate::record::NodeCols::default();
-        let probe = ProbeRecord {
-            thread: 0,
-            seq: 0,
-            cmd: ProbeCmd::Ping,
-            intended_us: 0,
-            sent_us: 0,
-            reply_us: None,
-            read_us: None,
-            latency_us: None,
-            ok: true,
-            error: None,
-        };
+        let probe = probe_row();
         assert_eq!(derived_header(&(&probe, &node)), columns::PROBES);
         let write = WriteRecord::timed(1, WriteOp::Set, String::new(), 1, (0, 0, 0));
         assert_eq!(derived_header(&(&write, &node)), columns::WRITES);
@@ -151,25 +138,7 @@ mod tests {
             seq: 1,
             op: WriteOp::Set,
             size_bytes: 1,
-            set_ms: 0.0,
-            hol_delay_ms: None,
-            stall_ms: 0.0,
-            probes_delayed: 0,
-            stall_during_send_ms: 0.0,
-            stall_after_send_ms: 0.0,
-            host_mem_pct: 0.0,
-            host_swap_pct: 0.0,
-            probes_in_window: 0,
-            worst_latency_ms: None,
             ok: true,
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            memory_pressure: false,
-            host_mem_peak_pct: 0.0,
-            host_swap_grew_bytes: 0,
-            hol_probe_send_lag_ms: None,
             ..Default::default()
         }
     }
@@ -192,18 +161,10 @@ mod tests {
         assert!(!note.contains("--realtime"), "{note}");
     }
 
-    #[derive(Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        args: ProbeArgs,
-    }
-
     /// The library's defaults (what examples and other programs start from) are the CLI's.
     #[test]
     fn library_defaults_are_the_command_lines() {
-        let cli = Wrapper::try_parse_from(["probe", "--writer-sizes", "1M"])
-            .expect("clap parse")
-            .args
+        let cli = crate::cli::parse_flags::<ProbeArgs>(&["--writer-sizes", "1M"])
             .to_options()
             .expect("valid options");
         let lib = RunOptions::default();

@@ -95,11 +95,7 @@ impl Gathered {
 fn only<'a>(entries: &'a [ServerCommandEntry], command: &str) -> Vec<&'a ServerCommandEntry> {
     entries
         .iter()
-        .filter(|e| {
-            e.args
-                .first()
-                .is_some_and(|c| c.eq_ignore_ascii_case(command.as_bytes()))
-        })
+        .filter(|e| holprobe::analyze::naming::is_command(&e.args, command))
         .collect()
 }
 

@@ -64,20 +64,7 @@ fn sum(rows: &[&HashMap<String, String>], column: &str) -> u64 {
 
 /// The data rows of an .hgrm file: (value, percentile, total count).
 fn hgrm_rows(path: &Path) -> Vec<(f64, f64, u64)> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .skip(2)
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            (
-                cols[0].parse().unwrap(),
-                cols[1].parse().unwrap(),
-                cols[2].parse().unwrap(),
-            )
-        })
-        .collect()
+    holprobe::load::hgrm::data_rows(&std::fs::read_to_string(path).unwrap()).expect("hgrm rows")
 }
 
 #[test]

@@ -158,6 +158,29 @@ impl WriteSummary {
         self.freed_by = record.freed_by;
         self
     }
+
+    /// For tests: a write that succeeded, seen by one probe whose delay was `hol_delay_ms`
+    /// (also its worst latency), every other figure zero or empty.
+    #[cfg(test)]
+    pub(crate) fn seen_once(
+        seq: u32,
+        op: WriteOp,
+        size_bytes: u64,
+        set_ms: f64,
+        hol_delay_ms: Option<f64>,
+    ) -> WriteSummary {
+        WriteSummary {
+            seq,
+            op,
+            size_bytes,
+            set_ms,
+            hol_delay_ms,
+            probes_in_window: 1,
+            worst_latency_ms: hol_delay_ms,
+            ok: true,
+            ..Default::default()
+        }
+    }
 }
 
 /// One interval of the timeline (`--interval`, a row of timeline.csv): the probes intended in

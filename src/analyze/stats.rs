@@ -286,31 +286,7 @@ mod tests {
     use super::*;
 
     fn summary(op: WriteOp, size_bytes: u64, set_ms: f64, hol: Option<f64>) -> WriteSummary {
-        WriteSummary {
-            seq: 1,
-            op,
-            size_bytes,
-            set_ms,
-            hol_delay_ms: hol,
-            stall_ms: 0.0,
-            probes_delayed: 0,
-            stall_during_send_ms: 0.0,
-            stall_after_send_ms: 0.0,
-            host_mem_pct: 0.0,
-            host_swap_pct: 0.0,
-            probes_in_window: 1,
-            worst_latency_ms: hol,
-            ok: true,
-            server_exec_us: None,
-            server_latency_event_ms: None,
-            server_eventloop_max_us: None,
-            server_request_bytes: None,
-            memory_pressure: false,
-            host_mem_peak_pct: 0.0,
-            host_swap_grew_bytes: 0,
-            hol_probe_send_lag_ms: None,
-            ..Default::default()
-        }
+        WriteSummary::seen_once(1, op, size_bytes, set_ms, hol)
     }
 
     #[test]

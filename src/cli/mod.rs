@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::Parser;
 
 pub use crate::commands::{
-    CleanArgs, CompareArgs, LoadArgs, LoadTargets, Output, PopulateArgs, ProbeArgs, RulesArgs,
+    CleanArgs, CompareArgs, LoadArgs, LoadPlan, Output, PopulateArgs, ProbeArgs, RulesArgs,
 };
 use crate::commands::{calibrate, clean, compare, keys, load, populate, probe};
 pub use sections::probing::{
@@ -191,6 +191,20 @@ fn install_signal_handler(interrupt: Arc<AtomicBool>) {
             std::process::exit(EXIT_INTERRUPTED);
         }
     });
+}
+
+/// For the tests of a command's flags: `argv` (without the program's name) parsed as the flags
+/// `A` of one command.
+#[cfg(test)]
+pub(crate) fn parse_flags<A: clap::Args>(argv: &[&str]) -> A {
+    #[derive(Parser)]
+    struct Flags<A: clap::Args> {
+        #[command(flatten)]
+        args: A,
+    }
+    Flags::<A>::try_parse_from(std::iter::once("probe").chain(argv.iter().copied()))
+        .expect("clap parse")
+        .args
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub mod probe;
 pub use clean::CleanArgs;
 pub use compare::{CompareArgs, RulesArgs};
 pub use keys::KeysArgs;
-pub use load::{LoadArgs, LoadTargets};
+pub use load::{LoadArgs, LoadPlan};
 pub use output::Output;
 pub use populate::PopulateArgs;
 pub use probe::ProbeArgs;

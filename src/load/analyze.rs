@@ -578,6 +578,19 @@ mod tests {
         }
     }
 
+    /// What `writes_under_load` finds of `writes` when no request overlapped them, the load
+    /// from the run's start at `rps` requests a second.
+    fn unloaded(writes: &[WriteRecord], rps: &[u64]) -> Vec<WriteUnderLoad> {
+        writes_under_load(
+            writes,
+            &no_requests(writes),
+            LoadTimeline {
+                load_start_us: 0,
+                requests_per_second: rps,
+            },
+        )
+    }
+
     /// Figures for every write, none overlapped.
     fn no_requests(writes: &[WriteRecord]) -> BTreeMap<u32, RequestFigures> {
         writes
@@ -659,28 +672,14 @@ mod tests {
             write(2, 2_100_000, 2_900_000),
         ];
         let rps = [900, 500, 600, 1000];
-        let found = writes_under_load(
-            &writes,
-            &no_requests(&writes),
-            LoadTimeline {
-                load_start_us: 0,
-                requests_per_second: &rps,
-            },
-        );
+        let found = unloaded(&writes, &rps);
         assert_eq!(found[0].rps_around, Some(900.0));
         assert_eq!(found[1].rps_around, Some(1000.0));
         assert_eq!(found[0].worst_latency_us, None);
         assert_eq!(found[0].requests_in_window, 0);
         // A write in a second not yet complete has no throughput figure.
         let late = [write(3, 9_000_000, 9_100_000)];
-        let late = writes_under_load(
-            &late,
-            &no_requests(&late),
-            LoadTimeline {
-                load_start_us: 0,
-                requests_per_second: &rps,
-            },
-        );
+        let late = unloaded(&late, &rps);
         assert_eq!(late[0].rps_around, None);
         assert_eq!(late[0].throughput_lost_pct, None);
     }
@@ -689,14 +688,7 @@ mod tests {
     fn a_write_spanning_seconds_averages_them() {
         let writes = [write(1, 1_500_000, 2_500_000)];
         let rps = [1000, 700, 900, 1000];
-        let found = writes_under_load(
-            &writes,
-            &no_requests(&writes),
-            LoadTimeline {
-                load_start_us: 0,
-                requests_per_second: &rps,
-            },
-        );
+        let found = unloaded(&writes, &rps);
         assert_eq!(found[0].seconds, 2);
         assert_eq!(found[0].rps_during, 800.0);
         assert_eq!(found[0].rps_around, Some(1000.0));
@@ -706,14 +698,7 @@ mod tests {
     #[test]
     fn columns_match_the_struct() {
         let writes = [write(1, 0, 1)];
-        let found = writes_under_load(
-            &writes,
-            &no_requests(&writes),
-            LoadTimeline {
-                load_start_us: 0,
-                requests_per_second: &[],
-            },
-        );
+        let found = unloaded(&writes, &[]);
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.serialize(&found[0]).unwrap();
         let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();

@@ -78,26 +78,31 @@ fn sub_bucket_count(sigfig: u8) -> u64 {
     largest_single_unit.next_power_of_two()
 }
 
+/// The data rows of a distribution, read back the way HdrHistogram's plotter does (the header
+/// and the `#` lines skipped): value, percentile and total count of each; `None` if a row is
+/// not three numbers.
+pub fn data_rows(text: &str) -> Option<Vec<(f64, f64, u64)>> {
+    text.lines()
+        .skip(2)
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let mut cols = line.split_whitespace();
+            Some((
+                cols.next()?.parse().ok()?,
+                cols.next()?.parse().ok()?,
+                cols.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::load::stats::new_histogram;
 
-    /// Reads the table back the way HdrHistogram's plotter does: skip the header and `#` lines,
-    /// take value and percentile from each row.
     fn parse(text: &str) -> Vec<(f64, f64, u64)> {
-        text.lines()
-            .skip(2)
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .map(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                (
-                    cols[0].parse().unwrap(),
-                    cols[1].parse().unwrap(),
-                    cols[2].parse().unwrap(),
-                )
-            })
-            .collect()
+        data_rows(text).expect("every row of three numbers")
     }
 
     #[test]

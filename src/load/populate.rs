@@ -164,30 +164,43 @@ pub fn populate_cluster(
         .filter(|&b| b > 0);
     let answered = total.written + total.kept + total.errors;
     total.meta = if plan.write_meta && answered > 0 && !total.interrupted && total.errors == 0 {
-        let meta = PopulationMeta {
-            keys: previous
-                .as_ref()
-                .map_or(plan.keys, |p| p.keys.max(plan.keys)),
-            value_size: match &previous {
-                Some(p) if p.keys > plan.keys || !plan.overwrite => {
-                    p.value_size.union(&plan.value_size)
-                }
-                _ => plan.value_size,
-            },
-            seed: plan.seed,
-            measured_bytes_per_key: total
-                .measured_bytes_per_key
-                .or(previous.as_ref().and_then(|p| p.measured_bytes_per_key)),
-            updated_unix_s: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        };
+        let meta = merged_meta(
+            previous.as_ref(),
+            plan,
+            plan.keys,
+            total.measured_bytes_per_key,
+        );
         write_meta(&mut control, &meta)?;
         Some(meta)
     } else {
         previous
     };
     Ok(total)
+}
+
+/// What the server's population says of itself after `plan` covered keys `0..covered`, on top
+/// of the `previous` population: the larger key range, the union of the sizes unless this
+/// populate overwrote every key the previous one had, and the memory per key measured by this
+/// populate or else the previous one.
+fn merged_meta(
+    previous: Option<&PopulationMeta>,
+    plan: &PopulatePlan,
+    covered: u64,
+    measured_bytes_per_key: Option<u64>,
+) -> PopulationMeta {
+    PopulationMeta {
+        keys: previous.map_or(covered, |p| p.keys.max(covered)),
+        value_size: match previous {
+            Some(p) if p.keys > covered || !plan.overwrite => p.value_size.union(&plan.value_size),
+            _ => plan.value_size,
+        },
+        seed: plan.seed,
+        measured_bytes_per_key: measured_bytes_per_key
+            .or(previous.and_then(|p| p.measured_bytes_per_key)),
+        updated_unix_s: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    }
 }
 
 /// Fills keys `0..plan.keys` (or `plan.indices`). `progress(done)` is called about every 100 ms with the number of
@@ -252,21 +265,7 @@ pub fn populate(
         } else {
             counts.written + counts.kept
         };
-        let meta = PopulationMeta {
-            keys: previous.as_ref().map_or(covered, |p| p.keys.max(covered)),
-            value_size: match &previous {
-                Some(p) if p.keys > covered || !plan.overwrite => {
-                    p.value_size.union(&plan.value_size)
-                }
-                _ => plan.value_size,
-            },
-            seed: plan.seed,
-            measured_bytes_per_key: measured_bytes_per_key
-                .or(previous.as_ref().and_then(|p| p.measured_bytes_per_key)),
-            updated_unix_s: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        };
+        let meta = merged_meta(previous.as_ref(), plan, covered, measured_bytes_per_key);
         write_meta(&mut control, &meta)?;
         Some(meta)
     } else {

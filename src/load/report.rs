@@ -4,8 +4,6 @@
 use super::analyze::WriteUnderLoad;
 use super::runner::LoadReport;
 use super::stats::LoadBlock;
-use crate::record::WriteOp;
-use crate::units::format_size;
 
 /// The seed's separator line.
 pub const SEPARATOR: &str = "============================";
@@ -47,16 +45,6 @@ pub fn format_us(us: u64) -> String {
 /// requests given up without a reply during the write (in none of those figures) are added
 /// after the delayed count when there are any: `..., 3 more without a reply`.
 pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
-    let label = match finding.op {
-        WriteOp::Delete => "del",
-        WriteOp::Set | WriteOp::Overwrite => "set",
-        WriteOp::Command => "cmd",
-        WriteOp::Inject => "inj",
-        WriteOp::Build => "build",
-        WriteOp::Read => "read",
-        WriteOp::Unlink => "unlink",
-        WriteOp::Expire => "expire",
-    };
     let worst = finding.worst_latency_us.map_or_else(
         || "n/a (no answered request overlapped)".to_string(),
         format_us,
@@ -85,10 +73,8 @@ pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
         format!("second {}", finding.second)
     };
     let mut line = format!(
-        "{:<9}  length: {:>4}  {label}: {:.1}ms  load worst: {worst}  delayed: {} of {} requests over {}{unanswered}  throughput: {throughput} ({seconds})",
-        finding.op.name(),
-        format_size(finding.size_bytes),
-        finding.set_ms,
+        "{}  load worst: {worst}  delayed: {} of {} requests over {}{unanswered}  throughput: {throughput} ({seconds})",
+        crate::output::report::write_line_start(finding.op, finding.size_bytes, finding.set_ms),
         finding.delayed_requests,
         finding.requests_in_window,
         format_us(threshold_us),
@@ -122,6 +108,7 @@ pub fn generator_lines(report: &LoadReport) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::load::stats::SecondAgg;
+    use crate::record::WriteOp;
 
     #[test]
     fn one_server_prints_the_seed_block_between_separators() {

@@ -60,11 +60,7 @@ impl LoadSecondRow {
             bytes: agg.bytes,
             p50_us: agg.quantile_us(0.5),
             p99_us: agg.quantile_us(0.99),
-            max_us: if agg.hist.is_empty() {
-                0
-            } else {
-                agg.hist.max()
-            },
+            max_us: agg.max_us(),
             errors: agg.errors,
             server: server.to_string(),
             timeouts: agg.timeouts,
@@ -150,11 +146,7 @@ impl LoadBlock {
             p95_us: agg.quantile_us(0.95),
             p99_us: agg.quantile_us(0.99),
             p999_us: agg.quantile_us(0.999),
-            max_us: if agg.hist.is_empty() {
-                0
-            } else {
-                agg.hist.max()
-            },
+            max_us: agg.max_us(),
             errors: agg.errors,
             timeouts: agg.timeouts,
             misses: agg.misses,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use crossbeam_channel::Sender;
@@ -96,5 +97,21 @@ impl WriteMark {
     pub fn writes_from(&self, clock: RunClock) -> u64 {
         let now = clock.now_us();
         self.0.load(Ordering::SeqCst).min(now)
+    }
+}
+
+/// Sleeps `gap` (an actor's pause between its steps), waking early when `stop` is set: false
+/// when stopped.
+pub fn sleep_unless_stopped(gap: Duration, stop: &AtomicBool) -> bool {
+    let deadline = Instant::now() + gap;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
     }
 }

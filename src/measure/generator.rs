@@ -190,6 +190,15 @@ impl SecondAgg {
             self.hist.value_at_quantile(q)
         }
     }
+
+    /// The worst latency, µs (0 without replies).
+    pub fn max_us(&self) -> u64 {
+        if self.hist.is_empty() {
+            0
+        } else {
+            self.hist.max()
+        }
+    }
 }
 
 /// Records a value into an auto-resizing histogram. (`saturating_record` would not resize: it

@@ -21,6 +21,16 @@ pub struct HostMemory {
     pub swap_pct: f64,
 }
 
+impl HostMemory {
+    /// The figures the memory checks before a write judge.
+    pub fn room(&self) -> crate::analyze::pressure::HostRoom {
+        crate::analyze::pressure::HostRoom {
+            total_bytes: self.total_bytes,
+            available_bytes: self.available_bytes,
+        }
+    }
+}
+
 /// Reads host memory; keeps its sysinfo handle between readings.
 pub struct HostMemorySampler {
     system: Option<sysinfo::System>,

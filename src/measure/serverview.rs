@@ -366,9 +366,7 @@ pub fn find_entry<'a>(entries: &'a [LogEntry], command: &str, arg: &[u8]) -> Opt
     entries
         .iter()
         .filter(|e| {
-            e.args
-                .first()
-                .is_some_and(|c| c.eq_ignore_ascii_case(command.as_bytes()))
+            crate::analyze::naming::is_command(&e.args, command)
                 && e.args.iter().skip(1).any(|a| a.as_slice() == arg)
         })
         .max_by_key(|e| e.id)

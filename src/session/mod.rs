@@ -45,7 +45,7 @@ use crate::measure::target::{ConnInfo, Target};
 use crate::output::export::{HostInfo, RunStatus};
 use crate::record::{WriteOp, WriteRecord};
 
-pub use context::{RunContext, RunSpec};
+pub use context::{RunContext, RunName, RunSpec};
 #[cfg(test)]
 pub(crate) use probes::late_probe_note;
 pub use probes::{KEEP_STALLS, Notice, Probed, ProbedNode, RunReport, measure_nodes, spawn_poller};
@@ -103,13 +103,9 @@ pub(crate) fn actor_end(event: &Event) -> Option<EndOfRun> {
 }
 
 /// What a run holds from its first contact with the server to its last, for every command
-/// (the probes' commands and load mode): its id and key prefix, the guard of the server
-/// settings it changed, and the ledger of the keys it may create.
+/// (the probes' commands and load mode): the guard of the server settings it changed, and the
+/// ledger of the keys it may create (under its [`RunName`]'s prefix).
 pub(crate) struct RunScope {
-    /// The run's id.
-    pub run_id: String,
-    /// `holprobe:<run_id>:`, the prefix of every key the run creates.
-    pub key_prefix: String,
     /// The run's keys still on the server.
     pub keys: KeyLedger,
     /// The settings changed for the run, restored on every way out.
@@ -119,29 +115,23 @@ pub(crate) struct RunScope {
 }
 
 impl RunScope {
-    /// A new run id; the server's settings tuned toward `wants` (changed only when `may_tune`);
-    /// then the actor prepared under the new prefix (`prepare`, once: it names the keys the run
+    /// The server's settings tuned toward `wants` (changed only when `may_tune`); then the
+    /// actor prepared under the run's new prefix (`prepare`, once: it names the keys the run
     /// will create) and every key it names checked free (the prefix is new by
     /// construction: still, the run never touches a key that is already there) and put in the
     /// ledger from the start, so that one written by a thread that dies before reporting it is
     /// still removed (DEL of a key never made does nothing).
-    /// With a `tag`, every key of the run carries the hash tag `{tag}`
-    /// (`holprobe:<run-id>:{tag}:`), so that a cluster routes them to one shard.
     pub fn open(
         target: &Target,
-        tag: Option<&str>,
+        name: &RunName,
         wants: &[(&str, Want)],
         may_tune: bool,
         prepare: impl FnOnce(&str) -> Result<Vec<String>>,
     ) -> Result<RunScope> {
-        let run_id = new_run_id();
-        let key_prefix = match tag {
-            Some(tag) => format!("{}{{{tag}}}:", run_key_prefix(&run_id)),
-            None => run_key_prefix(&run_id),
-        };
+        let key_prefix = &name.key_prefix;
         let mut tuning = ServerTuning::apply(&target.conn, wants, may_tune);
         let warnings = std::mem::take(&mut tuning.notes);
-        let own_keys = prepare(&key_prefix)?;
+        let own_keys = prepare(key_prefix)?;
         let mut keys = KeyLedger::default();
         if !own_keys.is_empty() {
             let mut control = target.conn.redis_connection()?;
@@ -158,8 +148,6 @@ impl RunScope {
             }
         }
         Ok(RunScope {
-            run_id,
-            key_prefix,
             keys,
             tuning,
             warnings,
@@ -176,8 +164,8 @@ impl RunScope {
     }
 
     /// Removes the run's keys left on the server (see [`KeyLedger::remove_all`]).
-    pub fn remove_keys(&mut self, target: &Target, warnings: &mut Vec<String>) {
-        self.keys.remove_all(target, &self.key_prefix, warnings);
+    pub fn remove_keys(&mut self, target: &Target, key_prefix: &str, warnings: &mut Vec<String>) {
+        self.keys.remove_all(target, key_prefix, warnings);
     }
 
     /// Puts the changed settings back; a failure is a warning.
@@ -390,6 +378,7 @@ impl<'t> Session<'t> {
     pub fn start(
         target: &'t Target,
         mut scope: RunScope,
+        name: RunName,
         spec: RunSpec,
         capacity: usize,
     ) -> Session<'t> {
@@ -398,8 +387,7 @@ impl<'t> Session<'t> {
         let host = HostInfo::read();
         let run = RunContext {
             mode: spec.mode,
-            run_id: scope.run_id.clone(),
-            key_prefix: scope.key_prefix.clone(),
+            name,
             clock: RunClock::start(),
             host,
             metrics: spec.metrics,
@@ -434,7 +422,7 @@ impl<'t> Session<'t> {
         replicas: usize,
     ) -> Result<()> {
         let handle = actor.spawn(ActorContext {
-            key_prefix: self.run.key_prefix.clone(),
+            key_prefix: self.run.name.key_prefix.clone(),
             conn: self.target.conn.clone(),
             clock: self.run.clock,
             events: self.events(),
@@ -456,7 +444,8 @@ impl<'t> Session<'t> {
         if let Some(handle) = self.actor.take() {
             let _ = handle.join();
         }
-        self.scope.remove_keys(self.target, &mut self.warnings);
+        self.scope
+            .remove_keys(self.target, &self.run.name.key_prefix, &mut self.warnings);
     }
 
     /// Runs the loop until the run ends (see the module comment), then stops the actor and the
@@ -594,7 +583,8 @@ impl<'t> Session<'t> {
                 (ended.status, ended.status_reason) = (RunStatus::Failed, Some(failure));
             }
         }
-        self.scope.remove_keys(self.target, &mut self.warnings);
+        self.scope
+            .remove_keys(self.target, &self.run.name.key_prefix, &mut self.warnings);
         self.scope.restore_settings(&mut self.warnings);
         ended
     }

@@ -6,7 +6,8 @@
 //! whole in one command, how to count it, and how the server may encode it. What the server does
 //! when it frees one is in [`lazyfree`], which follows the servers' own rule (`lazyfree.c`).
 //!
-//! To add a kind: a file in `kinds/` implementing [`ValueKind`], and one line in [`KINDS`].
+//! To add a kind: a file in `kinds/` with its [`kinds::KindFacts`] (which implement
+//! [`ValueKind`]), and one line in [`KINDS`].
 
 pub mod kinds;
 pub mod lazyfree;

@@ -534,6 +534,14 @@ proptest! {
     }
 }
 
+/// A 30 µs probe on each of two threads, the second `offset_us` after the first at `t`.
+fn probe_both_threads(correlator: &mut Correlator, t: u64, offset_us: u64) {
+    for thread in 0..2u16 {
+        let at = t + u64::from(thread) * offset_us;
+        correlator.probe(&probe(thread, at, at, at + 30));
+    }
+}
+
 #[test]
 fn memory_stays_bounded_over_a_long_quiet_stream() {
     // Ten minutes at 2 x 1000/s, fed in 20 ms steps: what the correlator holds stays at
@@ -543,10 +551,7 @@ fn memory_stays_bounded_over_a_long_quiet_stream() {
     let mut intervals = 0;
     let mut t = 0;
     while t < 600_000_000 {
-        for thread in 0..2u16 {
-            let at = t + u64::from(thread) * 500;
-            correlator.probe(&probe(thread, at, at, at + 30));
-        }
+        probe_both_threads(&mut correlator, t, 500);
         t += 1000;
         if t % 20_000 == 0 {
             correlator.advance(Horizon {
@@ -573,10 +578,7 @@ fn a_backlog_taken_at_once_gives_its_room_back_once_swept() {
     let mut correlator = Correlator::new(THRESHOLD).with_intervals(1_000_000);
     let mut t = 0;
     while t < 5_000_000 {
-        for thread in 0..2u16 {
-            let at = t + u64::from(thread) * 50;
-            correlator.probe(&probe(thread, at, at, at + 30));
-        }
+        probe_both_threads(&mut correlator, t, 50);
         t += 100;
     }
     let grown = correlator.unsorted.capacity();

@@ -24,6 +24,12 @@ pub struct ServerCommandEntry {
     pub client_name: Option<String>,
 }
 
+/// Whether a logged command's `args` are of `command` (any case): its first argument.
+pub fn is_command(args: &[Vec<u8>], command: &str) -> bool {
+    args.first()
+        .is_some_and(|name| name.eq_ignore_ascii_case(command.as_bytes()))
+}
+
 /// The entry whose run explains `stall` (see the module comment of `naming`): of those that
 /// qualify, the one whose duration is nearest the stall's length, then the longer, then the
 /// earlier id.

@@ -83,7 +83,7 @@ mod tests;
 
 use serde::Serialize;
 
-pub use command::{ServerCommandEntry, client_label};
+pub use command::{ServerCommandEntry, client_label, is_command};
 pub use eventloop::{LoopWindow, eventloop_label};
 pub use events::{LatencyEvent, latency_changes};
 pub use keys::{KEY_SLACK_US, RemovedKey, cause_of, event_cause, key_label};

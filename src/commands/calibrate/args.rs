@@ -203,23 +203,10 @@ fn parse_stall(text: &str) -> Result<Duration, UsageError> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
 
-    #[derive(Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        args: CalibrateArgs,
-    }
-
     fn validate(argv: &[&str]) -> Result<CalibratePlan, UsageError> {
-        let mut full = vec!["calibrate"];
-        full.extend_from_slice(argv);
-        Wrapper::try_parse_from(full)
-            .expect("clap parse")
-            .args
-            .validate()
+        crate::cli::parse_flags::<CalibrateArgs>(argv).validate()
     }
 
     #[test]

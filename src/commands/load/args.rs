@@ -1,6 +1,5 @@
 //! `probe load`'s flags: the target, workload, output and topology sections and its own (the
-//! clients, their rate and mix, the keys), checked into its plan ([`LoadOptions`] and
-//! [`LoadTargets`]).
+//! clients, their rate and mix, the keys), checked into its plan ([`LoadPlan`]).
 
 use std::time::Duration;
 
@@ -124,9 +123,13 @@ pub struct LoadArgs {
     pub read_from: String,
 }
 
-/// Where the load goes: the servers to open, and for the embedded one what to populate it with.
+/// `probe load`'s plan: everything its flags say, checked, before anything connects; it does
+/// not change afterwards. The run's options, and where the load goes: the servers to open, and
+/// for the embedded one what to populate it with.
 #[derive(Debug, Clone)]
-pub struct LoadTargets {
+pub struct LoadPlan {
+    /// The run's options (what the library's [`crate::load::runner::run_load`] takes).
+    pub run: LoadOptions,
     /// One per `--url`, or the embedded server.
     pub specs: Vec<TargetSpec>,
     /// `--keys`.
@@ -143,10 +146,7 @@ pub struct LoadTargets {
 
 impl LoadArgs {
     /// Checks every value; nothing is sent anywhere before this succeeds.
-    pub fn to_options(
-        &self,
-        env_password: Option<String>,
-    ) -> Result<(LoadOptions, LoadTargets), UsageError> {
+    pub fn to_plan(&self, env_password: Option<String>) -> Result<LoadPlan, UsageError> {
         let clients = parse_count("--clients", &self.clients, 1, MAX_CLIENTS)? as u32;
         let threads = self
             .threads
@@ -246,8 +246,8 @@ impl LoadArgs {
         let timeout = parse_duration("--timeout", &self.server.timeout)?;
         let read_from: ReadFrom = self.read_from.parse()?;
         let discovery = self.topology.discovery.to_plan()?;
-        Ok((
-            LoadOptions {
+        Ok(LoadPlan {
+            run: LoadOptions {
                 clients,
                 threads,
                 duration,
@@ -260,17 +260,14 @@ impl LoadArgs {
                 timeout_us: timeout.as_micros().max(1) as u64,
                 seed: workload.seed,
                 out: self.output.output.out.clone(),
-                writer_hash_tag: None,
             },
-            LoadTargets {
-                specs,
-                keys,
-                value_size,
-                read_from,
-                discovery,
-                output: self.output.output.to_plan(),
-            },
-        ))
+            specs,
+            keys,
+            value_size,
+            read_from,
+            discovery,
+            output: self.output.output.to_plan(),
+        })
     }
 }
 
@@ -305,23 +302,12 @@ fn parse_total_rate(text: &str) -> Result<f64, UsageError> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
 
-    #[derive(Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        args: LoadArgs,
-    }
-
-    fn options(argv: &[&str]) -> Result<(LoadOptions, LoadTargets), UsageError> {
-        let mut full = vec!["load"];
-        full.extend_from_slice(argv);
-        Wrapper::try_parse_from(full)
-            .expect("clap parse")
-            .args
-            .to_options(None)
+    /// The run's options and the whole plan.
+    fn options(argv: &[&str]) -> Result<(LoadOptions, LoadPlan), UsageError> {
+        let plan = crate::cli::parse_flags::<LoadArgs>(argv).to_plan(None)?;
+        Ok((plan.run.clone(), plan))
     }
 
     #[test]

@@ -3,19 +3,19 @@
 use anyhow::Result;
 
 use super::EMBEDDED_DEFAULT_KEYS_CAP;
-use super::args::LoadTargets;
+use super::args::LoadPlan;
 use crate::load::keyspace::{LOAD_PREFIX, META_KEY, ValueSize};
-use crate::load::runner::LoadOptions;
 use crate::measure::target::TargetSpec;
 
 /// The plan of a load run, as the main job's `--dry-run` gives its own: nothing is started,
 /// connected to or sent.
-pub(super) fn dry_run_plan(options: &LoadOptions, targets: &LoadTargets) -> Result<Vec<String>> {
+pub(super) fn dry_run_plan(plan: &LoadPlan) -> Result<Vec<String>> {
+    let options = &plan.run;
     let mut lines = vec!["dry run: nothing is started, connected to or sent".to_string()];
-    for spec in &targets.specs {
+    for spec in &plan.specs {
         lines.push(crate::commands::probe::dry_run_target(spec)?);
     }
-    let embedded = targets
+    let embedded = plan
         .specs
         .iter()
         .any(|s| matches!(s, TargetSpec::Embedded { .. }));
@@ -24,11 +24,11 @@ pub(super) fn dry_run_plan(options: &LoadOptions, targets: &LoadTargets) -> Resu
         if embedded {
             format!(
                 "; the started server is first populated with {} keys {LOAD_PREFIX}0.. of {} bytes (INFO memory to check they fit, then SETs in pipelines)",
-                targets.keys.map_or_else(
+                plan.keys.map_or_else(
                     || format!("as populate's default (at most {EMBEDDED_DEFAULT_KEYS_CAP})"),
                     |k| k.to_string()
                 ),
-                targets.value_size.unwrap_or(ValueSize::SEED)
+                plan.value_size.unwrap_or(ValueSize::SEED)
             )
         } else {
             String::new()
@@ -46,18 +46,18 @@ pub(super) fn dry_run_plan(options: &LoadOptions, targets: &LoadTargets) -> Resu
         Some(d) => format!("for {d:?}"),
         None => "until the writer is done".to_string(),
     };
-    let keys = targets.keys.map_or_else(
+    let keys = plan.keys.map_or_else(
         || "the whole population".to_string(),
         |k| format!("keys 0..{}", k - 1),
     );
-    let set_size = targets.value_size.map_or_else(
+    let set_size = plan.value_size.map_or_else(
         || "the population's sizes".to_string(),
         |v| format!("{v} bytes"),
     );
     lines.push(format!(
         "load: {} clients over {} server(s), {threads}, {mode}, pipeline {}, {length}; requests SET:GET {}:{}: GET {LOAD_PREFIX}<i>{} over {keys}, uniformly",
         options.clients,
-        targets.specs.len(),
+        plan.specs.len(),
         options.pipeline,
         options.set_weight,
         options.get_weight,
@@ -75,14 +75,7 @@ pub(super) fn dry_run_plan(options: &LoadOptions, targets: &LoadTargets) -> Resu
             steps.len(),
             plan.gap
         ));
-        for (index, step) in steps.iter().enumerate() {
-            let command = step.command_text(plan.batch_elements);
-            lines.push(format!(
-                "  {:>3}  {:<9}  {command}",
-                index + 1,
-                step.op.name()
-            ));
-        }
+        lines.extend(plan.step_lines(&steps));
         lines.push(format!(
             "after the load: DEL of any key left under {key_prefix}"
         ));

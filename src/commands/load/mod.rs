@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
 
-pub use args::{LoadArgs, LoadTargets, MAX_CLIENTS, parse_ratio};
+pub use args::{LoadArgs, LoadPlan, MAX_CLIENTS, parse_ratio};
 
 use super::Output;
 use super::deployment::{LoadCluster, LoadDeployment};
@@ -34,55 +34,52 @@ pub const EMBEDDED_DEFAULT_KEYS_CAP: u64 = 100_000;
 
 /// Runs `probe load`; returns the exit status.
 pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
-    let (options, targets) = args.to_options(std::env::var("REDISCLI_AUTH").ok())?;
+    let plan = args.to_plan(std::env::var("REDISCLI_AUTH").ok())?;
     if args.dry_run {
-        for line in dry_run::dry_run_plan(&options, &targets)? {
+        for line in dry_run::dry_run_plan(&plan)? {
             out.line(&line);
         }
         return Ok(EXIT_OK);
     }
     // Held until the run's end: another run into the same --out is refused meanwhile.
-    let _out_lock = targets.output.prepare()?;
+    let _out_lock = plan.output.prepare()?;
     // Every server the tool started is stopped when the deployment drops, on every way out.
-    let deployment = LoadDeployment::open(&targets.specs, &targets.discovery, out)?;
-    run_deployment(&deployment, &options, &targets, interrupt, out)
+    let deployment = LoadDeployment::open(&plan.specs, &plan.discovery, out)?;
+    run_deployment(&deployment, &plan, interrupt, out)
 }
 
 /// A cluster node (alone) runs the cluster load; other servers today's load.
 fn run_deployment(
     deployment: &LoadDeployment,
-    options: &LoadOptions,
-    targets: &LoadTargets,
+    plan: &LoadPlan,
     interrupt: &AtomicBool,
     out: &mut Output,
 ) -> Result<i32> {
-    let format = targets.output.format;
+    let format = plan.output.format;
     let opened = &deployment.opened;
     match &deployment.cluster {
-        Some(cluster) => run_cluster(
-            options, targets, &opened[0], cluster, interrupt, out, format,
-        ),
-        None if targets.read_from == ReadFrom::Replicas => Err(UsageError::invalid(
+        Some(cluster) => run_cluster(plan, &opened[0], cluster, interrupt, out, format),
+        None if plan.read_from == ReadFrom::Replicas => Err(UsageError::invalid(
             "--read-from",
             "replicas",
             "applies to a cluster: the --url server is not a cluster node",
         )
         .into()),
-        None => run_opened(options, targets, opened, interrupt, out, format),
+        None => run_opened(plan, opened, interrupt, out, format),
     }
 }
 
 /// The load on a cluster: every node a server of the report, each connection bound to one
 /// node and sending only keys of its shard (see [`crate::load::cluster`]).
 fn run_cluster(
-    options: &LoadOptions,
-    targets: &LoadTargets,
+    plan: &LoadPlan,
     url_target: &Target,
     cluster: &LoadCluster,
     interrupt: &AtomicBool,
     out: &mut Output,
     format: crate::output::format::Format,
 ) -> Result<i32> {
+    let options = &plan.run;
     let mut control = cluster.meta_conn.redis_connection()?;
     let Some(meta) = read_meta(&mut control)? else {
         return Err(UsageError::Conflict(format!(
@@ -93,7 +90,7 @@ fn run_cluster(
         ))
         .into());
     };
-    let keys = match targets.keys {
+    let keys = match plan.keys {
         Some(keys) if keys > meta.keys => {
             return Err(UsageError::invalid(
                 "--keys",
@@ -121,7 +118,7 @@ fn run_cluster(
         by_shard.into_iter().map(std::sync::Arc::new).collect();
     let nodes = load_nodes(
         &cluster.topology,
-        targets.read_from,
+        plan.read_from,
         options.set_weight,
         options.get_weight,
     )?;
@@ -140,12 +137,10 @@ fn run_cluster(
                 .with_context(|| format!("opening the cluster node {}", node.address))?,
         );
     }
-    let options = LoadOptions {
-        writer_hash_tag: hash_tag_for(&cluster.topology.shards[0].slots),
-        ..options.clone()
-    };
-    preflight_writer(&options, &opened, out)?;
-    let set_size = targets.value_size.unwrap_or(meta.value_size);
+    // The writer's keys carry the hash tag of shard 0, whose master it writes to.
+    let writer_hash_tag = hash_tag_for(&cluster.topology.shards[0].slots);
+    preflight_writer(options, &opened, out)?;
+    let set_size = plan.value_size.unwrap_or(meta.value_size);
     let load_servers: Vec<LoadServer<'_>> = nodes
         .iter()
         .zip(&opened)
@@ -173,7 +168,7 @@ fn run_cluster(
         spread.join(", "),
         options.set_weight,
         options.get_weight,
-        match targets.read_from {
+        match plan.read_from {
             ReadFrom::Masters => "masters",
             ReadFrom::Replicas => "replicas",
         },
@@ -184,22 +179,29 @@ fn run_cluster(
             String::new()
         }
     ));
-    drive(&options, &load_servers, interrupt, out, format)
+    drive(
+        options,
+        &load_servers,
+        writer_hash_tag.as_deref(),
+        interrupt,
+        out,
+        format,
+    )
 }
 
 fn run_opened(
-    options: &LoadOptions,
-    targets: &LoadTargets,
+    plan: &LoadPlan,
     opened: &[Target],
     interrupt: &AtomicBool,
     out: &mut Output,
     format: crate::output::format::Format,
 ) -> Result<i32> {
+    let options = &plan.run;
     let mut servers = Vec::new();
     for target in opened {
         let mut control = target.conn.redis_connection()?;
         if target.embedded.is_some() {
-            populate_embedded(target, targets, &mut control, interrupt, out)?;
+            populate_embedded(target, plan, &mut control, interrupt, out)?;
         }
         let Some(meta) = read_meta(&mut control)? else {
             return Err(UsageError::Conflict(format!(
@@ -208,7 +210,7 @@ fn run_opened(
             ))
             .into());
         };
-        let keys = match targets.keys {
+        let keys = match plan.keys {
             Some(keys) if keys > meta.keys && target.embedded.is_none() => {
                 return Err(UsageError::invalid(
                     "--keys",
@@ -226,7 +228,7 @@ fn run_opened(
         servers.push((
             target,
             keys,
-            targets.value_size.unwrap_or(meta.value_size),
+            plan.value_size.unwrap_or(meta.value_size),
             meta,
         ));
     }
@@ -245,7 +247,7 @@ fn run_opened(
             role: None,
         })
         .collect();
-    drive(options, &load_servers, interrupt, out, format)
+    drive(options, &load_servers, None, interrupt, out, format)
 }
 
 /// Runs the load on `load_servers` with progress, the write lines, the blocks and the exit
@@ -253,6 +255,7 @@ fn run_opened(
 fn drive(
     options: &LoadOptions,
     load_servers: &[LoadServer<'_>],
+    writer_hash_tag: Option<&str>,
     interrupt: &AtomicBool,
     out: &mut Output,
     format: crate::output::format::Format,
@@ -266,8 +269,13 @@ fn drive(
     }
     let mut writes_seen = 0u64;
     let threshold_us = options.stall_threshold_us;
-    let report = run_load(options, load_servers, interrupt, &mut |notice| {
-        match notice {
+    let report = run_load(
+        options,
+        load_servers,
+        writer_hash_tag,
+        interrupt,
+        &mut |notice| {
+            match notice {
         LoadNotice::Started { run_id, threads } => out.note(&format!(
             "run {run_id}: {threads} generator thread(s); the writer's keys (if any) under {}:{run_id}:",
             crate::run::KEY_NAMESPACE
@@ -291,7 +299,8 @@ fn drive(
         }
         LoadNotice::Problem(text) => out.warn(text),
     }
-    });
+        },
+    );
     out.finish_progress();
     let report = report?;
     if out.stdout_closed() {
@@ -328,16 +337,16 @@ fn drive(
 /// `--value-size` (default 1024..4096), refusing a population that will not fit.
 fn populate_embedded(
     target: &Target,
-    targets: &LoadTargets,
+    plan: &LoadPlan,
     control: &mut redis::Connection,
     interrupt: &AtomicBool,
     out: &mut Output,
 ) -> Result<()> {
-    let value_size = targets.value_size.unwrap_or(ValueSize::SEED);
+    let value_size = plan.value_size.unwrap_or(ValueSize::SEED);
     let naming = KeyNaming::load();
     let room = MemoryRoom::read(control, &target.server)?;
-    let estimate = estimated_bytes_per_key(targets.keys.unwrap_or(100_000), &naming, value_size);
-    let keys = match targets.keys {
+    let estimate = estimated_bytes_per_key(plan.keys.unwrap_or(100_000), &naming, value_size);
+    let keys = match plan.keys {
         Some(keys) => keys,
         None => {
             let (keys, why) = default_keys(&room, estimate);
@@ -349,7 +358,7 @@ fn populate_embedded(
         }
     };
     check_fit(keys, 0, estimate, value_size, &room)?;
-    let plan = PopulatePlan {
+    let populate_plan = PopulatePlan {
         keys,
         value_size,
         overwrite: false,
@@ -359,7 +368,7 @@ fn populate_embedded(
         indices: None,
     };
     out.start_progress(keys, "keys populated");
-    let outcome = populate(&target.conn, &plan, interrupt, &mut |done| {
+    let outcome = populate(&target.conn, &populate_plan, interrupt, &mut |done| {
         out.progress(done, String::new());
     });
     out.finish_progress();

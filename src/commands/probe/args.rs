@@ -260,8 +260,6 @@ fn expected_length(duration: Option<Duration>, writer: &Option<WriterPlan>) -> O
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
 
     #[test]
@@ -305,19 +303,8 @@ mod tests {
         );
     }
 
-    #[derive(Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        args: ProbeArgs,
-    }
-
     fn options(argv: &[&str]) -> Result<RunOptions, UsageError> {
-        let mut full = vec!["probe"];
-        full.extend_from_slice(argv);
-        Wrapper::try_parse_from(full)
-            .expect("clap parse")
-            .args
-            .to_options()
+        crate::cli::parse_flags::<ProbeArgs>(argv).to_options()
     }
 
     #[test]

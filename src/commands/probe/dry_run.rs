@@ -65,14 +65,7 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
                 plan.gap,
                 plan.minimum_duration().as_secs_f64()
             ));
-            for (index, step) in steps.iter().enumerate() {
-                let command = step.command_text(plan.batch_elements);
-                lines.push(format!(
-                    "  {:>3}  {:<9}  {command}",
-                    index + 1,
-                    step.op.name()
-                ));
-            }
+            lines.extend(plan.step_lines(&steps));
             let largest = plan.value_buffer_bytes();
             let server_peak = crate::measure::writer::plan_server_peak(plan);
             let expire = plan.has_op(crate::record::WriteOp::Expire);

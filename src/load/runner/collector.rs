@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 
 use super::LoadServer;
-use super::plan::LoadOptions;
+use super::plan::RecordedLoadOptions;
 use super::report::{GeneratorReport, LoadNotice, LoadReport, SATURATED_CPU_PCT, STARVED_WAIT_PCT};
 use super::sinks::{LoadFinding, LoadSinks};
 use crate::analyze::correlate::Horizon;
@@ -18,7 +18,6 @@ use crate::load::analyze::{
 use crate::load::engine::{EngineMsg, ThreadSummary};
 use crate::load::keyspace::LOAD_PREFIX;
 use crate::load::stats::{LoadBlock, LoadSecondRow, SecondAgg, new_histogram};
-use crate::measure::writer::RecordedWriter;
 use crate::output::export::{LoadRunJson, RunStatus, ToolInfo};
 use crate::record::WriteRecord;
 use crate::session::{KeyLedger, RunContext};
@@ -27,7 +26,7 @@ use crate::session::{KeyLedger, RunContext};
 pub(super) struct LoadMeta<'a> {
     pub run: &'a RunContext,
     pub servers: &'a [LoadServer<'a>],
-    pub options: &'a LoadOptions<RecordedWriter>,
+    pub options: &'a RecordedLoadOptions,
     pub threads: u16,
     pub load_start_us: u64,
 }
@@ -354,7 +353,7 @@ impl LoadCollector {
         }
         blocks.push(LoadBlock::from_agg(
             "all",
-            meta.options.clients,
+            meta.options.plan.clients,
             runtime_s,
             &total,
         ));
@@ -382,8 +381,8 @@ impl LoadCollector {
             mode: meta.run.mode,
             status,
             status_reason: status_reason.clone(),
-            run_id: meta.run.run_id.clone(),
-            key_prefix: meta.run.key_prefix.clone(),
+            run_id: meta.run.name.run_id.clone(),
+            key_prefix: meta.run.name.key_prefix.clone(),
             load_key_prefix: LOAD_PREFIX.to_string(),
             started_unix_us: meta.run.clock.unix_start_us(),
             load_start_us: meta.load_start_us,
@@ -407,7 +406,7 @@ impl LoadCollector {
             problems: self.problems.clone(),
         };
         LoadReport {
-            run_id: meta.run.run_id.clone(),
+            run_id: meta.run.name.run_id.clone(),
             status,
             status_reason,
             runtime_s,
@@ -451,7 +450,7 @@ impl LoadCollector {
             .iter()
             .filter_map(|f| f.all.client_cpu_pct)
             .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
-        let open_loop = meta.options.rate.is_some();
+        let open_loop = meta.options.plan.rate.is_some();
         let mut lag = new_histogram();
         for s in &summaries {
             let _ = lag.add(&s.schedule_lag);
@@ -528,7 +527,5 @@ fn add_counts(row: &mut LoadSecondRow, agg: &SecondAgg) {
     row.timeouts += agg.timeouts;
     row.misses += agg.misses;
     row.delayed += agg.delayed;
-    if !agg.hist.is_empty() {
-        row.max_us = row.max_us.max(agg.hist.max());
-    }
+    row.max_us = row.max_us.max(agg.max_us());
 }

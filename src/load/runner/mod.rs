@@ -22,7 +22,7 @@ use anyhow::Result;
 use crossbeam_channel::Receiver;
 
 use collector::{LoadCollector, LoadMeta};
-pub use plan::{LoadOptions, LoadServer, default_threads};
+pub use plan::{LoadOptions, LoadServer, RecordedLoadOptions, default_threads};
 use plan::{client_servers, clients_per_server};
 pub use report::{GeneratorReport, LoadNotice, LoadReport, SATURATED_CPU_PCT, STARVED_WAIT_PCT};
 use sinks::{LoadFiles, LoadFinding, LoadSinks, LoadTerminal};
@@ -36,17 +36,19 @@ use crate::measure::serverview::ViewSetup;
 use crate::measure::writer::WriterActor;
 use crate::output::export::{Mode, RunStatus};
 use crate::session::{
-    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, RunSpec, SETTLE_EVERY, Session,
-    panicked,
+    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunName, RunScope, RunSpec, SETTLE_EVERY,
+    Session, panicked,
 };
 
 /// Runs the load against `servers` as a measuring session until `--duration` is over (with a
 /// writer and no `--duration`: until its plan is done), the writer fails, `interrupt` is set,
 /// or a generator thread dies. Every exit path stops the writer, then the generator threads,
-/// removes the writer's keys and writes the final exports.
+/// removes the writer's keys and writes the final exports. On a cluster the writer's keys carry
+/// `writer_hash_tag`, the written master's shard's.
 pub fn run_load(
     options: &LoadOptions,
     servers: &[LoadServer<'_>],
+    writer_hash_tag: Option<&str>,
     interrupt: &AtomicBool,
     notify: &mut dyn FnMut(LoadNotice<'_>),
 ) -> Result<LoadReport> {
@@ -66,13 +68,8 @@ pub fn run_load(
         None => Ok(Vec::new()),
     };
     // On a cluster the writer's keys carry the written master's shard's hash tag.
-    let scope = RunScope::open(
-        written,
-        options.writer_hash_tag.as_deref(),
-        &[],
-        false,
-        prepare,
-    )?;
+    let name = RunName::new(writer_hash_tag);
+    let scope = RunScope::open(written, &name, &[], false, prepare)?;
     let local = servers.iter().filter(|s| s.target.server.local).count();
     let threads = options
         .threads
@@ -116,7 +113,13 @@ pub fn run_load(
         naming: KeyNaming::load(),
     });
     let has_writer = actor.is_some();
-    let mut session = Session::start(written, scope, RunSpec::new(Mode::Load), CHANNEL_SLOTS);
+    let mut session = Session::start(
+        written,
+        scope,
+        name,
+        RunSpec::new(Mode::Load),
+        CHANNEL_SLOTS,
+    );
     let run = session.run.clone();
     let clock = run.clock;
     let control = Arc::new(Control {
@@ -153,7 +156,7 @@ pub fn run_load(
         return Err(err);
     }
     notify(LoadNotice::Started {
-        run_id: &run.run_id,
+        run_id: &run.name.run_id,
         threads,
     });
 
@@ -168,7 +171,7 @@ pub fn run_load(
     state.clients_per_server = clients_per_server(servers, options.clients);
     state.roles = servers.iter().map(|s| s.role.clone()).collect();
     // run.json stores the options as the run used them (the writer with its real key prefix).
-    let effective_options = options.recorded(&run.key_prefix);
+    let effective_options = options.recorded(&run.name.key_prefix, writer_hash_tag);
     let mut load = LoadInstrument {
         state,
         handles: handles.into_iter().map(Some).collect(),

@@ -14,8 +14,7 @@ use crate::measure::writer::{RecordedWriter, WriterPlan};
 use crate::units::option_duration_ms;
 
 /// Validated options of a load run: what the user asked for. Stored in run.json with the
-/// writer as the run recorded it (`LoadOptions<RecordedWriter>`, see
-/// [`LoadOptions::recorded`]).
+/// writer as the run recorded it ([`RecordedLoadOptions`], see [`LoadOptions::recorded`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadOptions<W = WriterPlan> {
     /// Connections in total, spread over the servers (client `c` on server `c % servers`).
@@ -43,6 +42,15 @@ pub struct LoadOptions<W = WriterPlan> {
     pub seed: u64,
     /// Where the exports go.
     pub out: Option<PathBuf>,
+}
+
+/// The options of a load run as run.json records them: the plan with the writer as the run
+/// used it, and the hash tag its keys carried (which the deployment decides, not the flags).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordedLoadOptions {
+    /// The plan, the writer with the run's key prefix and the seed of its values.
+    #[serde(flatten)]
+    pub plan: LoadOptions<RecordedWriter>,
     /// The hash tag the writer's keys carry (`holprobe:<run>:{tag}:`), so that on a cluster
     /// they land on the written server's shard; `None` off a cluster.
     pub writer_hash_tag: Option<String>,
@@ -50,10 +58,10 @@ pub struct LoadOptions<W = WriterPlan> {
 
 impl LoadOptions {
     /// The options as run.json records them: the writer with the run's key prefix (from the
-    /// session's scope) and the seed of its values.
-    pub fn recorded(&self, key_prefix: &str) -> LoadOptions<RecordedWriter> {
+    /// session's run name) and the seed of its values, and the hash tag of its keys.
+    pub fn recorded(&self, key_prefix: &str, writer_hash_tag: Option<&str>) -> RecordedLoadOptions {
         let o = self.clone();
-        LoadOptions {
+        let plan = LoadOptions {
             clients: o.clients,
             threads: o.threads,
             duration: o.duration,
@@ -70,7 +78,10 @@ impl LoadOptions {
             timeout_us: o.timeout_us,
             seed: o.seed,
             out: o.out,
-            writer_hash_tag: o.writer_hash_tag,
+        };
+        RecordedLoadOptions {
+            plan,
+            writer_hash_tag: writer_hash_tag.map(str::to_string),
         }
     }
 }

@@ -3,6 +3,14 @@ use redis::Value;
 
 use super::*;
 
+/// The node of the URL, as announced and as dialled.
+fn url_of(announced: &str, address: &str) -> UrlNode {
+    UrlNode {
+        announced: announced.into(),
+        address: address.into(),
+    }
+}
+
 fn reply(name: &str) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden/topology")
@@ -13,6 +21,24 @@ fn reply(name: &str) -> Value {
 
 fn all_reachable(_: &str) -> Result<()> {
     Ok(())
+}
+
+/// `shards` assembled as a cluster seen from `url_node`, every node reachable; `link_up` says
+/// which replica reports its link up.
+fn cluster_of(
+    shards: Vec<ReportedShard>,
+    url_node: &UrlNode,
+    link_up: &mut dyn FnMut(&str) -> bool,
+) -> (Topology, Vec<String>) {
+    assemble(
+        TopologyKind::Cluster,
+        shards,
+        url_node,
+        &NodeAddressMap::default(),
+        &mut all_reachable,
+        link_up,
+    )
+    .unwrap()
 }
 
 /// Valkey 9.1.2, 3 masters with 1 replica each, asked on a replica once all were online.
@@ -37,10 +63,7 @@ fn valkey_cluster_shards() {
     assert_eq!(first.replicas[0].announced, "127.0.0.1:31104");
     assert_eq!(first.replicas[0].role, Role::Replica);
 
-    let url_node = UrlNode {
-        announced: "127.0.0.1:31104".into(),
-        address: "localhost:31104".into(),
-    };
+    let url_node = url_of("127.0.0.1:31104", "localhost:31104");
     let mut asked = Vec::new();
     let (topology, warnings) = assemble(
         TopologyKind::Cluster,
@@ -88,19 +111,8 @@ fn redis_70_shards_with_loading_replicas() {
     assert_eq!(shards.len(), 3);
     assert_eq!(shards[0].id, None);
     assert_eq!(shards[0].replicas[0].health.as_deref(), Some("loading"));
-    let url_node = UrlNode {
-        announced: "127.0.0.1:31001".into(),
-        address: "127.0.0.1:31001".into(),
-    };
-    let (topology, warnings) = assemble(
-        TopologyKind::Cluster,
-        shards,
-        &url_node,
-        &NodeAddressMap::default(),
-        &mut all_reachable,
-        &mut |_| false,
-    )
-    .unwrap();
+    let url_node = url_of("127.0.0.1:31001", "127.0.0.1:31001");
+    let (topology, warnings) = cluster_of(shards, &url_node, &mut |_| false);
     assert_eq!(topology.nodes().len(), 3);
     assert_eq!(warnings.len(), 3, "{warnings:?}");
     assert_eq!(
@@ -115,23 +127,12 @@ fn redis_70_shards_with_loading_replicas() {
 fn loading_replicas_whose_own_link_is_up_are_kept() {
     let shards =
         parse_cluster_shards(&reply("redis-7.0-cluster-shards-fresh.resp"), false).unwrap();
-    let url_node = UrlNode {
-        announced: "127.0.0.1:31001".into(),
-        address: "127.0.0.1:31001".into(),
-    };
+    let url_node = url_of("127.0.0.1:31001", "127.0.0.1:31001");
     let mut asked = Vec::new();
-    let (topology, warnings) = assemble(
-        TopologyKind::Cluster,
-        shards.clone(),
-        &url_node,
-        &NodeAddressMap::default(),
-        &mut all_reachable,
-        &mut |address| {
-            asked.push(address.to_string());
-            true
-        },
-    )
-    .unwrap();
+    let (topology, warnings) = cluster_of(shards.clone(), &url_node, &mut |address| {
+        asked.push(address.to_string());
+        true
+    });
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(topology.nodes().len(), 6, "{topology:#?}");
     asked.sort();
@@ -140,15 +141,9 @@ fn loading_replicas_whose_own_link_is_up_are_kept() {
         ["127.0.0.1:31004", "127.0.0.1:31005", "127.0.0.1:31006"]
     );
     // One replica says its link is down: that one alone is left out.
-    let (topology, warnings) = assemble(
-        TopologyKind::Cluster,
-        shards,
-        &url_node,
-        &NodeAddressMap::default(),
-        &mut all_reachable,
-        &mut |address| address != "127.0.0.1:31005",
-    )
-    .unwrap();
+    let (topology, warnings) = cluster_of(shards, &url_node, &mut |address| {
+        address != "127.0.0.1:31005"
+    });
     assert_eq!(topology.nodes().len(), 5);
     assert_eq!(
         warnings,
@@ -316,10 +311,7 @@ fn mapping_and_unreachable_nodes() {
         ],
     }];
     let map = NodeAddressMap::parse(&["172.17.0.3:6379=127.0.0.1:7001"]).unwrap();
-    let url_node = UrlNode {
-        announced: "127.0.0.1:7000".into(),
-        address: "127.0.0.1:7000".into(),
-    };
+    let url_node = url_of("127.0.0.1:7000", "127.0.0.1:7000");
     let (topology, warnings) = assemble(
         TopologyKind::Standalone,
         reported.clone(),
@@ -339,10 +331,7 @@ fn mapping_and_unreachable_nodes() {
     assert_eq!(warnings, vec!["replica 172.17.0.4:6379 cannot be reached: cannot connect to redis://172.17.0.4:6379: left out (map its address with --node-address 172.17.0.4:6379=HOST:PORT)".to_string()]);
 
     // The URL's node left out with its master: an error naming --topology single.
-    let url_node = UrlNode {
-        announced: "172.17.0.4:6379".into(),
-        address: "127.0.0.1:7004".into(),
-    };
+    let url_node = url_of("172.17.0.4:6379", "127.0.0.1:7004");
     let err = assemble(
         TopologyKind::Standalone,
         reported,

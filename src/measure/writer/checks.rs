@@ -148,7 +148,6 @@ pub fn check_commands(plan: &WriterPlan, conn: &ConnInfo) -> Result<()> {
 /// value buffer, plus the server's copies when the server runs here). The error says how much
 /// memory the plan needs. `--force-memory` skips it.
 pub fn check_plan_memory(plan: &WriterPlan, target: &crate::measure::target::Target) -> Result<()> {
-    use crate::analyze::pressure::HostRoom;
     use crate::error::UsageError;
 
     let server_peak = plan_server_peak(plan);
@@ -209,15 +208,7 @@ pub fn check_plan_memory(plan: &WriterPlan, target: &crate::measure::target::Tar
             format!("the tool's {} value buffer", format_size(buffer)),
         )
     };
-    check_host(
-        need,
-        HostRoom {
-            total_bytes: host.total_bytes,
-            available_bytes: host.available_bytes,
-        },
-        &what,
-    )
-    .map_err(refuse)
+    check_host(need, host.room(), &what).map_err(refuse)
 }
 
 /// The most the server holds at once for the plan: its values as the server stores them (a

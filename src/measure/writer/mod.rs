@@ -27,9 +27,7 @@ use anyhow::{Context, Result};
 use crossbeam_channel::Sender;
 use rand::{Rng, SeedableRng};
 
-use crate::analyze::pressure::{
-    HostRoom, ServerRoom, check_host, check_maxmemory, server_growth_bytes,
-};
+use crate::analyze::pressure::{ServerRoom, check_host, check_maxmemory, server_growth_bytes};
 use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
@@ -289,17 +287,7 @@ impl Writer {
 
     /// Sleeps one gap, waking early when the run is stopped. False when stopped.
     fn quiet_gap(&self) -> bool {
-        let deadline = Instant::now() + self.plan.gap;
-        loop {
-            if self.stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return true;
-            }
-            std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
-        }
+        crate::measure::actor::sleep_unless_stopped(self.plan.gap, &self.stop)
     }
 
     /// One write; also returns the kind of I/O error when the connection failed.
@@ -816,14 +804,7 @@ impl Writer {
         }
         if self.checks.server_local {
             let host = self.memory.sample();
-            check_host(
-                need,
-                HostRoom {
-                    total_bytes: host.total_bytes,
-                    available_bytes: host.available_bytes,
-                },
-                &what,
-            )?;
+            check_host(need, host.room(), &what)?;
         }
         Ok(())
     }

@@ -475,6 +475,18 @@ impl WriterPlan {
         let keys = u32::try_from(self.shapes().len()).unwrap_or(u32::MAX);
         gaps.saturating_add(per_key.saturating_mul(keys.saturating_mul(self.repeat)))
     }
+
+    /// A dry run's list of `steps` (of this plan), one line each: number, op, command.
+    pub fn step_lines(&self, steps: &[WriteStep]) -> Vec<String> {
+        steps
+            .iter()
+            .enumerate()
+            .map(|(index, step)| {
+                let command = step.command_text(self.batch_elements);
+                format!("  {:>3}  {:<9}  {command}", index + 1, step.op.name())
+            })
+            .collect()
+    }
 }
 
 impl WriteStep {

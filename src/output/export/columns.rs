@@ -264,11 +264,9 @@ pub(crate) mod tests {
             .collect()
     }
 
-    /// Every file's list is the header its rows give, as the run writes them.
-    #[test]
-    fn every_files_columns_are_its_rows_fields() {
-        let node = NodeCols::default();
-        let probe = ProbeRecord {
+    /// A probe's row with every figure zero or empty.
+    pub(crate) fn probe_row() -> ProbeRecord {
+        ProbeRecord {
             thread: 0,
             seq: 0,
             cmd: ProbeCmd::Ping,
@@ -279,7 +277,14 @@ pub(crate) mod tests {
             latency_us: None,
             ok: true,
             error: None,
-        };
+        }
+    }
+
+    /// Every file's list is the header its rows give, as the run writes them.
+    #[test]
+    fn every_files_columns_are_its_rows_fields() {
+        let node = NodeCols::default();
+        let probe = probe_row();
         let write = WriteRecord::timed(1, WriteOp::Set, String::new(), 1, (0, 0, 0));
         let interval = Interval::empty(0, 1, hdrhistogram::Histogram::new(3).unwrap());
         let summary = sample::run_json().analysis.writes[0].clone();

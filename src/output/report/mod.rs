@@ -202,28 +202,27 @@ pub fn avoidable_lines(writes: &[WriteSummary]) -> Vec<String> {
 /// The shortest freeze [`avoidable_lines`] speaks of, ms.
 pub const AVOIDABLE_FROM_MS: f64 = 10.0;
 
+/// How a write's line begins, in the main job's report and under load: its op, its length and
+/// its own time (`set        length:  64M  set: 133.5ms`).
+pub fn write_line_start(op: WriteOp, size_bytes: u64, set_ms: f64) -> String {
+    format!(
+        "{:<9}  length: {:>4}  {}: {set_ms:.1}ms",
+        op.name(),
+        format_size(size_bytes),
+        op.time_label()
+    )
+}
+
 /// One line per write (`--verbose`), e.g.
 /// `set        length:  64M  set: 133.5ms  others blocked: 98.7ms  stalled: 96.1ms (send 90.0 + after 6.1)  delayed probes: 194  memory 67.6%  swap 0.0%`.
 pub fn write_line(record: &WriteRecord, summary: &WriteSummary) -> String {
-    let label = match summary.op {
-        WriteOp::Delete => "del",
-        WriteOp::Set | WriteOp::Overwrite => "set",
-        WriteOp::Command => "cmd",
-        WriteOp::Inject => "inj",
-        WriteOp::Build => "build",
-        WriteOp::Read => "read",
-        WriteOp::Unlink => "unlink",
-        WriteOp::Expire => "expire",
-    };
     let blocked = match summary.hol_delay_ms {
         Some(ms) => format!("{ms:.1}ms"),
         None => "n/a (no probe overlapped)".to_string(),
     };
     let mut line = format!(
-        "{:<9}  length: {:>4}  {label}: {:.1}ms  others blocked: {blocked}  stalled: {:.1}ms (send {:.1} + after {:.1})  delayed probes: {}  memory {:.1}%  swap {:.1}%",
-        summary.op.name(),
-        format_size(summary.size_bytes),
-        summary.set_ms,
+        "{}  others blocked: {blocked}  stalled: {:.1}ms (send {:.1} + after {:.1})  delayed probes: {}  memory {:.1}%  swap {:.1}%",
+        write_line_start(summary.op, summary.size_bytes, summary.set_ms),
         summary.stall_ms,
         summary.stall_during_send_ms,
         summary.stall_after_send_ms,

@@ -2,31 +2,7 @@ use super::*;
 use crate::record::NodeRole;
 
 fn summary(seq: u32, hol: f64) -> WriteSummary {
-    WriteSummary {
-        seq,
-        op: WriteOp::Set,
-        size_bytes: 1 << 20,
-        set_ms: 1.0,
-        hol_delay_ms: Some(hol),
-        stall_ms: 0.0,
-        probes_delayed: 0,
-        stall_during_send_ms: 0.0,
-        stall_after_send_ms: 0.0,
-        host_mem_pct: 0.0,
-        host_swap_pct: 0.0,
-        probes_in_window: 1,
-        worst_latency_ms: Some(hol),
-        ok: true,
-        server_exec_us: None,
-        server_latency_event_ms: None,
-        server_eventloop_max_us: None,
-        server_request_bytes: None,
-        memory_pressure: false,
-        host_mem_peak_pct: 0.0,
-        host_swap_grew_bytes: 0,
-        hol_probe_send_lag_ms: None,
-        ..Default::default()
-    }
+    WriteSummary::seen_once(seq, WriteOp::Set, 1 << 20, 1.0, Some(hol))
 }
 
 fn node(name: &str, role: NodeRole, shard: u16) -> NodeCols {

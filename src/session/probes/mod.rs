@@ -38,8 +38,8 @@ use anyhow::{Context, Result};
 use crossbeam_channel::Receiver;
 
 use crate::session::{
-    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunScope, RunSpec, Session, panicked,
-    run_key_prefix, thread_died,
+    BUG, EndOfRun, Ended, Instrument, KeyLedger, Limits, RunName, RunScope, RunSpec, Session,
+    panicked, run_key_prefix, thread_died,
 };
 
 use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator};
@@ -88,9 +88,10 @@ pub fn measure_nodes(
     let probe_get_key = |key_prefix: &str| format!("{key_prefix}probe");
     // The server's settings for its own view (the guard restores them on every way out), and
     // every key the run may create, checked free and in the ledger from the start.
+    let name = RunName::new(probed.key_tag.as_deref());
     let mut scope = RunScope::open(
         target,
-        probed.key_tag.as_deref(),
+        &name,
         &match &actor {
             Some(actor) => actor.server_settings(),
             None => settings_for_observing(options.stall_threshold_us),
@@ -117,7 +118,7 @@ pub fn measure_nodes(
         threads: options.probe_threads,
         rate_per_thread: options.probe_rate,
         cmd: options.probe_cmd,
-        get_key: probe_get_key(&scope.key_prefix),
+        get_key: probe_get_key(&name.key_prefix),
         realtime: options.realtime,
         first_thread: 0,
         // Over several nodes one going away (a failover) must not end the run.
@@ -125,7 +126,7 @@ pub fn measure_nodes(
     };
     // GET probes of nodes of other shards read a key of their own shard, set on its master and
     // removed from it at the end.
-    let run_base = run_key_prefix(&scope.run_id);
+    let run_base = run_key_prefix(&name.run_id);
     let mut homed_probe_keys: Vec<String> = Vec::new();
     // The export files first: if they cannot be created, nothing has been written to the
     // server yet.
@@ -175,7 +176,7 @@ pub fn measure_nodes(
                     Ok(())
                 });
                 if let Err(err) = set {
-                    scope.remove_keys(target, &mut Vec::new());
+                    scope.remove_keys(target, &name.key_prefix, &mut Vec::new());
                     return Err(err.context(format!("preparing the probe key {key} on {master}")));
                 }
             }
@@ -183,7 +184,7 @@ pub fn measure_nodes(
     }
     // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
     // at the default rates if the collector stalls (what does not fit is counted as dropped).
-    let mut session = Session::start(target, scope, spec, 1 << 16);
+    let mut session = Session::start(target, scope, name, spec, 1 << 16);
     let run = session.run.clone();
     let clock = run.clock;
     // Gives up a run whose threads could not all start.
@@ -318,7 +319,7 @@ pub fn measure_nodes(
         }
     }
     notify(Notice::Started {
-        run_id: &run.run_id,
+        run_id: &run.name.run_id,
         steps_total,
         started_unix_us: clock.unix_start_us(),
     });
@@ -363,7 +364,7 @@ pub fn measure_nodes(
         unix_start_us: clock.unix_start_us(),
     };
     // run.json stores the options as the run used them (the writer with its real key prefix).
-    let effective_options = options.recorded(&run.key_prefix);
+    let effective_options = options.recorded(&run.name.key_prefix);
     // The files first: an export error stops a finding before the terminal shows it.
     let mut sinks = ProbeSinks::new();
     if let Some(files) = out {
@@ -597,7 +598,7 @@ impl ProbeInstrument<'_, '_> {
         sinks.emit(&ProbeFinding::Checkpoint(&run_json))?;
         Ok(RunReport {
             run_json,
-            run_id: meta.run.run_id.clone(),
+            run_id: meta.run.name.run_id.clone(),
             status,
             status_reason,
             nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),

@@ -37,13 +37,60 @@ pub struct KindFacts {
     /// Its members must be distinct (set and zset members, hash fields): a count that cannot be
     /// made distinct in `element_bytes` is refused.
     pub distinct: bool,
+    /// How its build sends a batch of elements.
+    pub batch: Batch,
+    /// The server's free effort of a value of this kind (see the module comment), from what a
+    /// client can know: its encoding (`OBJECT ENCODING`), element count and element size. A
+    /// list's and a stream's effort count their nodes, which the client estimates from the
+    /// servers' default node sizes.
+    pub free_effort: fn(encoding: &str, elements: u64, element_bytes: u64) -> u64,
+}
+
+/// How a build sends a batch of elements: the command's arguments after the key, as data, so
+/// that one loop ([`ValueKind::build_batch`]) writes every kind's commands.
+#[derive(Debug)]
+pub enum Batch {
+    /// `SET key value` of the whole value. Only for completeness: the writer sends a string
+    /// from its buffer without copying it.
+    Whole,
+    /// One command for the batch, the arguments of each element after the key in turn
+    /// (`HSET key f1 v1 f2 v2 ...`): one reply.
+    OneCommand(&'static [Arg]),
+    /// One command per element (`XADD key * f v`, which takes one entry): a reply each.
+    CommandPerElement(&'static [Arg]),
+}
+
+/// One argument an element adds to its build command.
+#[derive(Debug)]
+pub enum Arg {
+    /// The element (see [`crate::workload::element_bytes_into`]).
+    Element,
+    /// A second value of the element's size from another stretch of the fill (a hash field's
+    /// value): element `!index`.
+    Paired,
+    /// The element's index in decimal (a zset member's score).
+    Index,
+    /// Fixed bytes (a stream entry's `*` id and its field name).
+    Literal(&'static [u8]),
+}
+
+impl Arg {
+    fn push(&self, out: &mut Vec<u8>, index: u64, element_bytes: usize, fill: &[u8]) {
+        match self {
+            Arg::Element => push_element(out, index, element_bytes, fill),
+            Arg::Paired => push_element(out, !index, element_bytes, fill),
+            Arg::Index => push_bulk(out, index.to_string().as_bytes()),
+            Arg::Literal(bytes) => push_bulk(out, bytes),
+        }
+    }
 }
 
 /// A kind of large value, as the writer and the key scan see it: its [`KindFacts`], how it is
-/// built, and what freeing it costs the server.
+/// built, and what freeing it costs the server. Every kind is a [`KindFacts`], in a file of its
+/// own.
 pub trait ValueKind: Sync + std::fmt::Debug {
     /// What the kind is.
-    fn facts(&self) -> &'static KindFacts;
+    fn facts(&self) -> &KindFacts;
 
     /// [`KindFacts::name`].
     fn name(&self) -> &'static str {
@@ -84,9 +131,8 @@ pub trait ValueKind: Sync + std::fmt::Debug {
         }
     }
 
-    /// Appends the commands that add elements `first..first + count` to `out`, and returns how
-    /// many commands it appended (as many replies to read). Not used for a string, which the
-    /// writer sends as one SET from its buffer.
+    /// Appends the commands that add elements `first..first + count` to `out` (see
+    /// [`Batch`]), and returns how many commands it appended (as many replies to read).
     fn build_batch(
         &self,
         key: &[u8],
@@ -95,49 +141,64 @@ pub trait ValueKind: Sync + std::fmt::Debug {
         element_bytes: usize,
         fill: &[u8],
         out: &mut Vec<u8>,
-    ) -> usize;
+    ) -> usize {
+        let facts = self.facts();
+        let command = facts.build_command;
+        match facts.batch {
+            Batch::Whole => {
+                crate::workload::encode_into(out, &[command.as_bytes(), key, fill]);
+                1
+            }
+            Batch::OneCommand(args) => {
+                push_command_start(out, command, key, args.len() as u64 * count);
+                for index in first..first + count {
+                    for arg in args {
+                        arg.push(out, index, element_bytes, fill);
+                    }
+                }
+                1
+            }
+            Batch::CommandPerElement(args) => {
+                for index in first..first + count {
+                    push_command_start(out, command, key, args.len() as u64);
+                    for arg in args {
+                        arg.push(out, index, element_bytes, fill);
+                    }
+                }
+                count as usize
+            }
+        }
+    }
 
-    /// The server's free effort of a value of this kind (see the module comment), from what a
-    /// client can know: its encoding (`OBJECT ENCODING`), element count and element size. A
-    /// list's and a stream's effort count their nodes, which the client estimates from the
-    /// servers' default node sizes.
-    fn free_effort(&self, encoding: &str, elements: u64, element_bytes: u64) -> u64;
+    /// [`KindFacts::free_effort`].
+    fn free_effort(&self, encoding: &str, elements: u64, element_bytes: u64) -> u64 {
+        (self.facts().free_effort)(encoding, elements, element_bytes)
+    }
+}
+
+impl ValueKind for KindFacts {
+    fn facts(&self) -> &KindFacts {
+        self
+    }
 }
 
 /// Appends a command's array header, its name and its key: what every build command starts
 /// with; `args` counts what follows the key.
-pub(crate) fn push_command_start(out: &mut Vec<u8>, command: &str, key: &[u8], args: u64) {
+fn push_command_start(out: &mut Vec<u8>, command: &str, key: &[u8], args: u64) {
     out.extend_from_slice(format!("*{}\r\n", 2 + args).as_bytes());
     push_bulk(out, command.as_bytes());
     push_bulk(out, key);
 }
 
-/// Appends one command of `command key element...` for elements `first..first + count` (a
-/// set's SADD, a list's RPUSH); returns 1, its one reply to read.
-pub(crate) fn push_elements_command(
-    out: &mut Vec<u8>,
-    command: &str,
-    key: &[u8],
-    (first, count): (u64, u64),
-    element_bytes: usize,
-    fill: &[u8],
-) -> usize {
-    push_command_start(out, command, key, count);
-    for index in first..first + count {
-        push_element(out, index, element_bytes, fill);
-    }
-    1
-}
-
 /// Appends one bulk string.
-pub(crate) fn push_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+fn push_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(format!("${}\r\n", bytes.len()).as_bytes());
     out.extend_from_slice(bytes);
     out.extend_from_slice(b"\r\n");
 }
 
 /// Appends element `index` (see [`crate::workload::element_bytes_into`]) as a bulk string.
-pub(crate) fn push_element(out: &mut Vec<u8>, index: u64, element_bytes: usize, fill: &[u8]) {
+fn push_element(out: &mut Vec<u8>, index: u64, element_bytes: usize, fill: &[u8]) {
     out.extend_from_slice(format!("${element_bytes}\r\n").as_bytes());
     super::element_bytes_into(index, element_bytes, fill, out);
     out.extend_from_slice(b"\r\n");

@@ -6,10 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::analyze::WriteUnderLoad;
 use crate::load::keyspace::PopulationMeta;
-use crate::load::runner::{GeneratorReport, LoadOptions};
+use crate::load::runner::{GeneratorReport, RecordedLoadOptions};
 use crate::load::stats::LoadBlock;
 use crate::measure::target::ServerFacts;
-use crate::measure::writer::RecordedWriter;
 use crate::record::WriteRecord;
 
 use super::{HostInfo, Mode, RunStatus, ToolInfo};
@@ -48,7 +47,7 @@ pub struct LoadRunJson {
     /// The machine the tool ran on.
     pub host: HostInfo,
     /// Every option, as the run used them (the writer with its real key prefix).
-    pub options: LoadOptions<RecordedWriter>,
+    pub options: RecordedLoadOptions,
     /// Generator threads.
     pub threads: u16,
     /// One block per server when there are several, then the total (`server = all`).
@@ -71,6 +70,7 @@ mod tests {
 
     use super::*;
     use crate::load::keyspace::ValueSize;
+    use crate::load::runner::LoadOptions;
     use crate::load::stats::SecondAgg;
     use crate::output::export::sample;
     use crate::record::WriteOp;
@@ -112,19 +112,21 @@ mod tests {
             ],
             keys_used: vec![5000],
             host: probe.host.clone(),
-            options: LoadOptions {
-                clients: 4,
-                threads: Some(2),
-                duration: Some(Duration::from_millis(12_500)),
-                rate: Some(20_000.5),
-                pipeline: 3,
-                get_weight: 9,
-                set_weight: 1,
-                writer: probe.options.writer.clone(),
-                stall_threshold_us: 2500,
-                timeout_us: 900_000,
-                seed: 99,
-                out: Some("/tmp/holprobe-load".into()),
+            options: RecordedLoadOptions {
+                plan: LoadOptions {
+                    clients: 4,
+                    threads: Some(2),
+                    duration: Some(Duration::from_millis(12_500)),
+                    rate: Some(20_000.5),
+                    pipeline: 3,
+                    get_weight: 9,
+                    set_weight: 1,
+                    writer: probe.options.writer.clone(),
+                    stall_threshold_us: 2500,
+                    timeout_us: 900_000,
+                    seed: 99,
+                    out: Some("/tmp/holprobe-load".into()),
+                },
                 writer_hash_tag: Some("ab".into()),
             },
             threads: 2,
@@ -183,7 +185,10 @@ mod tests {
         let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(value["mode"], "load");
         assert_eq!(read.mode, Mode::Load);
-        assert_eq!(read.options.duration, Some(Duration::from_millis(12_500)));
+        assert_eq!(
+            read.options.plan.duration,
+            Some(Duration::from_millis(12_500))
+        );
         assert_eq!(read.blocks[0].role.as_deref(), Some("master, shard 0"));
     }
 
