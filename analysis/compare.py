@@ -45,25 +45,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("baseline", help="the baseline's probe --out directory")
-    parser.add_argument("candidate", help="the candidate's probe --out directory")
-    parser.add_argument("-o", "--output", required=True, help="picture to write: .png or .svg")
+    parser = hd.chart_parser(
+        __doc__,
+        ("baseline", {"help": "the baseline's probe --out directory"}),
+        ("candidate", {"help": "the candidate's probe --out directory"}),
+    )
     parser.add_argument("--op", default="set", choices=["set", "overwrite", "delete", "command"], help="which write events to compare (default: set)")
     parser.add_argument("--verdicts", metavar="FILE.json", help="`probe compare BASELINE CANDIDATE --format json` output to draw (without it the script runs that command)")
     parser.add_argument("--probe", metavar="PATH", help="the probe binary to run for the verdicts (default: $PROBE, probe on PATH, target/release/probe, target/debug/probe)")
-    parser.add_argument("--title", help="replace the generated title")
-    return parser.parse_args(argv)
+    return hd.parse_chart_args(parser, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    prog = Path(sys.argv[0]).name
-    try:
-        render(args)
-    except hd.InputError as err:
-        hd.fail(prog, str(err))
-    return 0
+    return hd.run_chart(render, parse_args(argv))
 
 
 def read_side(path: str, op: str):
@@ -208,7 +202,6 @@ def render(args: argparse.Namespace) -> None:
     fig.suptitle(args.title or f"Baseline vs candidate, large {args.op} writes, per size", fontsize=12)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     hd.save(fig, out)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

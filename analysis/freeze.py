@@ -32,12 +32,9 @@ REQUIRED = ["op", "hol_delay_ms", "ok", "value_type", "elements", "size_bytes"]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="probe --out directories")
-    parser.add_argument("-o", "--output", required=True, help="picture to write: .png or .svg")
+    parser = hd.chart_parser(__doc__, ("run_dirs", {"nargs": "+", "metavar": "RUN_DIR", "help": "probe --out directories"}))
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated ops to draw, one panel each (default: {','.join(OPS)})")
-    parser.add_argument("--title", help="replace the generated title")
-    return parser.parse_args(argv)
+    return hd.parse_chart_args(parser, argv)
 
 
 def series_label(meta: dict, fallback: str) -> str:

@@ -4,17 +4,20 @@ or SVG. Not a script of its own."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import math
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: the scripts only ever write files
 
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 # The exports' file names (docs/exports.md).
@@ -47,6 +50,36 @@ def fail(prog: str, message: str) -> None:
     """Prints `prog: error: message` on one line and exits 2, as the probe binary does."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def prog() -> str:
+    """The script's name as it was run, to start its messages with."""
+    return Path(sys.argv[0]).name
+
+
+def chart_parser(description: str, *inputs: tuple[str, dict]) -> argparse.ArgumentParser:
+    """A picture script's arguments: its `inputs` (name, add_argument keywords), then the
+    -o/--output every script takes; the script adds its own options, then parse_chart_args."""
+    parser = argparse.ArgumentParser(description=description)
+    for name, spec in inputs:
+        parser.add_argument(name, **spec)
+    parser.add_argument("-o", "--output", required=True, help="picture to write: .png or .svg")
+    return parser
+
+
+def parse_chart_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Adds the --title every script takes, last in --help, and parses `argv`."""
+    parser.add_argument("--title", help="replace the generated title")
+    return parser.parse_args(argv)
+
+
+def run_chart(render: Callable[[argparse.Namespace], None], args: argparse.Namespace) -> int:
+    """A picture script's main: renders, and a bad argument or input is one line and exit 2."""
+    try:
+        render(args)
+    except InputError as err:
+        fail(prog(), str(err))
+    return 0
 
 
 def run_dir(path: str, *needed: str) -> Path:
@@ -349,7 +382,8 @@ def size_label(size_bytes: float) -> str:
 
 
 def save(fig, out: Path) -> None:
-    """Writes the figure in the format its extension names."""
+    """Writes the figure in the format its extension names, and closes it."""
     kwargs = {"dpi": 120} if out.suffix.lower() == ".png" else {}
     fig.savefig(out, bbox_inches="tight", **kwargs)
+    plt.close(fig)
     print(f"wrote {out} ({os.path.getsize(out)} bytes)", file=sys.stderr)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import holprobe_data as hd
 import matplotlib.pyplot as plt
@@ -26,21 +25,12 @@ TOTAL_NAMES = {"", "all", "total", "*"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("run_dir", help="a probe load --out directory (holding load_timeline.csv)")
-    parser.add_argument("-o", "--output", required=True, help="picture to write: .png or .svg")
-    parser.add_argument("--title", help="replace the generated title")
-    return parser.parse_args(argv)
+    parser = hd.chart_parser(__doc__, ("run_dir", {"help": "a probe load --out directory (holding load_timeline.csv)"}))
+    return hd.parse_chart_args(parser, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    prog = Path(sys.argv[0]).name
-    try:
-        render(args)
-    except hd.InputError as err:
-        hd.fail(prog, str(err))
-    return 0
+    return hd.run_chart(render, parse_args(argv))
 
 
 def render(args: argparse.Namespace) -> None:
@@ -138,7 +128,6 @@ def render(args: argparse.Namespace) -> None:
     ax_rate.set_title(title, fontsize=11)
     ax_rate.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.07, 1.0), fontsize=8, frameon=False)
     hd.save(fig, out)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

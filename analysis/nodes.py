@@ -16,7 +16,6 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import holprobe_data as hd
 import matplotlib.pyplot as plt
@@ -53,27 +52,18 @@ class Node:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("run_dir", help="a probe --out directory")
-    parser.add_argument("-o", "--output", required=True, help="picture to write: .png or .svg")
+    parser = hd.chart_parser(__doc__, ("run_dir", {"help": "a probe --out directory"}))
     parser.add_argument(
         "--write",
         metavar="SEQ",
         default="largest",
         help="the write to show: its seq in writes.csv, 'largest' for the first set of the largest size (the default), or 'largest:OP' (e.g. largest:delete)",
     )
-    parser.add_argument("--title", help="replace the generated title")
-    return parser.parse_args(argv)
+    return hd.parse_chart_args(parser, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    prog = Path(sys.argv[0]).name
-    try:
-        render(args, prog)
-    except hd.InputError as err:
-        hd.fail(prog, str(err))
-    return 0
+    return hd.run_chart(render, parse_args(argv))
 
 
 def shard_number(shard: str) -> int:
@@ -170,7 +160,7 @@ def node_label(node: Node, written: str, single: bool) -> tuple[str, str]:
     return " ".join(parts), blocked
 
 
-def render(args: argparse.Namespace, prog: str) -> None:
+def render(args: argparse.Namespace) -> None:
     out = hd.output_path(args.output)
     directory = hd.run_dir(args.run_dir, hd.PROBES_CSV, hd.WRITES_CSV, hd.SUMMARY_CSV)
     meta = hd.read_run_json(directory)
@@ -207,7 +197,7 @@ def render(args: argparse.Namespace, prog: str) -> None:
     nodes = collect_nodes(meta, summary, seq, written, seen, fallback_address)
     single = len(nodes) == 1
     if single:
-        print(f"{prog}: note: {directory} has one node ({nodes[0].address or 'no node columns'}): one panel; timeline.py draws the same probes with more detail", file=sys.stderr)
+        print(f"{hd.prog()}: note: {directory} has one node ({nodes[0].address or 'no node columns'}): one panel; timeline.py draws the same probes with more detail", file=sys.stderr)
 
     t_ms = (probes.num("intended_us") - start_us) / 1e3
     latency_ms = probes.num("latency_us") / 1e3
@@ -366,7 +356,6 @@ def render(args: argparse.Namespace, prog: str) -> None:
     below = offset_copy(axes[-1].transAxes, fig=fig, y=-0.5, units="inches")
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=min(4, len(handles)), fontsize=8, frameon=False)
     hd.save(fig, out)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -32,13 +32,10 @@ MIB = float(1 << 20)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="probe --out directories")
-    parser.add_argument("-o", "--output", required=True, help="picture to write: .png or .svg")
+    parser = hd.chart_parser(__doc__, ("run_dirs", {"nargs": "+", "metavar": "RUN_DIR", "help": "probe --out directories"}))
     parser.add_argument("--op", default="set", choices=["set", "overwrite", "delete", "command"], help="which write events to plot (default: set)")
     parser.add_argument("--linear", action="store_true", help="linear axes instead of log-log")
-    parser.add_argument("--title", help="replace the generated title")
-    return parser.parse_args(argv)
+    return hd.parse_chart_args(parser, argv)
 
 
 class Series:
@@ -82,13 +79,7 @@ class Series:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    prog = Path(sys.argv[0]).name
-    try:
-        render(args)
-    except hd.InputError as err:
-        hd.fail(prog, str(err))
-    return 0
+    return hd.run_chart(render, parse_args(argv))
 
 
 def render(args: argparse.Namespace) -> None:
@@ -180,7 +171,6 @@ def render(args: argparse.Namespace) -> None:
     rows_in_legend = (len(handles) + 2) // 3
     fig.tight_layout(rect=(0, 0.05 + 0.045 * rows_in_legend, 1, 1))
     hd.save(fig, out)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

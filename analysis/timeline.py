@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from pathlib import Path
 
 import holprobe_data as hd
 import matplotlib.pyplot as plt
@@ -30,9 +29,7 @@ MAX_WRITE_LABELS = 30  # more writes in view than this: label only the largest s
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("run_dir", help="a probe --out directory")
-    parser.add_argument("-o", "--output", required=True, help="picture to write: .png or .svg")
+    parser = hd.chart_parser(__doc__, ("run_dir", {"help": "a probe --out directory"}))
     parser.add_argument("--from", dest="t_from", type=float, metavar="SECONDS", help="start of the window, s since the run's start")
     parser.add_argument("--to", dest="t_to", type=float, metavar="SECONDS", help="end of the window, s since the run's start")
     parser.add_argument(
@@ -45,18 +42,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="HOST:PORT",
         help="in a run over several nodes, draw this node's probes and stalls (default: the node the writes went to)",
     )
-    parser.add_argument("--title", help="replace the generated title")
-    return parser.parse_args(argv)
+    return hd.parse_chart_args(parser, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    prog = Path(sys.argv[0]).name
-    try:
-        render(args)
-    except hd.InputError as err:
-        hd.fail(prog, str(err))
-    return 0
+    return hd.run_chart(render, parse_args(argv))
 
 
 def window_around_write(writes: hd.Table, which: str) -> tuple[float, float, int]:
@@ -255,7 +245,6 @@ def render(args: argparse.Namespace) -> None:
     ax.set_title(title, fontsize=11)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     hd.save(fig, out)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@
 #   FACTORS="1.1 1.2 1.3 1.5 2 3" RULES="--alpha 0.01" (extra flags to every compare)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 mode=both
 case "${1:-}" in
@@ -40,10 +42,7 @@ GAP="${GAP:-200ms}"
 SERVER_BIN="${SERVER_BIN:-redis-server}"
 FACTORS="${FACTORS:-1.1 1.2 1.3 1.5 2 3}"
 RULES="${RULES:-}"
-if [[ -z "${PROBE:-}" ]]; then
-  cargo build --release --locked
-  PROBE=target/release/probe
-fi
+release_probe
 
 record() { # NAME [extra probe flags...]
   local name=$1

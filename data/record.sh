@@ -11,17 +11,13 @@
 # gap). Override with SIZES=..., REPEAT=..., or PROBE=path/to/probe to use a given binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 SIZES="${SIZES:-1M,2M,4M,8M,16M,32M,64M,128M,256M,512M}"
 REPEAT="${REPEAT:-5}"
-if [[ -z "${PROBE:-}" ]]; then
-  cargo build --release --locked
-  PROBE=target/release/probe
-fi
-names=("$@")
-if [[ ${#names[@]} -eq 0 ]]; then
-  names=(redis-7.0 redis-6.2 valkey-9.1 redis-8.2)
-fi
+release_probe
+server_names "$@"
 
 for name in "${names[@]}"; do
   bin="$(bash scripts/servers.sh "$name")"

@@ -18,6 +18,8 @@
 # PROBE=path/to/probe to use a given binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 ELEMENTS="${ELEMENTS:-100k,1M}"
 TYPES="${TYPES:-hash set zset list}"
@@ -25,14 +27,8 @@ REPEAT="${REPEAT:-3}"
 SUBDIR="${SUBDIR:-}"
 KEEP_PROBES="${KEEP_PROBES:-0}"
 OPS="build,read,delete,build,unlink,build,expire,build,overwrite,delete"
-if [[ -z "${PROBE:-}" ]]; then
-  cargo build --release --locked
-  PROBE=target/release/probe
-fi
-names=("$@")
-if [[ ${#names[@]} -eq 0 ]]; then
-  names=(redis-7.0 redis-6.2 valkey-9.1 redis-8.2)
-fi
+release_probe
+server_names "$@"
 
 for name in "${names[@]}"; do
   bin="$(bash scripts/servers.sh "$name")"

@@ -10,6 +10,8 @@
 #   scripts/false_alarms.sh --analyze /tmp/aa       # only the analysis of runs already there
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 analyze_only=0
 if [[ "${1:-}" == "--analyze" ]]; then
@@ -21,10 +23,7 @@ RUNS="${RUNS:-11}"
 SIZES="${SIZES:-1M,2M,4M,8M,16M,32M,64M,128M,256M,512M}"
 REPEAT="${REPEAT:-5}"
 SERVER_BIN="${SERVER_BIN:-redis-server}"
-if [[ -z "${PROBE:-}" ]]; then
-  cargo build --release --locked
-  PROBE=target/release/probe
-fi
+release_probe
 cargo build --release --locked --example compare_power
 
 if [[ $analyze_only == 0 ]]; then

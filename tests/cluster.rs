@@ -14,7 +14,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{probe_cmd, read_csv, read_json};
-use holprobe::measure::local_cluster::LocalCluster;
+use holprobe::measure::local_cluster::{LocalCluster, LocalNode};
 
 type Row = std::collections::HashMap<String, String>;
 
@@ -223,6 +223,41 @@ fn redis_6_master_with_a_replica() {
     assert_all_stopped(&nodes);
 }
 
+/// A run of `repeat` writes of each of `sizes`, 300 ms apart, against the cluster at `url`, started
+/// in the background so the test can fail the cluster under it.
+fn start_writes(url: &str, sizes: &str, repeat: &str, out: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_probe"))
+        .args(["--url", url, "--writer-sizes", sizes, "--repeat", repeat])
+        .args(["--gap", "300ms", "--out"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Shard 0's node of `role` (the run writes to shard 0, the first master's).
+fn shard_0(cluster: &LocalCluster, role: holprobe::record::NodeRole) -> &LocalNode {
+    cluster
+        .nodes()
+        .iter()
+        .find(|n| n.shard() == 0 && n.role() == role)
+        .unwrap_or_else(|| panic!("shard 0 has a {role}"))
+}
+
+/// Stops the cluster and checks that every one of its servers is gone.
+fn assert_stopped(cluster: LocalCluster) {
+    let pids = cluster.pids();
+    drop(cluster);
+    thread::sleep(Duration::from_millis(200));
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "server {pid} still runs"
+        );
+    }
+}
+
 /// A manual failover of the written shard in the middle of a run: the run goes on and completes,
 /// the failover is in run.json's node events with its time, the writer follows the MOVED to
 /// the new master, and no key of the run is left on any node.
@@ -232,21 +267,10 @@ fn a_failover_mid_run_leaves_a_complete_run() {
     let url = cluster.url();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
-        .args(["--url", &url, "--writer-sizes", "4M", "--repeat", "12"])
-        .args(["--gap", "300ms", "--out"])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start_writes(&url, "4M", "12", &out);
     thread::sleep(Duration::from_secs(3));
-    // Shard 0's replica takes over (the run writes to shard 0, the first master's).
-    let replica = cluster
-        .nodes()
-        .iter()
-        .find(|n| n.shard() == 0 && n.role() == holprobe::record::NodeRole::Replica)
-        .expect("shard 0 has a replica");
+    // Shard 0's replica takes over.
+    let replica = shard_0(&cluster, holprobe::record::NodeRole::Replica);
     let mut conn = replica.conn_info().redis_connection().unwrap();
     redis::cmd("CLUSTER")
         .arg("FAILOVER")
@@ -286,15 +310,7 @@ fn a_failover_mid_run_leaves_a_complete_run() {
             .unwrap();
         assert!(keys.is_empty(), "{}: {keys:?}", node.address());
     }
-    let pids = cluster.pids();
-    drop(cluster);
-    thread::sleep(Duration::from_millis(200));
-    for pid in pids {
-        assert!(
-            !Path::new(&format!("/proc/{pid}")).exists(),
-            "server {pid} still runs"
-        );
-    }
+    assert_stopped(cluster);
 }
 
 /// The written shard's master killed in the middle of a run: its probes report it down once,
@@ -306,25 +322,10 @@ fn a_killed_master_replaced_by_its_replica_leaves_a_complete_run() {
     let url = cluster.url();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
-        .args(["--url", &url, "--writer-sizes", "1M", "--repeat", "30"])
-        .args(["--gap", "300ms", "--out"])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start_writes(&url, "1M", "30", &out);
     thread::sleep(Duration::from_secs(3));
-    let master = cluster
-        .nodes()
-        .iter()
-        .find(|n| n.shard() == 0 && n.role() == holprobe::record::NodeRole::Master)
-        .expect("shard 0's master");
-    let replica = cluster
-        .nodes()
-        .iter()
-        .find(|n| n.shard() == 0 && n.role() == holprobe::record::NodeRole::Replica)
-        .expect("shard 0's replica");
+    let master = shard_0(&cluster, holprobe::record::NodeRole::Master);
+    let replica = shard_0(&cluster, holprobe::record::NodeRole::Replica);
     let pid = master.pid().expect("the master runs");
     // SAFETY: a plain kill(2) of a process this test started.
     unsafe {
@@ -357,13 +358,5 @@ fn a_killed_master_replaced_by_its_replica_leaves_a_complete_run() {
     let last = writes.last().unwrap();
     assert_eq!(last["ok"], "true", "{last:?}");
     assert_eq!(last["node"], replica.address(), "{last:?}");
-    let pids = cluster.pids();
-    drop(cluster);
-    thread::sleep(Duration::from_millis(200));
-    for pid in pids {
-        assert!(
-            !Path::new(&format!("/proc/{pid}")).exists(),
-            "server {pid} still runs"
-        );
-    }
+    assert_stopped(cluster);
 }

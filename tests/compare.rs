@@ -42,6 +42,46 @@ fn stderr_of(assert: &assert_cmd::assert::Assert) -> String {
     String::from_utf8_lossy(&assert.get_output().stderr).into_owned()
 }
 
+/// Two small real runs, `a` and `b` under `tmp`, one after the other in the timing turn.
+fn record_a_and_b(tmp: &Path) -> (PathBuf, PathBuf) {
+    let (a, b) = (tmp.join("a"), tmp.join("b"));
+    let _turn = timing_lock();
+    record(&a, &[]);
+    record(&b, &[]);
+    (a, b)
+}
+
+/// The text `probe compare BASELINE CANDIDATE` prints, which must exit with `code`.
+fn compare_text(baseline: &Path, candidate: &Path, code: i32) -> String {
+    let assert = probe_cmd()
+        .arg("compare")
+        .args([baseline, candidate])
+        .assert()
+        .code(code);
+    stdout_of(&assert)
+}
+
+/// The first comparison's row of `op` in a `--format json` report.
+fn row_of(report: &serde_json::Value, op: &str) -> serde_json::Value {
+    report["comparisons"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["op"] == op)
+        .unwrap()
+        .clone()
+}
+
+/// `probe` refused: exit 2, with one line on stderr that names each of `needles`.
+fn assert_refused(probe: &mut assert_cmd::Command, needles: &[&str]) {
+    let assert = probe.assert().code(2);
+    let stderr = stderr_of(&assert);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    }
+}
+
 #[test]
 fn a_a_compare_of_the_same_server_twice_reports_no_regression() {
     let _turn = timing_lock();
@@ -96,13 +136,8 @@ fn a_a_compare_of_the_same_server_twice_reports_no_regression() {
     );
 
     // The stored runs compare the same way, and the JSON says so for a bot.
-    let assert = probe_cmd()
-        .arg("compare")
-        .args([&runs[0], &runs[1]])
-        .args(["--format", "json"])
-        .assert()
-        .code(code.unwrap());
-    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).unwrap();
+    let (report, stored_code) = compare_json(&runs[0], &runs[1], &[]);
+    assert_eq!(Some(stored_code), code);
     assert_eq!(report["regression"], false);
     let rows = report["comparisons"][0]["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "1M and 4M, set and delete: {rows:?}");
@@ -118,14 +153,8 @@ fn a_a_compare_of_the_same_server_twice_reports_no_regression() {
 #[test]
 fn one_repeat_each_is_inconclusive_with_exit_3() {
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    {
-        let _turn = timing_lock();
-        record(&a, &[]);
-        record(&b, &[]);
-    }
-    let assert = probe_cmd().arg("compare").args([&a, &b]).assert().code(3);
-    let stdout = stdout_of(&assert);
+    let (a, b) = record_a_and_b(tmp.path());
+    let stdout = compare_text(&a, &b, 3);
     let verdict = stdout
         .lines()
         .find(|l| l.starts_with("verdict: "))
@@ -146,13 +175,8 @@ fn one_repeat_each_is_inconclusive_with_exit_3() {
         "{stdout}"
     );
 
-    let assert = probe_cmd()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["--format", "json"])
-        .assert()
-        .code(3);
-    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).unwrap();
+    let (report, code) = compare_json(&a, &b, &[]);
+    assert_eq!(code, 3);
     assert_eq!(report["regression"], false);
     assert_eq!(report["inconclusive"], true);
     let c = &report["comparisons"][0];
@@ -171,13 +195,8 @@ fn one_repeat_each_is_inconclusive_with_exit_3() {
         }
     }
     // A looser alpha needs fewer repeats: 3 vs 3 can reach 0.05 (1/20).
-    let assert = probe_cmd()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["--alpha", "0.05", "--format", "json"])
-        .assert()
-        .code(3);
-    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).unwrap();
+    let (report, code) = compare_json(&a, &b, &["--alpha", "0.05"]);
+    assert_eq!(code, 3);
     assert_eq!(report["comparisons"][0]["repeats_needed"], 3);
 }
 
@@ -287,18 +306,14 @@ fn duplicated_rows_and_a_writes_csv_of_another_run_exit_2() {
         dir
     };
     let expect_2 = |candidate: &Path, needles: &[&str]| {
-        let assert = probe_cmd()
-            .arg("compare")
-            .arg(shipped("redis-7.0"))
-            .arg(candidate)
-            .args(["--alpha", "0.05", "--min-diff-ms", "0.1"])
-            .assert()
-            .code(2);
-        let stderr = stderr_of(&assert);
-        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-        for needle in needles {
-            assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
-        }
+        assert_refused(
+            probe_cmd()
+                .arg("compare")
+                .arg(shipped("redis-7.0"))
+                .arg(candidate)
+                .args(["--alpha", "0.05", "--min-diff-ms", "0.1"]),
+            needles,
+        )
     };
     for file in ["summary.csv", "writes.csv"] {
         let dir = copy("valkey-9.1", &format!("repeated-{file}"));
@@ -393,20 +408,9 @@ fn a_candidate_that_is_really_slower_is_flagged() {
     let markdown = stdout_of(&assert);
     assert!(markdown.contains("| size | op | metric"), "{markdown}");
     assert!(markdown.contains("**REGRESSION"), "{markdown}");
-    let assert = probe_cmd()
-        .arg("compare")
-        .args([&base, &cand])
-        .args(["--format", "json"])
-        .assert()
-        .code(1);
-    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).unwrap();
-    let set_row = report["comparisons"][0]["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["op"] == "set")
-        .unwrap()
-        .clone();
+    let (report, code) = compare_json(&base, &cand, &[]);
+    assert_eq!(code, 1);
+    let set_row = row_of(&report, "set");
     assert_eq!(set_row["verdict"], "regression", "{set_row}");
     assert!(
         set_row["hol_delay"]["ratio"].as_f64().unwrap() >= 1.2,
@@ -416,20 +420,8 @@ fn a_candidate_that_is_really_slower_is_flagged() {
     // Swapped, the SET of the faster server is an improvement. (The deletes are not judged
     // here: appendonly does not touch them, so they differ only by the two runs' conditions,
     // which on a busy 2-core machine can be a systematic millisecond.)
-    let output = probe_cmd()
-        .arg("compare")
-        .args([&cand, &base])
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let set_row = report["comparisons"][0]["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["op"] == "set")
-        .unwrap()
-        .clone();
+    let (report, _) = compare_json(&cand, &base, &[]);
+    let set_row = row_of(&report, "set");
     // The figure appendonly moves is the others' wait; the writer's own time of a busy run can
     // overlap enough to be inconclusive (which would make the row's verdict so).
     assert_eq!(set_row["hol_delay"]["verdict"], "improvement", "{set_row}");
@@ -438,16 +430,10 @@ fn a_candidate_that_is_really_slower_is_flagged() {
 #[test]
 fn runs_of_different_probe_engines_warn_and_hol_delay_is_not_judged() {
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    {
-        let _turn = timing_lock();
-        record(&a, &[]);
-        record(&b, &[]);
-    }
+    let (a, b) = record_a_and_b(tmp.path());
     // Two runs of this engine: no warning, hol_delay_ms judged, each side's engine shown. (One
     // repeat each: inconclusive, exit 3.)
-    let assert = probe_cmd().arg("compare").args([&a, &b]).assert().code(3);
-    let stdout = stdout_of(&assert);
+    let stdout = compare_text(&a, &b, 3);
     assert!(!stdout.contains("probe engine ("), "{stdout}");
     assert!(
         !stdout.contains("not comparable (probe engines"),
@@ -471,8 +457,7 @@ fn runs_of_different_probe_engines_warn_and_hol_delay_is_not_judged() {
     run.as_object_mut().unwrap().remove("probe_engine");
     fs::write(old.join("run.json"), run.to_string()).unwrap();
 
-    let assert = probe_cmd().arg("compare").args([&old, &b]).assert().code(3);
-    let stdout = stdout_of(&assert);
+    let stdout = compare_text(&old, &b, 3);
     let warning = stdout
         .lines()
         .find(|l| l.starts_with("warning: the runs differ in probe engine"))
@@ -500,13 +485,8 @@ fn runs_of_different_probe_engines_warn_and_hol_delay_is_not_judged() {
         );
     }
 
-    let assert = probe_cmd()
-        .arg("compare")
-        .args([&b, &old])
-        .args(["--format", "json"])
-        .assert()
-        .code(3);
-    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).unwrap();
+    let (report, code) = compare_json(&b, &old, &[]);
+    assert_eq!(code, 3);
     let c = &report["comparisons"][0];
     assert_eq!(c["baseline"]["probe_engine_version"], 2);
     assert_eq!(c["candidate"]["probe_engine_version"], 1);
@@ -551,12 +531,7 @@ fn bad_directories_missing_files_and_mismatched_runs_exit_2() {
         dir
     };
     let expect_2 = |args: &[&std::ffi::OsStr], needles: &[&str]| {
-        let assert = probe_cmd().args(args).assert().code(2);
-        let stderr = stderr_of(&assert);
-        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-        for needle in needles {
-            assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
-        }
+        assert_refused(probe_cmd().args(args), needles)
     };
     let os = |p: &Path| p.as_os_str().to_owned();
     let compare = std::ffi::OsString::from("compare");
@@ -802,17 +777,7 @@ fn the_four_server_versions_each_run_a_small_sweep_side_by_side() {
 fn load_and_calibrate_runs_are_named_not_compared() {
     let tmp = tempfile::tempdir().unwrap();
     let expect_2 = |dir: &Path, needles: &[&str]| {
-        let assert = probe_cmd()
-            .arg("compare")
-            .arg(dir)
-            .arg(dir)
-            .assert()
-            .code(2);
-        let stderr = stderr_of(&assert);
-        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-        for needle in needles {
-            assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
-        }
+        assert_refused(probe_cmd().arg("compare").arg(dir).arg(dir), needles)
     };
 
     let server = common::TestServer::start(&[]);

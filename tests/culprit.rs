@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::TestServer;
+use common::{TestServer, config_set};
 use holprobe::measure::culprit::{
     CommandLogSource, LoopWindow, ServerCommandEntry, ServerLogPoller, WallSpan, eventloop_label,
     name_stall,
@@ -60,15 +60,6 @@ fn wait_for_next_second() {
     std::thread::sleep(Duration::from_micros(
         (1_000_000 - into_second_us + 20_000) as u64,
     ));
-}
-
-fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg(name)
-        .arg(value)
-        .exec(conn)
-        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
 }
 
 /// Everything the poller found over several polls.

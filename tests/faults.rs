@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, probe_cmd, read_csv, read_json};
+use common::{Exited, TestServer, exits_with, probe_cmd, probe_writes, read_csv, read_json};
 use predicates::prelude::*;
 
 fn probe_bin() -> &'static str {
@@ -21,6 +21,28 @@ fn signal(pid: u32, sig: i32) {
     unsafe {
         libc::kill(pid as libc::pid_t, sig);
     }
+}
+
+/// `spawn` for a run a test watches from outside: its stdout dropped, its stderr kept in a pipe
+/// for `stderr_of`.
+trait SpawnQuiet {
+    fn spawn_quiet(&mut self) -> std::process::Child;
+}
+
+impl SpawnQuiet for Command {
+    fn spawn_quiet(&mut self) -> std::process::Child {
+        self.stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// All a child wrote on its piped stderr, read to its end.
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    stderr
 }
 
 /// Waits for a child with a deadline; panics (after killing it) when it hangs.
@@ -53,10 +75,7 @@ fn sigint_keeps_results_stops_the_embedded_server_and_exits_130() {
             "--out",
         ])
         .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     thread::sleep(Duration::from_millis(1500));
     let sent = Instant::now();
     signal(child.id(), libc::SIGINT);
@@ -133,10 +152,7 @@ fn a_server_killed_mid_run_fails_the_run_quickly_and_keeps_results() {
         ])
         .args(["--gap", "100ms", "--out"])
         .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     thread::sleep(Duration::from_millis(1500));
     let killed = Instant::now();
     signal(server.server.pid().unwrap(), libc::SIGKILL);
@@ -147,8 +163,7 @@ fn a_server_killed_mid_run_fails_the_run_quickly_and_keeps_results() {
         killed.elapsed()
     );
     assert_eq!(status.code(), Some(1));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = stderr_of(&mut child);
     assert!(stderr.contains("error:"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     let run = read_json(&dir.path().join("run.json"));
@@ -166,17 +181,10 @@ fn a_server_killed_mid_run_fails_the_run_quickly_and_keeps_results() {
 #[test]
 fn an_unresponsive_server_ends_the_run_after_the_timeout() {
     let server = TestServer::start(&[]);
-    let port = server.port();
-    let sleeper = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(800));
-        let mut conn = holprobe::measure::target::ConnInfo::loopback(port)
-            .redis_connection()
-            .unwrap();
-        let _ = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("4")
-            .query::<()>(&mut conn);
-    });
+    let sleeper = server.command_after::<()>(
+        Duration::from_millis(800),
+        redis::cmd("DEBUG").arg("SLEEP").arg("4"),
+    );
     let started = Instant::now();
     probe_cmd()
         .args([
@@ -197,7 +205,8 @@ fn an_unresponsive_server_ends_the_run_after_the_timeout() {
         "took {:?}",
         started.elapsed()
     );
-    sleeper.join().unwrap();
+    // The DEBUG SLEEP's own reply may come after the run has gone: only the thread must end.
+    let _ = sleeper.join().unwrap();
 }
 
 #[test]
@@ -215,8 +224,7 @@ fn closing_stdout_ends_the_run_quietly() {
     assert!(first.starts_with("time (UTC)"), "the header: {first}");
     // The reader is gone (like `| head -1`): the next line hits a closed pipe.
     let status = wait_within(&mut child, Duration::from_secs(10));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = stderr_of(&mut child);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("error:"), "{stderr}");
     assert_ne!(status.code(), Some(0));
@@ -243,17 +251,9 @@ fn password_problems_are_named_and_the_password_never_printed() {
         .stderr(predicate::str::contains("refused"))
         .stderr(predicate::str::contains("wrong-pass").not());
     let dir = tempfile::tempdir().unwrap();
-    let assert = probe_cmd()
+    let assert = probe_writes(&url, "1M")
         .env("REDISCLI_AUTH", "sekrit-pass")
-        .args([
-            "--url",
-            &url,
-            "--writer-sizes",
-            "1M",
-            "--gap",
-            "50ms",
-            "--out",
-        ])
+        .arg("--out")
         .arg(dir.path())
         .assert()
         .success();
@@ -283,30 +283,20 @@ fn acl_denied_oom_and_a_replica_give_clear_failures() {
         ])
         .query::<()>(&mut conn)
         .unwrap();
-    probe_cmd()
-        .args([
-            "--url",
-            &format!("redis://limited:limited-pw@127.0.0.1:{}", server.port()),
-        ])
-        .args(["--writer-sizes", "1M", "--gap", "50ms"])
-        .assert()
-        .code(1)
-        .stdout(predicate::str::contains("NOPERM"))
-        .stderr(predicate::str::contains("write(s) failed"));
+    probe_writes(
+        &format!("redis://limited:limited-pw@127.0.0.1:{}", server.port()),
+        "1M",
+    )
+    .assert()
+    .code(1)
+    .stdout(predicate::str::contains("NOPERM"))
+    .stderr(predicate::str::contains("write(s) failed"));
 
     // maxmemory too small for the value: past the tool's own check (--force-memory), the
     // server's OOM reply.
     let small = TestServer::start(&["maxmemory 8mb"]);
-    probe_cmd()
-        .args([
-            "--url",
-            &small.url(),
-            "--writer-sizes",
-            "16M",
-            "--gap",
-            "50ms",
-            "--force-memory",
-        ])
+    probe_writes(&small.url(), "16M")
+        .arg("--force-memory")
         .assert()
         .code(1)
         .stdout(predicate::str::contains("OOM"));
@@ -330,16 +320,8 @@ fn acl_denied_oom_and_a_replica_give_clear_failures() {
 fn a_server_without_config_is_still_measured() {
     let server = TestServer::start(&["rename-command CONFIG \"\""]);
     let dir = tempfile::tempdir().unwrap();
-    probe_cmd()
-        .args([
-            "--url",
-            &server.url(),
-            "--writer-sizes",
-            "1M",
-            "--gap",
-            "50ms",
-            "--out",
-        ])
+    probe_writes(&server.url(), "1M")
+        .arg("--out")
         .arg(dir.path())
         .assert()
         .success();
@@ -402,18 +384,11 @@ fn dry_run_connects_to_nothing() {
 #[test]
 fn reset_probe_connections_reconnect_and_the_run_completes() {
     let server = TestServer::start(&[]);
-    let port = server.port();
-    let killer = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(700));
-        let mut conn = holprobe::measure::target::ConnInfo::loopback(port)
-            .redis_connection()
-            .unwrap();
-        // Every other client: the probe threads' connections (and the control one).
-        redis::cmd("CLIENT")
-            .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
-            .query::<i64>(&mut conn)
-            .unwrap()
-    });
+    // Every other client: the probe threads' connections (and the control one).
+    let killer = server.command_after::<i64>(
+        Duration::from_millis(700),
+        redis::cmd("CLIENT").arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"]),
+    );
     let dir = tempfile::tempdir().unwrap();
     probe_cmd()
         .args(["--url", &server.url(), "--duration", "1500ms", "--out"])
@@ -421,7 +396,7 @@ fn reset_probe_connections_reconnect_and_the_run_completes() {
         .assert()
         .success();
     assert!(
-        killer.join().unwrap() >= 2,
+        killer.join().unwrap().unwrap() >= 2,
         "the probe connections were not killed"
     );
     // Each thread noticed its connection closing and opened a new one. Pipelined probes are
@@ -532,13 +507,9 @@ fn a_panicking_thread_fails_the_run_with_its_message() {
             .args(args)
             .arg("--out")
             .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .spawn_quiet();
         let status = wait_within(&mut child, Duration::from_secs(30));
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        let stderr = stderr_of(&mut child);
         assert_eq!(status.code(), Some(1), "{thread}: {stderr}");
         let run = read_json(&dir.path().join("run.json"));
         assert_eq!(run["status"], "failed", "{thread}");
@@ -583,14 +554,10 @@ fn a_panicking_load_generator_thread_fails_the_load_run() {
         .args(["--writer-sizes", "1M", "--repeat", "1000", "--gap", "1s"])
         .arg("--out")
         .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     let started = Instant::now();
     let status = wait_within(&mut child, Duration::from_secs(30));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = stderr_of(&mut child);
     assert_eq!(status.code(), Some(1), "{stderr}");
     // It ends when the thread dies, not at the end of --duration.
     assert!(started.elapsed() < Duration::from_secs(10), "{stderr}");
@@ -617,10 +584,7 @@ fn a_panicking_load_generator_thread_fails_the_load_run() {
 fn start_with_embedded_server() -> (std::process::Child, std::net::SocketAddr) {
     let mut child = Command::new(probe_bin())
         .args(["--writer-sizes", "1M", "--repeat", "1000", "--gap", "50ms"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     // "started redis 7.0.15 (/usr/bin/redis-server) on 127.0.0.1:PORT, persistence off; ..."
     let mut reader = BufReader::new(child.stderr.take().unwrap());
     let mut port = None;
@@ -778,20 +742,11 @@ fn a_write_under_way_at_ctrl_c_is_covered_by_probes_to_its_end() {
 #[test]
 fn probes_unanswered_at_the_end_are_failed_rows() {
     let server = TestServer::start(&[]);
-    let port = server.port();
-    let pauser = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(1200));
-        let mut control = holprobe::measure::target::ConnInfo::loopback(port)
-            .redis_connection()
-            .unwrap();
-        // Past the run's end and the probe threads' 1 s wait for late replies.
-        redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(2500)
-            .arg("ALL")
-            .query::<()>(&mut control)
-            .unwrap();
-    });
+    // Past the run's end and the probe threads' 1 s wait for late replies.
+    let pauser = server.command_after::<()>(
+        Duration::from_millis(1200),
+        redis::cmd("CLIENT").arg("PAUSE").arg(2500).arg("ALL"),
+    );
     let dir = tempfile::tempdir().unwrap();
     probe_cmd()
         .args(["--url", &server.url(), "--duration", "1500ms", "--out"])
@@ -799,7 +754,7 @@ fn probes_unanswered_at_the_end_are_failed_rows() {
         .timeout(Duration::from_secs(30))
         .assert()
         .success();
-    pauser.join().unwrap();
+    pauser.join().unwrap().unwrap();
     let probes = read_csv(&dir.path().join("probes.csv"));
     let unanswered: Vec<_> = probes
         .iter()
@@ -950,19 +905,18 @@ fn custom_commands_are_looked_up_by_their_own_name_and_skip_the_set_checks() {
 #[test]
 fn a_shard_a_standalone_server_lacks_is_refused() {
     let server = TestServer::start(&[]);
-    let output = probe_cmd()
-        .args([
+    let stderr = exits_with(
+        probe_cmd().args([
             "--url",
             &server.url(),
             "--shard",
             "99",
             "--duration",
             "300ms",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+        ]),
+        2,
+    )
+    .stderr;
     assert!(stderr.contains("'99' for --shard"), "{stderr}");
     assert_eq!(stderr.matches("error:").count(), 1, "{stderr}");
 }
@@ -972,21 +926,21 @@ fn a_duration_that_cuts_the_writer_short_is_not_an_interrupt() {
     let server = TestServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cut");
-    let output = probe_cmd()
-        .args([
-            "--url",
-            &server.url(),
-            "--writer-sizes",
-            "1M",
-            "--repeat",
-            "100",
-        ])
-        .args(["--gap", "200ms", "--duration", "1s", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let stderr = exits_with(
+        probe_cmd()
+            .args([
+                "--url",
+                &server.url(),
+                "--writer-sizes",
+                "1M",
+                "--repeat",
+                "100",
+            ])
+            .args(["--gap", "200ms", "--duration", "1s", "--out"])
+            .arg(&out),
+        0,
+    )
+    .stderr;
     assert!(
         stderr.contains("--duration ended before the writer's plan"),
         "{stderr}"
@@ -1004,21 +958,12 @@ fn a_failed_write_fails_the_run_in_run_json_too() {
     let dir = tempfile::tempdir().unwrap();
     let small = TestServer::start(&["maxmemory 8mb"]);
     let out = dir.path().join("oom");
-    let output = probe_cmd()
-        .args([
-            "--url",
-            &small.url(),
-            "--writer-sizes",
-            "16M",
-            "--gap",
-            "50ms",
-        ])
-        .args(["--force-memory", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    exits_with(
+        probe_writes(&small.url(), "16M")
+            .args(["--force-memory", "--out"])
+            .arg(&out),
+        1,
+    );
     let run = read_json(&out.join("run.json"));
     assert_eq!(run["status"], "failed", "{run}");
     let reason = run["status_reason"].as_str().unwrap_or_default();
@@ -1108,13 +1053,13 @@ fn a_running_run_holds_its_out_directory() {
         thread::sleep(Duration::from_millis(20));
     }
     assert!(first.try_wait().unwrap().is_none(), "the run ended already");
-    let second = probe_cmd()
-        .args(["--duration", "1s", "--force", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    let stderr = exits_with(
+        probe_cmd()
+            .args(["--duration", "1s", "--force", "--out"])
+            .arg(dir.path()),
+        2,
+    )
+    .stderr;
     assert!(stderr.contains("in use by another run"), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
 
@@ -1166,13 +1111,9 @@ fn a_full_disk_ends_the_run_with_a_clear_error_and_a_run_json_that_says_so() {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
         .args(["--duration", "60s", "--probe-rate", "2000", "--out"])
         .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     let status = wait_within(&mut child, Duration::from_secs(45));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = stderr_of(&mut child);
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("No space left on device"), "{stderr}");
     assert!(stderr.contains("the disk of --out is full"), "{stderr}");
@@ -1210,30 +1151,22 @@ fn a_server_binary_that_hangs_is_bounded_and_a_dry_run_never_runs_it() {
         "hangs",
         &format!("touch {}\nexec sleep 600", marker.display()),
     );
-    let output = probe_cmd()
-        .args(["--dry-run", "--duration", "1s", "--server-bin"])
-        .arg(&hangs)
-        .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    exits_with(
+        probe_cmd()
+            .args(["--dry-run", "--duration", "1s", "--server-bin"])
+            .arg(&hangs)
+            .timeout(Duration::from_secs(30)),
+        0,
     );
     assert!(!marker.exists(), "the dry run ran the binary");
 
-    let started = Instant::now();
-    let output = probe_cmd()
-        .args(["--duration", "1s", "--server-bin"])
-        .arg(&hangs)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let Exited { stderr, took, .. } = exits_with(
+        probe_cmd()
+            .args(["--duration", "1s", "--server-bin"])
+            .arg(&hangs)
+            .timeout(Duration::from_secs(60)),
+        1,
+    );
     assert!(
         stderr.contains("--version did not exit within 5 s"),
         "{stderr}"
@@ -1250,16 +1183,13 @@ fn a_server_that_never_listens_is_reported_after_one_limit() {
         "silent",
         "if [ \"$1\" = --version ]; then echo 'Redis server v=7.0.15 sha=0'; exit 0; fi\nexec sleep 600",
     );
-    let started = Instant::now();
-    let output = probe_cmd()
-        .args(["--duration", "1s", "--server-bin"])
-        .arg(&silent)
-        .timeout(Duration::from_secs(90))
-        .output()
-        .unwrap();
-    let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let Exited { stderr, took, .. } = exits_with(
+        probe_cmd()
+            .args(["--duration", "1s", "--server-bin"])
+            .arg(&silent)
+            .timeout(Duration::from_secs(90)),
+        1,
+    );
     assert!(stderr.contains("did not answer PING"), "{stderr}");
     assert!(
         took < Duration::from_secs(16),
@@ -1272,22 +1202,19 @@ fn a_server_that_never_listens_is_reported_after_one_limit() {
 #[test]
 fn a_tls_url_to_a_plain_port_fails_within_the_connect_timeout() {
     let server = TestServer::start(&[]);
-    let started = Instant::now();
-    let output = probe_cmd()
-        .args([
-            "--url",
-            &format!("rediss://127.0.0.1:{}", server.port()),
-            "--connect-timeout",
-            "2s",
-            "--duration",
-            "1s",
-        ])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let Exited { stderr, took, .. } = exits_with(
+        probe_cmd()
+            .args([
+                "--url",
+                &format!("rediss://127.0.0.1:{}", server.port()),
+                "--connect-timeout",
+                "2s",
+                "--duration",
+                "1s",
+            ])
+            .timeout(Duration::from_secs(60)),
+        1,
+    );
     assert!(
         stderr.contains("timed out after 2 s waiting for the TLS handshake"),
         "{stderr}"
@@ -1321,10 +1248,7 @@ fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
             "--duration",
             "60s",
         ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     let (tx, rx) = std::sync::mpsc::channel();
     let stderr = child.stderr.take().unwrap();
     let reader = thread::spawn(move || {
@@ -1386,10 +1310,7 @@ fn a_dead_tools_server_directory_is_removed_by_the_next_start() {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
         .args(["--duration", "60s"])
         .env("TMPDIR", tmp.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     let mut reader = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     while !line.starts_with("run ") && reader.read_line(&mut line).unwrap() > 0 {
@@ -1403,16 +1324,11 @@ fn a_dead_tools_server_directory_is_removed_by_the_next_start() {
     let _ = child.wait();
     assert!(left[0].exists(), "kill -9 leaves the directory");
 
-    let output = probe_cmd()
-        .args(["--duration", "300ms"])
-        .env("TMPDIR", tmp.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    exits_with(
+        probe_cmd()
+            .args(["--duration", "300ms"])
+            .env("TMPDIR", tmp.path()),
+        0,
     );
     assert!(workdirs().is_empty(), "left: {:?}", workdirs());
 }

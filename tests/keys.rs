@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::TestServer;
+use common::{TestServer, config_set};
 use holprobe::keys::fit::{FitRow, fit};
 use holprobe::keys::model::{CostModel, MODEL_FORMAT, ModelOp, ModelServer, Source};
 use holprobe::workload::kind_named;
@@ -227,6 +227,19 @@ fn shipped_string_deletes(name: &str) -> Vec<FitRow> {
         .collect()
 }
 
+/// The servers a by-hand model run covers: the four, or those HOLPROBE_MODEL_SERVERS names
+/// (comma-separated).
+fn model_servers() -> Vec<&'static str> {
+    let only = std::env::var("HOLPROBE_MODEL_SERVERS").ok();
+    ["redis-6.2", "redis-7.0", "redis-8.2", "valkey-9.1"]
+        .into_iter()
+        .filter(|name| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|x| x == *name))
+        })
+        .collect()
+}
+
 /// Measures the rows behind data/models/NAME.json on each of the four servers and writes the
 /// fitted files (`cargo test --release --test keys -- --ignored measure_models --nocapture`).
 /// Sizes: HOLPROBE_MODEL_SIZES (comma-separated element counts, default 50000,150000,400000).
@@ -238,14 +251,7 @@ fn measure_models() {
         .split(',')
         .map(|s| s.trim().parse().expect("a size"))
         .collect();
-    let only = std::env::var("HOLPROBE_MODEL_SERVERS").ok();
-    for name in ["redis-6.2", "redis-7.0", "redis-8.2", "valkey-9.1"] {
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|x| x == name))
-        {
-            continue;
-        }
+    for name in model_servers() {
         let Some(bin) = common::server(name) else {
             continue;
         };
@@ -260,12 +266,7 @@ fn measure_models() {
             ("lazyfree-lazy-expire", "no"),
             ("lazyfree-lazy-eviction", "no"),
         ] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg(setting)
-                .arg(value)
-                .query(&mut conn)
-                .unwrap();
+            config_set(&mut conn, setting, value);
         }
         let flavor = if info_field(&mut conn, "server", "valkey_version").is_some() {
             "valkey"
@@ -413,12 +414,7 @@ fn the_scan_finds_big_keys_and_predicts_their_dels_in_order() {
         ("slowlog-log-slower-than", "0"),
         ("slowlog-max-len", "100000"),
     ] {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(setting)
-            .arg(value)
-            .query(&mut conn)
-            .unwrap();
+        config_set(&mut conn, setting, value);
     }
     let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut conn).unwrap();
     let _: () = redis::cmd("CONFIG")
@@ -760,14 +756,7 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
 #[test]
 #[ignore = "rewrites data/models/ from data/collections; run by hand"]
 fn refit_shipped_models() {
-    let only = std::env::var("HOLPROBE_MODEL_SERVERS").ok();
-    for name in ["redis-6.2", "redis-7.0", "redis-8.2", "valkey-9.1"] {
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|x| x == name))
-        {
-            continue;
-        }
+    for name in model_servers() {
         let (model, kept) = refit_shipped(name);
         for e in &model.entries {
             println!(

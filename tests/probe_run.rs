@@ -2,10 +2,11 @@
 
 mod common;
 
-use std::thread;
 use std::time::Duration;
 
-use common::{TestServer, csv_header, probe_cmd, read_csv, read_json};
+use common::{
+    TestServer, csv_header, probe_cmd, probe_writes, read_csv, read_json, refused_before_starting,
+};
 use predicates::prelude::*;
 
 #[test]
@@ -183,16 +184,8 @@ fn external_server_keeps_its_own_keys_and_loses_the_tools() {
 fn keep_holds_every_value_then_measures_each_deletion() {
     let server = TestServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
-    probe_cmd()
-        .args([
-            "--url",
-            &server.url(),
-            "--writer-sizes",
-            "1M,2M",
-            "--keep",
-            "--gap",
-            "50ms",
-        ])
+    probe_writes(&server.url(), "1M,2M")
+        .arg("--keep")
         .arg("--out")
         .arg(dir.path())
         .assert()
@@ -209,25 +202,17 @@ fn keep_holds_every_value_then_measures_each_deletion() {
 fn observe_mode_measures_an_injected_debug_sleep() {
     let server = TestServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let port = server.port();
-    let sleeper = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(1200));
-        let mut conn = holprobe::measure::target::ConnInfo::loopback(port)
-            .redis_connection()
-            .unwrap();
-        redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("0.2")
-            .query::<()>(&mut conn)
-            .unwrap();
-    });
+    let sleeper = server.command_after::<()>(
+        Duration::from_millis(1200),
+        redis::cmd("DEBUG").arg("SLEEP").arg("0.2"),
+    );
     let assert = probe_cmd()
         .args(["--url", &server.url(), "--duration", "2500ms"])
         .arg("--out")
         .arg(dir.path())
         .assert()
         .success();
-    sleeper.join().unwrap();
+    sleeper.join().unwrap().unwrap();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     let stalls = read_csv(&dir.path().join("stalls.csv"));
     let mut durations: Vec<f64> = stalls
@@ -300,14 +285,7 @@ fn bad_sizes_and_rates_are_refused_before_anything_starts() {
         (vec!["--writer-sizes", "1M", "--gap", "later"], "--gap"),
         (vec!["--writer-sizes", "1M", "--url", "http://x:1"], "--url"),
     ] {
-        // A server binary that does not exist proves nothing was started.
-        probe_cmd()
-            .args(&args)
-            .args(["--server-bin", "/nonexistent/redis-server"])
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(needle))
-            .stderr(predicate::str::contains("panicked").not());
+        refused_before_starting(&args, needle);
     }
 }
 
@@ -327,20 +305,12 @@ fn a_size_over_the_servers_bulk_limit_is_refused_with_the_way_to_raise_it() {
 #[test]
 fn probes_csv_can_keep_only_the_delayed_probes_or_none() {
     let server = TestServer::start(&[]);
-    let port = server.port();
     for mode in ["delayed", "none"] {
         let dir = tempfile::tempdir().unwrap();
-        let sleeper = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(700));
-            let mut conn = holprobe::measure::target::ConnInfo::loopback(port)
-                .redis_connection()
-                .unwrap();
-            redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg("0.1")
-                .query::<()>(&mut conn)
-                .unwrap();
-        });
+        let sleeper = server.command_after::<()>(
+            Duration::from_millis(700),
+            redis::cmd("DEBUG").arg("SLEEP").arg("0.1"),
+        );
         probe_cmd()
             .args([
                 "--url",
@@ -354,7 +324,7 @@ fn probes_csv_can_keep_only_the_delayed_probes_or_none() {
             .arg(dir.path())
             .assert()
             .success();
-        sleeper.join().unwrap();
+        sleeper.join().unwrap().unwrap();
         let rows = read_csv(&dir.path().join("probes.csv"));
         let run = read_json(&dir.path().join("run.json"));
         assert_eq!(run["options"]["probes"], mode);

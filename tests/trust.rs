@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestServer, probe_cmd, read_csv, read_json};
+use common::{
+    Exited, TestServer, probe_cmd, probe_writes, read_csv, read_json, refused_before_starting,
+    run_to_end,
+};
 use predicates::prelude::*;
 
 fn config_get(server: &TestServer, name: &str) -> String {
@@ -24,30 +27,46 @@ fn num(row: &std::collections::HashMap<String, String>, column: &str) -> Option<
     row.get(column).and_then(|v| v.parse().ok())
 }
 
+/// `probe calibrate --stalls STALLS --times TIMES --gap GAP`; the test adds its target and outputs.
+fn calibrate(stalls: &str, times: &str, gap: &str) -> assert_cmd::Command {
+    let mut probe = probe_cmd();
+    probe.args([
+        "calibrate",
+        "--stalls",
+        stalls,
+        "--times",
+        times,
+        "--gap",
+        gap,
+    ]);
+    probe
+}
+
+/// Runs a calibration to its end: exit 0, or 1 where a busy host failed the accuracy the tool
+/// claims (these tests hold its figures to bounds of their own).
+fn calibrated(calibration: &mut assert_cmd::Command) -> Exited {
+    let exited = run_to_end(calibration);
+    assert!(
+        matches!(exited.code, Some(0 | 1)),
+        "{:?}\n{}\n{}",
+        exited.code,
+        exited.stdout,
+        exited.stderr
+    );
+    exited
+}
+
 /// Calibration against the embedded server (DEBUG SLEEP): every injected stall is found, and
 /// measured close to its SLOWLOG duration. The tool's own verdict uses the baseline p99, which
 /// a busy 2-core machine inflates; this test holds it to fixed bounds instead.
 #[test]
 fn calibrate_measures_debug_sleeps_on_the_embedded_server() {
     let dir = tempfile::tempdir().unwrap();
-    let assert = probe_cmd()
-        .args([
-            "calibrate",
-            "--stalls",
-            "10,50,150",
-            "--times",
-            "3",
-            "--gap",
-            "150ms",
-        ])
-        .arg("--out")
-        .arg(dir.path())
-        .assert();
-    let output = assert.get_output();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    let code = output.status.code();
-    assert!(matches!(code, Some(0 | 1)), "{code:?}\n{stdout}\n{stderr}");
+    let Exited { stdout, stderr, .. } = calibrated(
+        calibrate("10,50,150", "3", "150ms")
+            .arg("--out")
+            .arg(dir.path()),
+    );
     assert!(stderr.contains("debug-sleep"), "{stderr}");
     assert!(stdout.contains("claimed accuracy"), "{stdout}");
     assert!(stdout.contains("calibration:"), "{stdout}");
@@ -90,25 +109,12 @@ fn calibrate_uses_a_lua_time_loop_when_debug_is_off() {
     let server = TestServer::start(&["enable-debug-command no"]);
     let before = config_get(&server, "slowlog-log-slower-than");
     let dir = tempfile::tempdir().unwrap();
-    let assert = probe_cmd()
-        .args([
-            "calibrate",
-            "--url",
-            &server.url(),
-            "--stalls",
-            "30",
-            "--times",
-            "2",
-            "--gap",
-            "100ms",
-        ])
-        .arg("--out")
-        .arg(dir.path())
-        .assert();
-    let output = assert.get_output();
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    let Exited { stdout, stderr, .. } = calibrated(
+        calibrate("30", "2", "100ms")
+            .args(["--url", &server.url()])
+            .arg("--out")
+            .arg(dir.path()),
+    );
     assert!(stderr.contains("lua-time"), "{stderr}");
     assert!(
         stderr.contains("calibration freezes this server"),
@@ -141,26 +147,14 @@ fn calibrate_detects_frozen_time_on_valkey_and_uses_the_iteration_loop() {
     );
     let server = TestServer::start_bin(Some(&bin), &["enable-debug-command no"]);
     let dir = tempfile::tempdir().unwrap();
-    let assert = probe_cmd()
-        .args([
-            "calibrate",
-            "--url",
-            &server.url(),
-            "--tune-server",
-            "--stalls",
-            "40",
-            "--times",
-            "2",
-            "--gap",
-            "100ms",
-        ])
-        .arg("--out")
-        .arg(dir.path())
-        .timeout(Duration::from_secs(120))
-        .assert();
-    let output = assert.get_output();
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    let stderr = calibrated(
+        calibrate("40", "2", "100ms")
+            .args(["--url", &server.url(), "--tune-server"])
+            .arg("--out")
+            .arg(dir.path())
+            .timeout(Duration::from_secs(120)),
+    )
+    .stderr;
     assert!(stderr.contains("lua-loop"), "{stderr}");
     assert!(stderr.contains("TIME is frozen"), "{stderr}");
     let rows = read_csv(&dir.path().join("calibration.csv"));
@@ -222,17 +216,8 @@ fn tuned_settings_are_restored_after_a_failed_run() {
         "slowlog-max-len 77",
         "latency-monitor-threshold 0",
     ]);
-    let assert = probe_cmd()
-        .args([
-            "--url",
-            &server.url(),
-            "--tune-server",
-            "--force-memory",
-            "--writer-sizes",
-            "1M,32M",
-            "--gap",
-            "50ms",
-        ])
+    let assert = probe_writes(&server.url(), "1M,32M")
+        .args(["--tune-server", "--force-memory"])
         .assert()
         .code(1);
     let output = assert.get_output();
@@ -367,13 +352,7 @@ fn bad_calibrate_flags_are_refused_before_anything_starts() {
             "--predict",
         ),
     ] {
-        probe_cmd()
-            .args(&args)
-            .args(["--server-bin", "/nonexistent/redis-server"])
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(needle))
-            .stderr(predicate::str::contains("panicked").not());
+        refused_before_starting(&args, needle);
     }
 }
 
@@ -430,22 +409,9 @@ fn a_value_that_no_longer_fits_is_not_sent() {
 /// run's findings under `run`: a row per injection.
 #[test]
 fn calibrate_format_json_is_one_document_with_every_injection() {
-    let assert = probe_cmd()
-        .args([
-            "calibrate",
-            "--stalls",
-            "20",
-            "--times",
-            "2",
-            "--gap",
-            "100ms",
-        ])
-        .args(["--format", "json"])
-        .assert();
-    let output = assert.get_output();
-    assert!(matches!(output.status.code(), Some(0 | 1)));
+    let stdout = calibrated(calibrate("20", "2", "100ms").args(["--format", "json"])).stdout;
     let doc: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("stdout is one JSON document");
+        serde_json::from_str(&stdout).expect("stdout is one JSON document");
     assert_eq!(doc["injections"], 2, "{doc}");
     assert_eq!(doc["rows"].as_array().unwrap().len(), 2, "{doc}");
     assert_eq!(doc["run"]["status"], "complete", "{doc}");

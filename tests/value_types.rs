@@ -230,30 +230,13 @@ fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
         "rename-command UNLINK \"\"",
     ]);
     let url = server.url();
+    let hash = ["--url", &url, "--type", "hash"];
     refused(
-        &[
-            "--url",
-            &url,
-            "--type",
-            "hash",
-            "--elements",
-            "100k",
-            "--batch",
-            "100k",
-        ],
+        &[&hash[..], &["--elements", "100k", "--batch", "100k"]].concat(),
         "client-query-buffer-limit",
     );
     refused(
-        &[
-            "--url",
-            &url,
-            "--type",
-            "hash",
-            "--elements",
-            "1000",
-            "--ops",
-            "build,unlink",
-        ],
+        &[&hash[..], &["--elements", "1000", "--ops", "build,unlink"]].concat(),
         "no UNLINK command",
     );
     assert!(server.keys("*").is_empty());

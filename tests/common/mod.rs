@@ -7,8 +7,10 @@ pub mod bursts;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
-use holprobe::measure::target::EmbeddedServer;
+use holprobe::measure::target::{ConnInfo, EmbeddedServer};
 
 /// A real redis-server started for one test.
 pub struct TestServer {
@@ -44,6 +46,25 @@ impl TestServer {
             .expect("connect to the test server")
     }
 
+    /// Sends `command` on a connection of its own after `delay`, from a thread of its own: a
+    /// fault injected while a run is under way. The connection is opened after the delay, so it
+    /// is not one of the clients the run sees at its start.
+    pub fn command_after<T: redis::FromRedisValue + Send + 'static>(
+        &self,
+        delay: Duration,
+        command: &redis::Cmd,
+    ) -> JoinHandle<redis::RedisResult<T>> {
+        let port = self.port();
+        let command = command.clone();
+        thread::spawn(move || {
+            thread::sleep(delay);
+            let mut conn = ConnInfo::loopback(port)
+                .redis_connection()
+                .expect("connect to the test server");
+            command.query(&mut conn)
+        })
+    }
+
     /// Every key matching `pattern`.
     pub fn keys(&self, pattern: &str) -> Vec<String> {
         let mut conn = self.conn();
@@ -54,9 +75,70 @@ impl TestServer {
     }
 }
 
+/// `CONFIG SET name value`, which must succeed.
+pub fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .exec(conn)
+        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
+}
+
 /// The `probe` binary built for this test run.
 pub fn probe_cmd() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("probe").expect("the probe binary")
+}
+
+/// A server binary that does not exist: a command given it that is refused proves that nothing
+/// was started.
+pub const NO_SERVER: [&str; 2] = ["--server-bin", "/nonexistent/redis-server"];
+
+/// `probe ARGS` (with `NO_SERVER`) refused before anything starts: exit 2, `needle` on stderr,
+/// and no panic.
+pub fn refused_before_starting(args: &[&str], needle: &str) {
+    use predicates::prelude::*;
+    probe_cmd()
+        .args(args)
+        .args(NO_SERVER)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(needle))
+        .stderr(predicate::str::contains("panicked").not());
+}
+
+/// `probe --url URL --writer-sizes SIZES --gap 50ms`: the shortest run that writes these sizes.
+pub fn probe_writes(url: &str, sizes: &str) -> assert_cmd::Command {
+    let mut probe = probe_cmd();
+    probe.args(["--url", url, "--writer-sizes", sizes, "--gap", "50ms"]);
+    probe
+}
+
+/// How a command ended, what it printed, and how long it ran.
+pub struct Exited {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+/// Runs `command` to its end.
+pub fn run_to_end(command: &mut assert_cmd::Command) -> Exited {
+    let started = Instant::now();
+    let output = command.output().expect("run the command");
+    Exited {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        took: started.elapsed(),
+    }
+}
+
+/// Runs `command` to its end, which must exit with `code` (its stderr is shown when not).
+pub fn exits_with(command: &mut assert_cmd::Command, code: i32) -> Exited {
+    let exited = run_to_end(command);
+    assert_eq!(exited.code, Some(code), "{}", exited.stderr);
+    exited
 }
 
 /// Rows of a CSV file as maps from column to value.
