@@ -4,12 +4,21 @@
 //!
 //! What a batch cost others comes from two places: the probes (the worst probe latency of the
 //! probe intervals that ended since the last batch; they arrive a little late, so a backoff may
-//! come one or two batches after the batch that caused it) and the batch's own round trip, which
-//! bounds the time the server spent on it and is known at once. Either past `--stall-threshold`
-//! halves the count and doubles the pause (multiplicative decrease); both under half of it let
-//! the count grow back by an eighth of the ceiling and the pause shrink by a quarter (additive
-//! increase), so the scan settles just under what the server takes without delaying anyone past
-//! the threshold.
+//! come one or two batches after the batch that caused it) and the batch's own time on the
+//! server (the span between two `TIME`s sent around it, else its round trip, which bounds it),
+//! known at once. Either past `--stall-threshold` halves the count and doubles the pause
+//! (multiplicative decrease); both under half of it let the count grow back by an eighth of the
+//! ceiling and the pause shrink by a quarter (additive increase), so the scan settles just under
+//! what the server takes without delaying anyone past the threshold.
+//!
+//! A delayed probe is the scan's doing only when the scan's batches of that time were long
+//! enough to be a good part of why: a single-threaded server keeps a probe waiting behind one of
+//! the scan's batches at most as long as it spends on that batch. So a probe delay counts in
+//! full when the batches since the previous probe report (and the ones before, as the reports
+//! come late) took half the threshold or more, and not at all otherwise. Without that (and with
+//! round trips for the batches' time), another client's slow command or a busy host drove the
+//! scan down to one key a second: 2,001 keys of a replica took 58 s, on a host that delayed the
+//! probes 8 ms before the scan and 24 ms during it.
 
 use std::time::Duration;
 
@@ -24,8 +33,9 @@ pub struct BatchCost {
     /// The worst probe latency reported since the previous batch, µs (`None`: no probe
     /// interval ended since).
     pub worst_probe_us: Option<u64>,
-    /// The batch's round trip: from its first command sent to its last reply, µs.
-    pub round_trip_us: u64,
+    /// What the batch took on the server, µs: the span between two `TIME`s sent around it
+    /// (its round trip where TIME is refused).
+    pub batch_us: u64,
 }
 
 /// The next batch.
@@ -44,6 +54,9 @@ pub struct Pacer {
     threshold_us: u64,
     step: Step,
     backoffs: u64,
+    /// The longest batch since the last probe report, and of those before it, µs: what the
+    /// probes' latest intervals can have seen of the scan.
+    batch_window_us: (u64, u64),
 }
 
 impl Pacer {
@@ -58,6 +71,7 @@ impl Pacer {
                 pause: Duration::ZERO,
             },
             backoffs: 0,
+            batch_window_us: (0, 0),
         }
     }
 
@@ -73,7 +87,26 @@ impl Pacer {
 
     /// Takes what the last batch cost and returns the next batch.
     pub fn observe(&mut self, cost: BatchCost) -> Step {
-        let worst = cost.worst_probe_us.unwrap_or(0).max(cost.round_trip_us);
+        let (before, since) = self.batch_window_us;
+        let since = since.max(cost.batch_us);
+        let charged = match cost.worst_probe_us {
+            Some(probe_us) => {
+                let busiest_us = before.max(since);
+                self.batch_window_us = (since, 0);
+                // Shorter batches may add to a probe's wait, but never past half the
+                // threshold, where the pace grows anyway.
+                if busiest_us >= self.threshold_us / 2 {
+                    probe_us
+                } else {
+                    0
+                }
+            }
+            None => {
+                self.batch_window_us = (before, since);
+                0
+            }
+        };
+        let worst = charged.max(cost.batch_us);
         let Step { count, pause } = self.step;
         self.step = if worst > self.threshold_us {
             self.backoffs += 1;
@@ -102,10 +135,10 @@ impl Pacer {
 mod tests {
     use super::*;
 
-    fn cost(probe_us: Option<u64>, round_trip_us: u64) -> BatchCost {
+    fn cost(probe_us: Option<u64>, batch_us: u64) -> BatchCost {
         BatchCost {
             worst_probe_us: probe_us,
-            round_trip_us,
+            batch_us,
         }
     }
 
@@ -128,7 +161,8 @@ mod tests {
     #[test]
     fn a_delayed_probe_halves_the_count_and_pauses() {
         let mut pacer = Pacer::new(1000, 1000);
-        let step = pacer.observe(cost(Some(5_000), 300));
+        // Batches of 0.6 ms: long enough (half the threshold) to be why a probe waited.
+        let step = pacer.observe(cost(Some(5_000), 600));
         assert_eq!(
             step,
             Step {
@@ -136,7 +170,7 @@ mod tests {
                 pause: MIN_BACKOFF_PAUSE
             }
         );
-        let step = pacer.observe(cost(Some(5_000), 300));
+        let step = pacer.observe(cost(Some(5_000), 600));
         assert_eq!(
             step,
             Step {
@@ -159,7 +193,7 @@ mod tests {
     fn it_recovers_gradually_and_never_passes_its_ceiling() {
         let mut pacer = Pacer::new(800, 1000);
         for _ in 0..10 {
-            pacer.observe(cost(Some(50_000), 0));
+            pacer.observe(cost(Some(50_000), 600));
         }
         let low = pacer.step();
         assert_eq!(low.count, 1);
@@ -182,9 +216,44 @@ mod tests {
     #[test]
     fn between_half_and_the_threshold_it_holds() {
         let mut pacer = Pacer::new(1000, 1000);
-        pacer.observe(cost(Some(2_000), 0));
+        pacer.observe(cost(Some(2_000), 600));
         let held = pacer.step();
         assert_eq!(pacer.observe(cost(Some(700), 0)), held);
+    }
+
+    #[test]
+    fn probes_delayed_by_others_do_not_slow_a_light_scan() {
+        // The host or another client delays the probes by 40 ms; the scan's batches take
+        // 0.2 ms, which cannot have kept anyone waiting 40 ms.
+        let mut pacer = Pacer::new(100, 1000);
+        for _ in 0..100 {
+            let step = pacer.observe(cost(Some(40_000), 200));
+            assert_eq!(
+                step,
+                Step {
+                    count: 100,
+                    pause: Duration::ZERO
+                }
+            );
+        }
+        assert_eq!(pacer.backoffs(), 0);
+        // Once its batches take half the threshold, the same delay is the scan's to answer for.
+        assert_eq!(pacer.observe(cost(Some(40_000), 500)).count, 50);
+        assert_eq!(pacer.backoffs(), 1);
+    }
+
+    #[test]
+    fn a_late_report_blames_the_heavy_batches_before_it() {
+        let mut pacer = Pacer::new(1000, 1000);
+        // A batch of 0.7 ms, then light ones: the report that comes two batches later is
+        // charged, and so is the next one (its intervals may still cover the heavy batch).
+        pacer.observe(cost(None, 700));
+        pacer.observe(cost(None, 100));
+        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 500);
+        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 250);
+        // By the third report only light batches are in view: no more backoff.
+        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 250 + 125);
+        assert_eq!(pacer.backoffs(), 2);
     }
 
     #[test]

@@ -228,9 +228,12 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
     let mut intervals: Vec<(u64, u64, u64, u64, u64)> = Vec::new();
     let mut refusals_shown = 0;
     out.start_progress(total.max(1), "keys");
+    // The session's own server is the probed deployment's first node, as for a run's writes
+    // (in a cluster shard 0's master, not the --url node; for a replica, its master): the probe
+    // key it checks and removes lives there, and a replica refuses the removal.
     let report = crate::session::measure_nodes(
         &plan.options,
-        target,
+        deployment.written(),
         &deployment.probed,
         Some(Box::new(scanner)),
         crate::session::RunSpec::new(crate::output::export::Mode::Keys),

@@ -160,20 +160,63 @@ fn now_unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Sends `commands` at once and reads their replies, in order; the round trip, µs.
-fn pipeline(conn: &mut RawConn, commands: &[Vec<Vec<u8>>]) -> Result<(Vec<Reply>, u64)> {
+/// `TIME`'s reply, µs on the server's clock.
+fn server_time_us(reply: &Reply) -> Option<u64> {
+    let Reply::Array(Some(parts)) = reply else {
+        return None;
+    };
+    let number = |part: Option<&Reply>| match part {
+        Some(Reply::Bulk(Some(bytes))) => std::str::from_utf8(bytes).ok()?.parse::<u64>().ok(),
+        _ => None,
+    };
+    Some(number(parts.first())? * 1_000_000 + number(parts.get(1))?)
+}
+
+/// Sends `commands` at once and reads their replies, in order; with what the batch cost the
+/// server, µs. With `timed` the batch goes between two `TIME`s and the cost is the span of the
+/// server's clock between them: the time the server spent on the batch (and, between its reads
+/// of the batch, on other clients), which is what a probe can have waited behind it. The round
+/// trip, the fallback where TIME is refused, also holds the client's and the network's time,
+/// which on a busy host is much of it and no one else's wait (ms where the server spent 0.1 ms).
+/// `timed` is cleared when the server refuses TIME.
+fn pipeline(
+    conn: &mut RawConn,
+    commands: &[Vec<Vec<u8>>],
+    timed: &mut bool,
+) -> Result<(Vec<Reply>, u64)> {
     let mut buf = Vec::new();
+    let time: &[&[u8]] = &[b"TIME"];
+    if *timed {
+        buf.extend_from_slice(&encode_command(time));
+    }
     for args in commands {
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         buf.extend_from_slice(&encode_command(&refs));
     }
+    if *timed {
+        buf.extend_from_slice(&encode_command(time));
+    }
     let start = Instant::now();
     conn.send_raw(&buf).context("sending a batch")?;
+    let read = |conn: &mut RawConn| conn.read_reply().context("reading a batch's replies");
+    let before = if *timed { Some(read(conn)?) } else { None };
     let mut replies = Vec::with_capacity(commands.len());
     for _ in commands {
-        replies.push(conn.read_reply().context("reading a batch's replies")?);
+        replies.push(read(conn)?);
     }
-    Ok((replies, start.elapsed().as_micros() as u64))
+    let after = if *timed { Some(read(conn)?) } else { None };
+    let round_trip_us = start.elapsed().as_micros() as u64;
+    let span_us = match (
+        before.as_ref().and_then(server_time_us),
+        after.as_ref().and_then(server_time_us),
+    ) {
+        (Some(from), Some(to)) => Some(to.saturating_sub(from)),
+        _ => None,
+    };
+    if *timed && span_us.is_none() {
+        *timed = false;
+    }
+    Ok((replies, span_us.unwrap_or(round_trip_us)))
 }
 
 impl KeyScanner {
@@ -202,6 +245,8 @@ impl KeyScanner {
         // Commands found refused: not sent again.
         let mut skip_object = false;
         let mut skip_memory = false;
+        // Each batch between two TIMEs, until the server refuses TIME.
+        let mut timed = true;
         let mut smallest = self.spec.count;
         let nodes = self.spec.nodes.clone();
         let result = (|| -> Result<()> {
@@ -233,11 +278,11 @@ impl KeyScanner {
                     if let Some(kind) = self.spec.kind {
                         scan.extend([b"TYPE".to_vec(), kind.name().as_bytes().to_vec()]);
                     }
-                    let (replies, scan_us) = pipeline(&mut conn, &[scan])?;
+                    let (replies, scan_us) = pipeline(&mut conn, &[scan], &mut timed)?;
                     let (next, keys) = parse_scan(&replies[0])
                         .with_context(|| format!("SCAN on {}", node.name))?;
                     cursor = next;
-                    let mut worst_round_trip = scan_us;
+                    let mut batch_us = scan_us;
                     if !keys.is_empty() {
                         let round_trip = self.look_at(
                             &mut conn,
@@ -245,13 +290,14 @@ impl KeyScanner {
                             &keys,
                             &mut skip_object,
                             &mut skip_memory,
+                            &mut timed,
                         )?;
-                        worst_round_trip = worst_round_trip.max(round_trip);
+                        batch_us = batch_us.max(round_trip);
                     }
                     let probe_worst = self.shared.probe_worst_us.swap(0, Ordering::SeqCst);
                     pacer.observe(BatchCost {
                         worst_probe_us: (probe_worst > 0).then_some(probe_worst),
-                        round_trip_us: worst_round_trip,
+                        batch_us,
                     });
                     if let Ok(mut state) = self.shared.state.lock() {
                         state.batches += 1;
@@ -284,6 +330,7 @@ impl KeyScanner {
         keys: &[Vec<u8>],
         skip_object: &mut bool,
         skip_memory: &mut bool,
+        timed: &mut bool,
     ) -> Result<u64> {
         let known_kind = self.spec.kind;
         let mut first: Vec<Vec<Vec<u8>>> = Vec::with_capacity(keys.len() * 4);
@@ -307,7 +354,7 @@ impl KeyScanner {
                 ]);
             }
         }
-        let (replies, first_us) = pipeline(conn, &first)?;
+        let (replies, first_us) = pipeline(conn, &first, timed)?;
         let mut replies = replies.into_iter();
         struct Seen {
             kind: Option<&'static dyn ValueKind>,
@@ -394,7 +441,7 @@ impl KeyScanner {
         let (counts, second_us) = if second.is_empty() {
             (Vec::new(), 0)
         } else {
-            pipeline(conn, &second)?
+            pipeline(conn, &second, timed)?
         };
         let mut elements = vec![None; keys.len()];
         for (index, reply) in asked.into_iter().zip(counts) {
