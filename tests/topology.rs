@@ -553,6 +553,7 @@ fn a_node_that_joins_during_the_run_is_probed_from_then_on() {
         .iter()
         .filter(|e| e["node"] == joining.as_str())
         .collect();
+    eprintln!("the node events of {joining}: {of_newcomer:?}");
     let joined = of_newcomer
         .iter()
         .find(|e| e["event"] == "joined")
