@@ -435,3 +435,239 @@ fn a_freshly_created_cluster_has_every_replica_found() {
     drop(servers);
     assert_gone(&pids);
 }
+
+/// Issue 22, item 2: a node that joins during the run is probed from then on. A cluster of 3
+/// masters with no replica; once the run has begun, a fourth server joins as a replica of the
+/// written master (`redis-cli --cluster add-node ... --cluster-slave`): its probes are in
+/// probes.csv from its join on and not before, with a `joined` node event beside the topology
+/// change, its figures of the writes after its join in summary.csv, and run.json's `nodes` says
+/// when it joined. Then it is stopped: it goes down as any node does, and the run completes.
+#[test]
+fn a_node_that_joins_during_the_run_is_probed_from_then_on() {
+    use holprobe::measure::target::{EmbeddedServer, free_port};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let Some(bin) = redis_70() else { return };
+    let cli = bin.with_file_name("redis-cli");
+    if !cli.exists() {
+        eprintln!("skipping: no redis-cli beside {}", bin.display());
+        return;
+    }
+    let cluster = LocalCluster::start(Some(&bin), 3, 0, &[]).expect("a cluster of 3 masters");
+    let mut pids = cluster.pids();
+    let written = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.shard() == 0)
+        .expect("shard 0's master");
+    let mut newcomer = EmbeddedServer::start(
+        Some(&bin),
+        &[
+            "cluster-enabled yes".to_string(),
+            "cluster-config-file nodes.conf".to_string(),
+            format!("cluster-port {}", free_port().expect("a free port")),
+        ],
+    )
+    .expect("start the node that joins");
+    pids.extend(newcomer.pid());
+    let joining = format!("127.0.0.1:{}", newcomer.port());
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
+        .args(["--url", &format!("redis://{}", written.address())])
+        .args(["--writer-sizes", "1M", "--repeat", "40", "--gap", "500ms"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    // The run has begun once run.json says `running`.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.join("run.json").exists() {
+        assert!(Instant::now() < deadline, "no run.json within 30 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let master_id: String = redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut control(&written.conn_info()))
+        .expect("CLUSTER MYID");
+    let added = Command::new(&cli)
+        .args(["--cluster", "add-node", &joining, &written.address()])
+        .args(["--cluster-slave", "--cluster-master-id", &master_id])
+        .output()
+        .expect("run redis-cli --cluster add-node");
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stdout)
+    );
+    // Linked up, then seen by the watcher (a look a second) and probed for a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut control(&newcomer.conn_info()))
+            .expect("INFO replication");
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new replica did not link up: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // run.json is rewritten after every write (atomically: read whole or not yet there).
+        let text = std::fs::read_to_string(out.join("run.json")).unwrap_or_default();
+        let run: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let seen = run["node_events"].as_array().is_some_and(|events| {
+            events
+                .iter()
+                .any(|e| e["node"] == joining.as_str() && e["event"] == "joined")
+        });
+        if seen {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{joining} was not probed within 20 s of its link up: {}",
+            run["node_events"]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // It leaves before the run ends.
+    newcomer.stop();
+    let output = child.wait_with_output().expect("probe ends");
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(output.status.success(), "{stderr}");
+
+    let run = common::read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "complete", "{stderr}");
+    let events = run["node_events"].as_array().expect("node events");
+    let of_newcomer: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["node"] == joining.as_str())
+        .collect();
+    eprintln!("the node events of {joining}: {of_newcomer:?}");
+    let joined = of_newcomer
+        .iter()
+        .find(|e| e["event"] == "joined")
+        .unwrap_or_else(|| panic!("no joined event for {joining}: {events:#?}\n{stderr}"));
+    let joined_us = joined["at_us"].as_u64().expect("at_us");
+    assert_eq!(
+        joined["detail"], "probed from here on (replica, shard 0)",
+        "{joined}"
+    );
+    assert!(
+        of_newcomer.iter().any(|e| e["event"] == "topology"),
+        "the topology change is said too: {of_newcomer:#?}"
+    );
+    // Leaving works as before: down once, after it joined.
+    let down: Vec<&&serde_json::Value> = of_newcomer
+        .iter()
+        .filter(|e| e["event"] == "down")
+        .collect();
+    assert_eq!(down.len(), 1, "{of_newcomer:#?}");
+    assert!(down[0]["at_us"].as_u64().unwrap() > joined_us, "{down:?}");
+    let node = run["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["node"] == joining.as_str())
+        .unwrap_or_else(|| panic!("{joining} not in run.json's nodes: {}", run["nodes"]));
+    assert_eq!(node["joined_us"].as_u64(), Some(joined_us), "{node}");
+    assert_eq!(node["role"], "replica");
+    assert_eq!(node["same_shard"], true);
+    // The nodes probed from the start say no join.
+    assert!(
+        run["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["node"] != joining.as_str())
+            .all(|n| n.get("joined_us").is_none()),
+        "{}",
+        run["nodes"]
+    );
+
+    let probes = common::read_csv(&out.join("probes.csv"));
+    let intended = |node: &str| -> Vec<u64> {
+        probes
+            .iter()
+            .filter(|p| p["node"] == node)
+            .map(|p| p["intended_us"].parse().expect("intended_us"))
+            .collect()
+    };
+    let newcomer_probes = intended(&joining);
+    assert!(
+        newcomer_probes.len() > 1000,
+        "{} probes of {joining}",
+        newcomer_probes.len()
+    );
+    assert!(
+        newcomer_probes.iter().all(|&t| t >= joined_us),
+        "a probe of {joining} before its join at {joined_us} µs: {:?}",
+        newcomer_probes.iter().min()
+    );
+    // The written master was probed from the start, long before.
+    let first = *intended(&written.address())
+        .iter()
+        .min()
+        .expect("probes of the master");
+    assert!(first + 1_000_000 < joined_us, "{first} vs {joined_us}");
+
+    let writes = common::read_csv(&out.join("writes.csv"));
+    let start_of = |seq: &str| -> u64 {
+        writes
+            .iter()
+            .find(|w| w["seq"] == seq)
+            .map(|w| w["start_us"].parse().expect("start_us"))
+            .expect("the summary's write")
+    };
+    let summary = common::read_csv(&out.join("summary.csv"));
+    let newcomer_rows: Vec<_> = summary
+        .iter()
+        .filter(|r| r["node"] == joining.as_str())
+        .collect();
+    assert!(!newcomer_rows.is_empty(), "no summary row of {joining}");
+    assert!(
+        newcomer_rows
+            .iter()
+            .all(|r| start_of(&r["seq"]) >= joined_us),
+        "a summary row of {joining} for a write before its join"
+    );
+    assert!(
+        newcomer_rows.len()
+            < summary
+                .iter()
+                .filter(|r| r["node"] == written.address().as_str())
+                .count(),
+        "the writes before its join have no row of it"
+    );
+    let timeline = common::read_csv(&out.join("timeline.csv"));
+    let newcomer_intervals: Vec<_> = timeline
+        .iter()
+        .filter(|r| r["target"] == joining.as_str())
+        .collect();
+    assert!(
+        !newcomer_intervals.is_empty(),
+        "no timeline row of {joining}"
+    );
+    assert!(
+        newcomer_intervals.iter().all(|r| {
+            let start: u64 = r["start_us"].parse().unwrap();
+            let length: u64 = r["length_us"].parse().unwrap();
+            start + length > joined_us
+        }),
+        "a timeline row of {joining} before its join"
+    );
+    drop(newcomer);
+    drop(cluster);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_gone(&pids);
+}

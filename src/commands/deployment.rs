@@ -116,7 +116,8 @@ impl Deployment {
             return Ok(());
         }
         let shard = choose_shard(plan.shard.as_deref(), &topology)?;
-        let probed = Probed::from_topology(&topology, shard, &target.conn, probe_cmd)?;
+        let mut probed = Probed::from_topology(&topology, shard, &target.conn, probe_cmd)?;
+        probed.addresses = plan.discovery.addresses.clone();
         out.note(&describe_topology(&topology, shard));
         let master = &topology.shards[shard].master.address;
         if *master != target.conn.address() {

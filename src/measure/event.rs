@@ -40,6 +40,8 @@ pub enum Event {
         at_us: u64,
         /// What changed, node by node (`host:port`, what happened to it).
         changes: Vec<(String, String)>,
+        /// Nodes not probed so far that are ready to be probed from now on.
+        joined: Vec<crate::measure::topology_watch::JoinedNode>,
     },
     /// A load generator thread's report (`probe load`; boxed: the channel's slots are sized by
     /// the largest variant).

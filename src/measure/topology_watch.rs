@@ -3,8 +3,16 @@
 //! the last look: a replica promoted, a master demoted, a node gone, failing or new. A failover
 //! in the middle of a run shows as such a change, with its wall-clock time, beside the probes'
 //! errors and stalls of the nodes involved.
+//!
+//! Told which nodes the run probes ([`TopologyWatcher::joining`]), it also says which node is
+//! ready to be probed from now on: one new in the topology, or one left out at the start (a
+//! replica still loading) that has come online. Such a node must serve a shard with slots (a
+//! master just met serves none) and answer a PING; a replica the topology does not call online
+//! is asked itself, as discovery asks it ([`replica_link_up`]). A node that is not ready is
+//! looked at again after [`RECHECK_EVERY`] or when its state changes, so an unreachable one
+//! does not slow every look.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -17,10 +25,51 @@ use redis::Value;
 use crate::measure::clock::RunClock;
 use crate::measure::event::Event;
 use crate::measure::target::ConnInfo;
-use crate::measure::topology::{ReportedShard, Role, parse_cluster_shards, parse_cluster_slots};
+use crate::measure::topology::{
+    NodeAddressMap, ReportedShard, Role, check_reachable, parse_cluster_shards,
+    parse_cluster_slots, replica_link_up,
+};
 
 /// How often the topology is read.
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a node found not ready to be probed (unreachable, or a replica whose link is not
+/// up) waits before it is checked again: a check may take [`crate::measure::topology::REACH_TIMEOUT`].
+pub const RECHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// A node ready to be probed from now on: new in the topology, or come online.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinedNode {
+    /// `host:port` as it announces itself (the exports' `node`).
+    pub announced: String,
+    /// Where it is reached (`announced` after `--node-address`).
+    pub address: String,
+    /// Master or replica.
+    pub role: Role,
+    /// The slots of its shard, inclusive ranges in order (never empty).
+    pub slots: Vec<(u16, u16)>,
+}
+
+/// What one look at the topology found.
+#[derive(Debug, Default)]
+pub struct Look {
+    /// What changed, node by node (`127.0.0.1:7004`, `replica -> master`).
+    pub changes: Vec<(String, String)>,
+    /// Nodes to probe from now on.
+    pub joined: Vec<JoinedNode>,
+}
+
+/// What the watcher needs to say which nodes are ready to be probed.
+struct Joining {
+    /// The run's connection settings (user, password, TLS, timeouts).
+    template: ConnInfo,
+    map: NodeAddressMap,
+    /// Announced addresses probed already (from the start, or reported joined).
+    probed: BTreeSet<String>,
+    /// Nodes found not ready, as they looked then, and when they may be checked again
+    /// (sooner if their look changes: a replica `loading -> online`).
+    not_before: BTreeMap<String, (NodeView, Instant)>,
+}
 
 /// What a node looks like from the cluster's view, as far as a run cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +79,17 @@ struct NodeView {
     shard_first_slot: Option<u16>,
     /// `online`, `loading`, `fail`... where the server says.
     health: Option<String>,
+    /// The slots of its shard.
+    slots: Vec<(u16, u16)>,
+}
+
+impl NodeView {
+    /// How a look compares two views: the slots only through their first (which shard).
+    fn same_as(&self, other: &NodeView) -> bool {
+        self.role == other.role
+            && self.shard_first_slot == other.shard_first_slot
+            && self.health == other.health
+    }
 }
 
 /// Reads the topology from the first node of a list that answers, and compares.
@@ -37,6 +97,9 @@ pub struct TopologyWatcher {
     nodes: Vec<ConnInfo>,
     conn: Option<redis::Connection>,
     last: Option<BTreeMap<String, NodeView>>,
+    joining: Option<Joining>,
+    /// Reads CLUSTER SHARDS' `tls-port` (the run's connections use TLS).
+    tls: bool,
 }
 
 impl TopologyWatcher {
@@ -47,27 +110,53 @@ impl TopologyWatcher {
             nodes,
             conn: None,
             last: None,
+            joining: None,
+            tls: false,
         }
     }
 
-    /// The changes since the last poll, node by node (`127.0.0.1:7004`, `replica -> master`);
-    /// empty when nothing changed or no node could be asked.
-    pub fn poll(&mut self) -> Vec<(String, String)> {
+    /// Also says, at each look, which nodes other than `probed` (announced addresses) are
+    /// ready to be probed, reached with `template`'s settings at their address after `map`.
+    pub fn joining(
+        mut self,
+        template: ConnInfo,
+        map: NodeAddressMap,
+        probed: impl IntoIterator<Item = String>,
+    ) -> TopologyWatcher {
+        self.tls = template.tls.is_some();
+        self.joining = Some(Joining {
+            template,
+            map,
+            probed: probed.into_iter().collect(),
+            not_before: BTreeMap::new(),
+        });
+        self
+    }
+
+    /// The changes since the last poll, node by node (`127.0.0.1:7004`, `replica -> master`),
+    /// and the nodes ready to be probed from now on (each reported once); empty when nothing
+    /// changed or no node could be asked.
+    pub fn poll(&mut self) -> Look {
         let Some(now) = self.read() else {
-            return Vec::new();
+            return Look::default();
         };
         let changes = match &self.last {
             Some(last) => describe_changes(last, &now),
             None => Vec::new(),
         };
+        let joined = match self.joining.as_mut() {
+            Some(joining) => joining.ready(&now, Instant::now()),
+            None => Vec::new(),
+        };
         self.last = Some(now);
-        changes
+        Look { changes, joined }
     }
 
     fn read(&mut self) -> Option<BTreeMap<String, NodeView>> {
         // The node that answered last time first, then each in turn.
+        let tls = self.tls;
         if let Some(conn) = self.conn.as_mut() {
-            match read_shards(conn) {
+            match read_shards(conn, tls) {
                 Ok(shards) => return Some(views(&shards)),
                 Err(_) => self.conn = None,
             }
@@ -79,7 +168,7 @@ impl TopologyWatcher {
             let Ok(mut conn) = info.redis_connection() else {
                 continue;
             };
-            if let Ok(shards) = read_shards(&mut conn) {
+            if let Ok(shards) = read_shards(&mut conn, tls) {
                 self.conn = Some(conn);
                 return Some(views(&shards));
             }
@@ -88,9 +177,46 @@ impl TopologyWatcher {
     }
 }
 
-fn read_shards(conn: &mut redis::Connection) -> Result<Vec<ReportedShard>> {
+impl Joining {
+    /// The nodes of `now` ready to be probed, marked probed; see the module comment.
+    fn ready(&mut self, now: &BTreeMap<String, NodeView>, at: Instant) -> Vec<JoinedNode> {
+        let mut joined = Vec::new();
+        for (announced, view) in now {
+            if self.probed.contains(announced)
+                || view.slots.is_empty()
+                || self
+                    .not_before
+                    .get(announced)
+                    .is_some_and(|(then, t)| at < *t && then.same_as(view))
+            {
+                continue;
+            }
+            let address = self.map.get(announced).unwrap_or(announced).to_string();
+            let online = view.health.as_deref().is_none_or(|h| h == "online");
+            let ready = (online
+                || (view.role == Role::Replica && replica_link_up(&self.template, &address)))
+                && check_reachable(&self.template, &address).is_ok();
+            if !ready {
+                self.not_before
+                    .insert(announced.clone(), (view.clone(), at + RECHECK_EVERY));
+                continue;
+            }
+            self.not_before.remove(announced);
+            self.probed.insert(announced.clone());
+            joined.push(JoinedNode {
+                announced: announced.clone(),
+                address,
+                role: view.role,
+                slots: view.slots.clone(),
+            });
+        }
+        joined
+    }
+}
+
+fn read_shards(conn: &mut redis::Connection, tls: bool) -> Result<Vec<ReportedShard>> {
     match redis::cmd("CLUSTER").arg("SHARDS").query::<Value>(conn) {
-        Ok(reply) => parse_cluster_shards(&reply, false),
+        Ok(reply) => parse_cluster_shards(&reply, tls),
         Err(err) if err.code().is_some() => {
             let reply: Value = redis::cmd("CLUSTER")
                 .arg("SLOTS")
@@ -116,6 +242,7 @@ fn views(shards: &[ReportedShard]) -> BTreeMap<String, NodeView> {
                     role: node.role,
                     shard_first_slot: first,
                     health: node.health.clone(),
+                    slots: shard.slots.clone(),
                 },
             );
         }
@@ -132,7 +259,7 @@ fn describe_changes(
     for (node, before) in last {
         match now.get(node) {
             None => changes.push((node.clone(), "gone from the topology".to_string())),
-            Some(after) if after == before => {}
+            Some(after) if after.same_as(before) => {}
             Some(after) => {
                 let mut parts = Vec::new();
                 if after.role != before.role {
@@ -168,8 +295,8 @@ fn describe_changes(
     changes
 }
 
-/// Starts the watcher thread: a look every [`WATCH_EVERY`] until `stop`; each change goes to
-/// the collector as [`Event::Topology`].
+/// Starts the watcher thread: a look every [`WATCH_EVERY`] until `stop`; each change and each
+/// node ready to be probed goes to the collector as [`Event::Topology`].
 pub fn spawn_topology_watch(
     mut watcher: TopologyWatcher,
     clock: RunClock,
@@ -180,10 +307,15 @@ pub fn spawn_topology_watch(
         .name("topology".into())
         .spawn(move || {
             loop {
-                let changes = watcher.poll();
-                if !changes.is_empty() {
+                let Look { changes, joined } = watcher.poll();
+                if !changes.is_empty() || !joined.is_empty() {
                     let at_us = clock.now_us();
-                    if events.send(Event::Topology { at_us, changes }).is_err() {
+                    let event = Event::Topology {
+                        at_us,
+                        changes,
+                        joined,
+                    };
+                    if events.send(event).is_err() {
                         return;
                     }
                 }
@@ -208,7 +340,55 @@ mod tests {
             role,
             shard_first_slot: Some(slot),
             health: Some(health.into()),
+            slots: vec![(slot, slot + 99)],
         }
+    }
+
+    /// Only a node not probed, of a shard with slots, is checked; one that is not ready (here:
+    /// nothing listens at its address) is not reported, and is checked again only after
+    /// [`RECHECK_EVERY`] or once its state changes.
+    #[test]
+    fn a_node_is_reported_joined_only_when_ready() {
+        let mut joining = Joining {
+            template: ConnInfo::loopback(1),
+            map: NodeAddressMap::default(),
+            probed: BTreeSet::from(["127.0.0.1:1".to_string()]),
+            not_before: BTreeMap::new(),
+        };
+        let mut slotless = view(Role::Master, 0, "online");
+        slotless.slots.clear();
+        slotless.shard_first_slot = None;
+        let look = BTreeMap::from([
+            // Probed from the start.
+            ("127.0.0.1:1".to_string(), view(Role::Master, 0, "online")),
+            // A master just met, serving no slot.
+            ("127.0.0.1:2".to_string(), slotless),
+            // Online, but nothing listens there.
+            ("127.0.0.1:3".to_string(), view(Role::Replica, 0, "online")),
+        ]);
+        let at = Instant::now();
+        assert!(joining.ready(&look, at).is_empty());
+        assert_eq!(
+            joining.not_before.keys().collect::<Vec<_>>(),
+            ["127.0.0.1:3"],
+            "only the node checked waits for its next check"
+        );
+        let due = |joining: &Joining| joining.not_before["127.0.0.1:3"].1;
+        assert_eq!(due(&joining), at + RECHECK_EVERY);
+        // A second later: not checked again (its due time stays).
+        assert!(joining.ready(&look, at + Duration::from_secs(1)).is_empty());
+        assert_eq!(due(&joining), at + RECHECK_EVERY);
+        // Its state changed: checked at once.
+        let mut changed = look.clone();
+        changed.insert("127.0.0.1:3".into(), view(Role::Replica, 0, "loading"));
+        let later = at + Duration::from_secs(2);
+        assert!(joining.ready(&changed, later).is_empty());
+        assert_eq!(due(&joining), later + RECHECK_EVERY);
+        // Due again.
+        let due_at = later + RECHECK_EVERY;
+        assert!(joining.ready(&changed, due_at).is_empty());
+        assert_eq!(due(&joining), due_at + RECHECK_EVERY);
+        assert!(!joining.probed.contains("127.0.0.1:3"));
     }
 
     /// A failover: the master fails and its replica takes over; then a node leaves.

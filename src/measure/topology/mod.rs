@@ -29,7 +29,7 @@ mod parse;
 mod tests;
 
 pub use assembly::{UrlNode, assemble};
-pub use discovery::{REACH_TIMEOUT, check_reachable, discover};
+pub use discovery::{REACH_TIMEOUT, check_reachable, discover, replica_link_up};
 pub use flags::{NodeAddress, NodeAddressMap, TopologyMode, parse_node_address};
 pub use model::{Node, Role, Shard, Topology, TopologyKind};
 pub use parse::{

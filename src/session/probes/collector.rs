@@ -10,10 +10,11 @@ use anyhow::Result;
 use crate::session::{KeyLedger, RunContext};
 
 use super::namer::Namer;
+use super::nodes::ProbedNode;
 use super::report::KEEP_STALLS;
 use super::sinks::{NodeRef, ProbeFinding, ProbeSinks};
 use super::threads::Threads;
-use crate::analyze::correlate::{Analysis, Correlator, Finding, Horizon, Stall};
+use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator, Finding, Horizon, Stall};
 use crate::measure::clock::wall_time;
 use crate::measure::event::Event;
 use crate::measure::target::Target;
@@ -66,9 +67,57 @@ pub(super) struct NodeState {
     pub(super) hiccups_found: u64,
     /// Its probe threads whose server is away.
     pub(super) down_threads: BTreeSet<u16>,
+    /// Its probes' schedule starts here (run clock, µs): 0 for a node probed from the start,
+    /// later for one that joined. Its correlator takes no write that began earlier (no probe
+    /// of its could have overlapped all of it) and its timeline no interval before.
+    pub(super) probed_from_us: u64,
+    /// It joined the run then (run.json `nodes[].joined_us`).
+    pub(super) joined_us: Option<u64>,
+}
+
+/// How every node's correlator is set: the same for a node that joins later.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Correlation {
+    pub(super) stall_threshold_us: u64,
+    /// timeline.csv's interval.
+    pub(super) interval_us: u64,
 }
 
 impl NodeState {
+    /// A node's state before its first probe, its probes due from `probed_from_us`
+    /// (`joined`: it was not probed from the start); `memory_ended`: no host memory reading
+    /// will come (observe mode, or the sampler has stopped).
+    pub(super) fn new(
+        node: &ProbedNode,
+        correlation: Correlation,
+        memory_ended: bool,
+        probed_from_us: u64,
+        joined: bool,
+    ) -> NodeState {
+        let mut correlator = Correlator::new(CorrelateConfig {
+            stall_threshold_us: correlation.stall_threshold_us,
+            max_silence_us: Some(node.conn.command_timeout.as_micros() as u64),
+        })
+        .with_intervals(correlation.interval_us.max(1));
+        if memory_ended {
+            correlator.memory_ended();
+        }
+        NodeState {
+            cols: node.cols.clone(),
+            same_shard: SameShard {
+                same_shard: node.same_shard,
+            },
+            correlator,
+            analysis: Analysis::default(),
+            stalls_found: 0,
+            stall_ms_total: 0.0,
+            hiccups_found: 0,
+            down_threads: BTreeSet::new(),
+            probed_from_us,
+            joined_us: joined.then_some(probed_from_us),
+        }
+    }
+
     /// The node as a finding names it (`index`: its place among the nodes probed).
     pub(super) fn view(&self, index: usize) -> NodeRef<'_> {
         NodeRef {
@@ -89,6 +138,7 @@ impl NodeState {
             stall_ms_total: self.stall_ms_total,
             client_hiccups_found: self.hiccups_found,
             longest_stalls: longest(&self.analysis.stalls, NODE_STALLS_KEPT),
+            joined_us: self.joined_us,
         }
     }
 }
@@ -106,6 +156,27 @@ pub(super) fn longest(stalls: &[Stall], n: usize) -> Vec<Stall> {
 }
 
 impl Collector {
+    /// A node probed from now on by `threads` probe threads, numbered on from the last
+    /// thread's; said in the node events. Returns its first thread's number.
+    pub(super) fn add_node(&mut self, node: NodeState, threads: u16, detail: String) -> usize {
+        let first_thread = self.thread_node.len();
+        let index = self.nodes.len();
+        self.thread_node
+            .extend(std::iter::repeat_n(index, usize::from(threads)));
+        self.last_intended
+            .extend(std::iter::repeat_n(None, usize::from(threads)));
+        self.node_events.push(NodeEvent {
+            node: node.cols.node.clone(),
+            at_us: node.probed_from_us,
+            wall: wall_time(self.unix_start_us + node.probed_from_us),
+            event: "joined".into(),
+            detail: Some(detail),
+        });
+        self.new_node_events += 1;
+        self.nodes.push(node);
+        first_thread
+    }
+
     /// Files one event (the actor's last word is the session's).
     pub(super) fn take(
         &mut self,
@@ -143,6 +214,9 @@ impl Collector {
                 })?;
                 keys.track(&write);
                 for node in &mut self.nodes {
+                    if write.start_us < node.probed_from_us {
+                        continue;
+                    }
                     let mut record = (*write).clone();
                     // A replica of the written master applies the write after its master has
                     // executed it: its window of the write ends when it had (the writer's WAIT).
@@ -205,7 +279,8 @@ impl Collector {
                     self.new_node_events += 1;
                 }
             }
-            Event::Topology { at_us, changes } => {
+            // The nodes it says joined are the instrument's to start.
+            Event::Topology { at_us, changes, .. } => {
                 for (node, detail) in changes {
                     self.node_events.push(NodeEvent {
                         node,
@@ -331,6 +406,9 @@ impl Collector {
                 self.nodes[index].analysis.writes.push(summary);
                 self.wrote_since_checkpoint = true;
             }
+            // A node that joined has nothing to say of the time before it.
+            Finding::Interval(interval)
+                if interval.start_us + interval.length_us <= self.nodes[index].probed_from_us => {}
             Finding::Interval(interval) => {
                 sinks.emit(&ProbeFinding::Interval {
                     node: self.nodes[index].view(index),

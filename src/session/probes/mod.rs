@@ -21,15 +21,23 @@
 //! stalls). They are joined without draining the channel: a probe record never blocks (a full
 //! channel counts it as dropped), and what may (a node's outage, a topology change, the poller's
 //! batch, for at most a second) is rare and finds a channel just drained.
+//!
+//! # A node that joins
+//! A cluster's topology watcher also says when a node not probed so far is ready (new in the
+//! topology, or a replica left out at the start that came online): the instrument starts its
+//! probe threads and its correlator there and then ([`joins`]), numbered on from the last, so
+//! its rows start at its join (run.json: a `joined` node event, and the node's `joined_us`).
+//! Its threads are the probes' like any other, stopped with them; once the instrument stops,
+//! a join still in the channel starts nothing.
 
 mod collector;
+mod joins;
 mod namer;
 mod nodes;
 mod report;
 mod sinks;
 mod threads;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -42,7 +50,6 @@ use crate::session::{
     panicked, run_key_prefix, thread_died,
 };
 
-use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator};
 use crate::measure::actor::Actor;
 use crate::measure::culprit::ServerLogPoller;
 use crate::measure::event::Event;
@@ -51,11 +58,12 @@ use crate::measure::probe::{ProbeConfig, spawn_probes};
 use crate::measure::serverview::{ViewSetup, settings_for_observing};
 use crate::measure::target::Target;
 use crate::measure::topology::TopologyKind;
-use crate::measure::topology_watch::{TopologyWatcher, spawn_topology_watch};
+use crate::measure::topology_watch::{JoinedNode, TopologyWatcher, spawn_topology_watch};
 pub use crate::options::RunOptions;
 use crate::output::export::RunStatus;
-use crate::record::{NodeRole, ProbeCmd, SameShard};
-use collector::{Collector, Meta, NodeState, run_json};
+use crate::record::{NodeRole, ProbeCmd};
+use collector::{Collector, Correlation, Meta, NodeState, run_json};
+use joins::Joiner;
 use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
 #[cfg(test)]
@@ -302,16 +310,33 @@ pub fn measure_nodes(
     } else {
         None
     };
-    // A cluster's topology is read every second: a failover shows with its time.
+    // A cluster's topology is read every second: a failover shows with its time, and a node
+    // that comes is probed from then on.
+    let mut joiner = None;
     if cluster {
-        let watcher = TopologyWatcher::new(probed.nodes.iter().map(|n| n.conn.clone()).collect());
+        let watcher = TopologyWatcher::new(probed.nodes.iter().map(|n| n.conn.clone()).collect())
+            .joining(
+                probed.nodes[0].conn.clone(),
+                probed.addresses.clone(),
+                probed.nodes.iter().map(|n| n.cols.node.clone()),
+            );
         match spawn_topology_watch(
             watcher,
             clock,
             session.events(),
             Arc::clone(&threads.watcher_stop),
         ) {
-            Ok(handle) => threads.watcher = Some(handle),
+            Ok(handle) => {
+                threads.watcher = Some(handle);
+                joiner = Some(Joiner {
+                    probed,
+                    config: probe_config.clone(),
+                    run_base: run_base.clone(),
+                    homed_keys: homed_probe_keys.clone(),
+                    clock,
+                    events: session.events(),
+                });
+            }
             Err(err) => session.warnings.push(format!(
                 "topology changes go unseen: {}",
                 crate::error::one_line(&err)
@@ -324,31 +349,14 @@ pub fn measure_nodes(
         started_unix_us: clock.unix_start_us(),
     });
 
+    let correlation = Correlation {
+        stall_threshold_us: options.stall_threshold_us,
+        interval_us: options.interval.as_micros().max(1) as u64,
+    };
     let nodes = probed
         .nodes
         .iter()
-        .map(|node| {
-            let mut correlator = Correlator::new(CorrelateConfig {
-                stall_threshold_us: options.stall_threshold_us,
-                max_silence_us: Some(node.conn.command_timeout.as_micros() as u64),
-            })
-            .with_intervals(options.interval.as_micros().max(1) as u64);
-            if !has_actor {
-                correlator.memory_ended();
-            }
-            NodeState {
-                cols: node.cols.clone(),
-                same_shard: SameShard {
-                    same_shard: node.same_shard,
-                },
-                correlator,
-                analysis: Analysis::default(),
-                stalls_found: 0,
-                stall_ms_total: 0.0,
-                hiccups_found: 0,
-                down_threads: BTreeSet::new(),
-            }
-        })
+        .map(|node| NodeState::new(node, correlation, !has_actor, 0, false))
         .collect();
     let state = Collector {
         nodes,
@@ -377,6 +385,8 @@ pub fn measure_nodes(
     let mut probes = ProbeInstrument {
         state,
         threads,
+        joiner,
+        correlation,
         sinks,
         meta: Meta {
             run: &run,
@@ -405,6 +415,10 @@ pub fn measure_nodes(
 struct ProbeInstrument<'a, 'n> {
     state: Collector,
     threads: Threads,
+    /// Starts the nodes that join (`None`: no topology watcher, or the instrument stopped).
+    joiner: Option<Joiner<'a>>,
+    /// How a joined node's correlator is set.
+    correlation: Correlation,
     /// Where its findings go: the files, the metrics endpoint, the caller's notices.
     sinks: ProbeSinks<'n>,
     meta: Meta<'a>,
@@ -413,7 +427,25 @@ struct ProbeInstrument<'a, 'n> {
 
 impl Instrument for ProbeInstrument<'_, '_> {
     fn take(&mut self, event: Event, keys: &mut KeyLedger) -> Result<()> {
-        self.state.take(event, &mut self.sinks, keys)
+        match event {
+            Event::Topology {
+                at_us,
+                changes,
+                joined,
+            } => {
+                let changes = Event::Topology {
+                    at_us,
+                    changes,
+                    joined: Vec::new(),
+                };
+                self.state.take(changes, &mut self.sinks, keys)?;
+                for node in &joined {
+                    self.join(node);
+                }
+                Ok(())
+            }
+            event => self.state.take(event, &mut self.sinks, keys),
+        }
     }
 
     fn settle(&mut self, writes_from_us: u64, warnings: &[String]) -> Result<()> {
@@ -482,7 +514,9 @@ impl Instrument for ProbeInstrument<'_, '_> {
     }
 
     fn stop(&mut self, _events: &Receiver<Event>, _keys: &mut KeyLedger) -> Option<String> {
-        // Joined without draining the channel (see the module comment).
+        // No node joins from now on; the threads are joined without draining the channel
+        // (see the module comment).
+        self.joiner = None;
         self.threads.stop_all()
     }
 
@@ -495,6 +529,49 @@ impl Instrument for ProbeInstrument<'_, '_> {
 }
 
 impl ProbeInstrument<'_, '_> {
+    /// Probes `joined` from now on: its threads and its correlator; a node that cannot be
+    /// probed is a warning of the run.
+    fn join(&mut self, joined: &JoinedNode) {
+        let Some(joiner) = &self.joiner else {
+            return;
+        };
+        let first_thread = self.state.thread_node.len();
+        match joiner.start(joined, first_thread, &self.threads.probes_shared) {
+            Ok(started) => {
+                self.threads.probes.extend(started.handles);
+                // No reading comes any more once the sampler has stopped (or in observe mode,
+                // where none runs).
+                let memory_ended = self.threads.sampler.is_none();
+                let node = NodeState::new(
+                    &started.node,
+                    self.correlation,
+                    memory_ended,
+                    started.probed_from_us,
+                    true,
+                );
+                let cols = &started.node.cols;
+                let detail = format!(
+                    "probed from here on ({}{})",
+                    cols.role,
+                    cols.shard
+                        .map(|s| format!(", shard {s}"))
+                        .unwrap_or_default()
+                );
+                self.state.add_node(node, joiner.config.threads, detail);
+            }
+            Err(err) => {
+                let note = format!(
+                    "{} came during the run but is not probed: {}",
+                    joined.announced,
+                    crate::error::one_line(&err)
+                );
+                if !self.state.notes.contains(&note) {
+                    self.state.notes.push(note);
+                }
+            }
+        }
+    }
+
     /// The final exports and the report, every thread stopped, the keys removed and the
     /// settings restored; after an export error, what the disk takes and the error.
     fn finish(

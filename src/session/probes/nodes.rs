@@ -6,7 +6,8 @@ use anyhow::{Context, Result};
 use crate::measure::slots::hash_tag_for;
 use crate::measure::target::ConnInfo;
 use crate::measure::target::Target;
-use crate::measure::topology::{Shard, Topology, TopologyKind};
+use crate::measure::topology::{NodeAddressMap, Shard, Topology, TopologyKind};
+use crate::measure::topology_watch::JoinedNode;
 use crate::record::{NodeCols, NodeRole, ProbeCmd};
 
 /// The servers a session probes: the first is the one the actor works on (`target`).
@@ -19,6 +20,8 @@ pub struct Probed {
     pub key_tag: Option<String>,
     /// The deployment as discovered at the start (run.json `topology`).
     pub topology: Option<Topology>,
+    /// `--node-address`: where a node that joins during the run is reached.
+    pub addresses: NodeAddressMap,
 }
 
 /// One server probed.
@@ -95,6 +98,54 @@ impl Probed {
             nodes,
             key_tag: written_tag,
             topology: Some(topology.clone()),
+            addresses: NodeAddressMap::default(),
+        })
+    }
+
+    /// A node the topology watcher found ready during the run, set up as the nodes found at the
+    /// start are: its shard the one of the start's topology that serves its slots (named as
+    /// then), connected with the first node's settings, GET probes of another shard reading
+    /// that shard's key (set at the start on its master).
+    pub fn joined(&self, joined: &JoinedNode, probe_cmd: ProbeCmd) -> Result<ProbedNode> {
+        let topology = self
+            .topology
+            .as_ref()
+            .context("the run has no topology to place it in")?;
+        let first = self.nodes.first().context("the run probes no node")?;
+        let slot = joined
+            .slots
+            .first()
+            .map(|&(lo, _)| lo)
+            .context("it serves no slot")?;
+        let shard = topology.shard_for_slot(slot).with_context(|| {
+            format!("its shard (slot {slot}) was not in the topology at the start")
+        })?;
+        let cluster = topology.kind == TopologyKind::Cluster;
+        let mut conn = first.conn.for_node(&joined.address)?;
+        conn.readonly = cluster && probe_cmd == ProbeCmd::Get;
+        let same_shard = first
+            .cols
+            .shard
+            .is_none_or(|written| usize::from(written) == shard.index);
+        let probe_key_home = match cluster && !same_shard {
+            true => {
+                let tag = hash_tag_for(&shard.slots)
+                    .with_context(|| format!("shard {} serves no slot", shard.index))?;
+                let mut master = first.conn.for_node(&shard.master.address)?;
+                master.readonly = false;
+                Some((tag, master))
+            }
+            false => None,
+        };
+        Ok(ProbedNode {
+            conn,
+            cols: NodeCols {
+                node: joined.announced.clone(),
+                role: joined.role,
+                shard: cluster.then_some(shard.index as u16),
+            },
+            same_shard,
+            probe_key_home,
         })
     }
 
@@ -113,6 +164,7 @@ impl Probed {
             }],
             key_tag: None,
             topology: None,
+            addresses: NodeAddressMap::default(),
         }
     }
 }

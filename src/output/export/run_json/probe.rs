@@ -102,7 +102,7 @@ pub struct NodeEvent {
     pub at_us: u64,
     /// The same, RFC 3339 UTC with µs.
     pub wall: String,
-    /// `down`, `back` or `topology`.
+    /// `down`, `back`, `topology`, or `joined` (probed from `at_us` on).
     pub event: String,
     /// Why it is down, or what changed (`replica -> master`).
     pub detail: Option<String>,
@@ -128,6 +128,11 @@ pub struct NodeFindings {
     pub client_hiccups_found: u64,
     /// Its longest stalls (at most 20), in time order.
     pub longest_stalls: Vec<Stall>,
+    /// When it joined the run, µs since the run's start (its probes were due from then on):
+    /// a node that came online or into the topology during the run; absent for a node probed
+    /// from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined_us: Option<u64>,
 }
 
 /// A run with every field set to something other than its default, for the tests of the
