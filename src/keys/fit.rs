@@ -132,6 +132,7 @@ pub fn fit(rows: &[FitRow]) -> Vec<CostEntry> {
                 element_bytes_max: group.iter().map(|r| r.element_bytes).max().unwrap_or(0),
                 error,
                 source,
+                labels: Default::default(),
             }
         })
         .collect()

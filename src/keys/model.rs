@@ -8,6 +8,8 @@
 //! from the scanned server: a prediction applies the rule, so a hash past the effort threshold
 //! on a server with `lazyfree-lazy-expire yes` is predicted to expire with a freeze of about 0.
 
+use std::sync::{Arc, OnceLock};
+
 use serde::{Deserialize, Serialize};
 
 use crate::workload::lazyfree::{FreedBy, LazyfreeSettings, Removal, freed_by};
@@ -130,6 +132,43 @@ pub struct CostEntry {
     pub error: FitError,
     /// Where the rows came from.
     pub source: Source,
+    /// What a prediction's basis calls this entry, made once: a scan predicts every key.
+    #[serde(skip)]
+    pub labels: EntryLabels,
+}
+
+/// How a prediction resting on an entry names it: plain, or with the way it stood in for the
+/// op asked ([`HOW`]).
+#[derive(Debug, Clone, Default)]
+pub struct EntryLabels(OnceLock<[Arc<str>; 1 + HOW.len()]>);
+
+/// The ways an entry stands in for another op, as a basis says them.
+const HOW: [&str; 3] = [
+    "as delete",
+    "one allocation, as a string's delete",
+    "another encoding",
+];
+
+/// Labels are derived from the entry: two entries are equal whatever was cached.
+impl PartialEq for EntryLabels {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl CostEntry {
+    /// `hash hashtable delete`, or with `how` (one of [`HOW`]) `... (as delete)`.
+    fn label(&self, how: Option<&str>) -> Arc<str> {
+        let labels = self.labels.0.get_or_init(|| {
+            let plain = format!("{} {} {}", self.kind, self.encoding, self.op.name());
+            std::array::from_fn(|i| match i {
+                0 => Arc::from(plain.as_str()),
+                _ => Arc::from(format!("{plain} ({})", HOW[i - 1]).as_str()),
+            })
+        });
+        let at = how.and_then(|how| HOW.iter().position(|h| *h == how));
+        labels[at.map_or(0, |i| i + 1)].clone()
+    }
 }
 
 /// How far a fit's predictions were from the rows.
@@ -367,7 +406,7 @@ pub struct Predicted {
     /// The thread that frees the value (`None` for a read, or where the server did not say).
     pub freed_by: Option<FreedBy>,
     /// What the figure rests on: `hash hashtable delete`, `... (as delete)`, `background`.
-    pub basis: String,
+    pub basis: Arc<str>,
     /// True when it rests on a provisional entry.
     pub provisional: bool,
 }
@@ -426,7 +465,7 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
                 None => Predicted {
                     freeze_ms: Some(0.0),
                     freed_by: thread,
-                    basis: "background".into(),
+                    basis: Arc::from("background"),
                     provisional: false,
                 },
             };
@@ -465,28 +504,20 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
                     Predicted {
                         freeze_ms: Some(entry.per_mib_ms * bytes as f64 / (1u64 << 20) as f64),
                         freed_by: thread,
-                        basis: String::new(),
+                        basis: Arc::from(""),
                         provisional: entry.source == Source::Provisional,
                     }
                 } else {
                     priced(entry, shape, "")
                 };
                 p.freed_by = thread;
-                p.basis = match how {
-                    Some(how) => format!(
-                        "{} {} {} ({how})",
-                        entry.kind,
-                        entry.encoding,
-                        entry.op.name()
-                    ),
-                    None => format!("{} {} {}", entry.kind, entry.encoding, entry.op.name()),
-                };
+                p.basis = entry.label(how);
                 p
             }
             None => Predicted {
                 freeze_ms: None,
                 freed_by: thread,
-                basis: "no model entry".into(),
+                basis: Arc::from("no model entry"),
                 provisional: false,
             },
         }
@@ -507,7 +538,7 @@ fn priced(entry: &CostEntry, shape: &KeyShape, basis: &str) -> Predicted {
     Predicted {
         freeze_ms: Some(ms),
         freed_by: entry.freed_by,
-        basis: basis.to_string(),
+        basis: Arc::from(basis),
         provisional: entry.source == Source::Provisional,
     }
 }
@@ -682,7 +713,7 @@ pub(crate) mod tests {
             &settings(false),
         );
         assert_eq!(p.delete.freeze_ms, None);
-        assert_eq!(p.delete.basis, "no model entry");
+        assert_eq!(&*p.delete.basis, "no model entry");
         assert_eq!(p.worst_ms(), 0.0);
     }
 

@@ -89,7 +89,7 @@ impl KeyRow {
             read_ms: ms3(p.read.freeze_ms),
             worst_ms: ms3(Some(p.worst_ms())).unwrap_or(0.0),
             expire_freed_by: p.expire.freed_by.map(|t| t.name().to_string()),
-            basis: p.delete.basis.clone(),
+            basis: p.delete.basis.to_string(),
             provisional: [
                 &p.delete,
                 &p.unlink,

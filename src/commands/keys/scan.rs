@@ -16,7 +16,7 @@ use crate::keys::pacing::{BatchCost, Pacer};
 use crate::keys::report::{KeyRow, Tally};
 use crate::measure::actor::{Actor, ActorContext};
 use crate::measure::event::Event;
-use crate::measure::resp::{RawConn, Reply, encode_command};
+use crate::measure::resp::{RawConn, Reply, encode_command_into};
 use crate::measure::serverview::Want;
 use crate::measure::target::ConnInfo;
 use crate::output::export::RowAppender;
@@ -172,6 +172,24 @@ fn server_time_us(reply: &Reply) -> Option<u64> {
     Some(number(parts.first())? * 1_000_000 + number(parts.get(1))?)
 }
 
+/// Commands encoded back to back into one buffer, and how many.
+#[derive(Default)]
+struct Batch {
+    buf: Vec<u8>,
+    commands: usize,
+}
+
+impl Batch {
+    fn push(&mut self, args: &[&[u8]]) {
+        encode_command_into(&mut self.buf, args);
+        self.commands += 1;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.commands == 0
+    }
+}
+
 /// Sends `commands` at once and reads their replies, in order; with what the batch cost the
 /// server, µs. With `timed` the batch goes between two `TIME`s and the cost is the span of the
 /// server's clock between them: the time the server spent on the batch (and, between its reads
@@ -179,29 +197,22 @@ fn server_time_us(reply: &Reply) -> Option<u64> {
 /// trip, the fallback where TIME is refused, also holds the client's and the network's time,
 /// which on a busy host is much of it and no one else's wait (ms where the server spent 0.1 ms).
 /// `timed` is cleared when the server refuses TIME.
-fn pipeline(
-    conn: &mut RawConn,
-    commands: &[Vec<Vec<u8>>],
-    timed: &mut bool,
-) -> Result<(Vec<Reply>, u64)> {
-    let mut buf = Vec::new();
+fn pipeline(conn: &mut RawConn, batch: &Batch, timed: &mut bool) -> Result<(Vec<Reply>, u64)> {
     let time: &[&[u8]] = &[b"TIME"];
+    let mut buf = Vec::with_capacity(batch.buf.len() + 32);
     if *timed {
-        buf.extend_from_slice(&encode_command(time));
+        encode_command_into(&mut buf, time);
     }
-    for args in commands {
-        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        buf.extend_from_slice(&encode_command(&refs));
-    }
+    buf.extend_from_slice(&batch.buf);
     if *timed {
-        buf.extend_from_slice(&encode_command(time));
+        encode_command_into(&mut buf, time);
     }
     let start = Instant::now();
     conn.send_raw(&buf).context("sending a batch")?;
     let read = |conn: &mut RawConn| conn.read_reply().context("reading a batch's replies");
     let before = if *timed { Some(read(conn)?) } else { None };
-    let mut replies = Vec::with_capacity(commands.len());
-    for _ in commands {
+    let mut replies = Vec::with_capacity(batch.commands);
+    for _ in 0..batch.commands {
         replies.push(read(conn)?);
     }
     let after = if *timed { Some(read(conn)?) } else { None };
@@ -270,15 +281,18 @@ impl KeyScanner {
                     if self.stopped(&ctx.stop) {
                         return Ok(());
                     }
-                    let mut scan: Vec<Vec<u8>> = vec![b"SCAN".to_vec(), cursor.clone()];
+                    let count = step.count.to_string();
+                    let mut scan: Vec<&[u8]> = vec![b"SCAN", &cursor];
                     if let Some(pattern) = &self.spec.pattern {
-                        scan.extend([b"MATCH".to_vec(), pattern.as_bytes().to_vec()]);
+                        scan.extend([b"MATCH".as_slice(), pattern.as_bytes()]);
                     }
-                    scan.extend([b"COUNT".to_vec(), step.count.to_string().into_bytes()]);
+                    scan.extend([b"COUNT".as_slice(), count.as_bytes()]);
                     if let Some(kind) = self.spec.kind {
-                        scan.extend([b"TYPE".to_vec(), kind.name().as_bytes().to_vec()]);
+                        scan.extend([b"TYPE".as_slice(), kind.name().as_bytes()]);
                     }
-                    let (replies, scan_us) = pipeline(&mut conn, &[scan], &mut timed)?;
+                    let mut batch = Batch::default();
+                    batch.push(&scan);
+                    let (replies, scan_us) = pipeline(&mut conn, &batch, &mut timed)?;
                     let (next, keys) = parse_scan(&replies[0])
                         .with_context(|| format!("SCAN on {}", node.name))?;
                     cursor = next;
@@ -333,25 +347,22 @@ impl KeyScanner {
         timed: &mut bool,
     ) -> Result<u64> {
         let known_kind = self.spec.kind;
-        let mut first: Vec<Vec<Vec<u8>>> = Vec::with_capacity(keys.len() * 4);
+        let mut first = Batch {
+            buf: Vec::with_capacity(keys.len() * 96),
+            commands: 0,
+        };
         for key in keys {
             if known_kind.is_none() {
-                first.push(vec![b"TYPE".to_vec(), key.clone()]);
+                first.push(&[b"TYPE", key]);
             }
             if !*skip_object {
-                first.push(vec![b"OBJECT".to_vec(), b"ENCODING".to_vec(), key.clone()]);
+                first.push(&[b"OBJECT", b"ENCODING", key]);
             }
-            first.push(vec![b"PTTL".to_vec(), key.clone()]);
+            first.push(&[b"PTTL", key]);
             if !*skip_memory {
                 // A few samples, never 0: SAMPLES 0 walks the whole value and can itself
                 // freeze the server.
-                first.push(vec![
-                    b"MEMORY".to_vec(),
-                    b"USAGE".to_vec(),
-                    key.clone(),
-                    b"SAMPLES".to_vec(),
-                    b"5".to_vec(),
-                ]);
+                first.push(&[b"MEMORY", b"USAGE", key, b"SAMPLES", b"5"]);
             }
         }
         let (replies, first_us) = pipeline(conn, &first, timed)?;
@@ -430,11 +441,11 @@ impl KeyScanner {
             seen.push(s);
         }
         // The counts, by type.
-        let mut second = Vec::new();
+        let mut second = Batch::default();
         let mut asked = Vec::new();
         for (index, (key, s)) in keys.iter().zip(&seen).enumerate() {
             if let (false, Some(kind)) = (s.gone, s.kind) {
-                second.push(vec![kind.count_command().as_bytes().to_vec(), key.clone()]);
+                second.push(&[kind.count_command().as_bytes(), key]);
                 asked.push(index);
             }
         }

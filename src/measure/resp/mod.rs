@@ -40,13 +40,37 @@ impl Reply {
 /// Encodes a command as a RESP array of bulk strings.
 pub fn encode_command(args: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + args.iter().map(|a| a.len() + 16).sum::<usize>());
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    encode_command_into(&mut out, args);
+    out
+}
+
+/// Appends a command, as [`encode_command`] encodes it, to `out`: a pipeline of many small
+/// commands (the key scan's) builds one buffer without an allocation per command.
+pub fn encode_command_into(out: &mut Vec<u8>, args: &[&[u8]]) {
+    push_header(out, b'*', args.len());
     for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        push_header(out, b'$', arg.len());
         out.extend_from_slice(arg);
         out.extend_from_slice(b"\r\n");
     }
-    out
+}
+
+/// `*3\r\n` or `$5\r\n`: a RESP header with its decimal length, written without formatting.
+fn push_header(out: &mut Vec<u8>, marker: u8, len: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = len;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push(marker);
+    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// A plain or TLS byte stream to the server.

@@ -256,3 +256,17 @@ fn encodes_commands() {
         b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
     );
 }
+
+#[test]
+fn encodes_lengths_of_every_width_and_appends() {
+    let ten = [b'x'; 10];
+    let big = vec![b'y'; 12_345];
+    let mut out = b"prefix".to_vec();
+    encode_command_into(&mut out, &[b"", &ten, &big]);
+    let mut expected = b"prefix*3\r\n$0\r\n\r\n$10\r\n".to_vec();
+    expected.extend_from_slice(&ten);
+    expected.extend_from_slice(b"\r\n$12345\r\n");
+    expected.extend_from_slice(&big);
+    expected.extend_from_slice(b"\r\n");
+    assert_eq!(out, expected);
+}
