@@ -28,9 +28,9 @@ use holprobe::keys::model::ModelOp;
 
 /// Every run directory under `dir` (itself included), sorted.
 fn runs_under(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    // A run's directory can hold more runs (data/collections/<server>/<type>/4M/).
     if dir.join("run.json").is_file() && dir.join("summary.csv").is_file() {
         found.push(dir.to_path_buf());
-        return Ok(());
     }
     let mut children: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
