@@ -283,6 +283,25 @@ fn duration_of_ms(ms: f64) -> Result<Duration, String> {
     Ok(Duration::from_nanos(nanos as u64))
 }
 
+/// Appends the decimal digits of `n`, zero-padded to `pad`.
+#[inline]
+pub fn push_decimal(mut n: u64, pad: usize, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for _ in (digits.len() - at)..pad {
+        out.push(b'0');
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

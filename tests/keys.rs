@@ -339,20 +339,6 @@ fn measure_models() {
     }
 }
 
-/// Runs `probe keys` and returns (status, stdout, stderr).
-fn probe_keys(args: &[&str]) -> (i32, String, String) {
-    let output = common::probe_cmd()
-        .arg("keys")
-        .args(args)
-        .output()
-        .expect("run probe keys");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 /// The big keys of every type the tests scan, built on `conn`.
 fn build_big_keys(conn: &mut redis::Connection) {
     build(conn, "big:hash", "hash", 200_000);
@@ -423,7 +409,7 @@ fn the_scan_finds_big_keys_and_predicts_their_dels_in_order() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("scan");
-    let (code, stdout, stderr) = probe_keys(&[
+    let (code, stdout, stderr) = common::probe_keys(&[
         "--url",
         &server.url(),
         "--top",
@@ -529,7 +515,7 @@ fn a_user_without_memory_gets_one_line_and_the_counts() {
         .query(&mut conn)
         .unwrap();
     let url = format!("redis://nomem:pw@127.0.0.1:{}", server.port());
-    let (code, stdout, stderr) = probe_keys(&["--url", &url, "--format", "json"]);
+    let (code, stdout, stderr) = common::probe_keys(&["--url", &url, "--format", "json"]);
     assert_eq!(code, 0, "{stderr}");
     let lines: Vec<&str> = stderr
         .lines()
@@ -602,7 +588,7 @@ fn bad_input_is_one_line() {
     ] {
         let mut argv = vec!["--url", url.as_str()];
         argv.extend(args.iter().copied());
-        let (code, _, stderr) = probe_keys(&argv);
+        let (code, _, stderr) = common::probe_keys(&argv);
         assert_eq!(code, 2, "{args:?}: {stderr}");
         let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
         assert_eq!(errors.len(), 1, "{args:?}: {stderr}");
@@ -618,7 +604,7 @@ fn a_refit_writes_a_model_of_the_binary() {
     let bin = Path::new("/usr/bin/redis-server");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("refit");
-    let (status, stdout, stderr) = probe_keys(&[
+    let (status, stdout, stderr) = common::probe_keys(&[
         "--refit",
         "--server-bin",
         bin.to_str().unwrap(),
@@ -668,13 +654,13 @@ fn a_refit_writes_a_model_of_the_binary() {
     );
     assert!(big > small && small > 0.0, "{small} vs {big}");
     // --refit with a server of the user's: refused in one line.
-    let (status, _, stderr) = probe_keys(&["--refit", "--url", "redis://127.0.0.1:1"]);
+    let (status, _, stderr) = common::probe_keys(&["--refit", "--url", "redis://127.0.0.1:1"]);
     assert_eq!(status, 2, "{stderr}");
     assert!(
         stderr.contains("--refit") && stderr.trim().lines().count() == 1,
         "{stderr}"
     );
-    let (status, _, stderr) = probe_keys(&["--refit", "--refit-elements", "lots"]);
+    let (status, _, stderr) = common::probe_keys(&["--refit", "--refit-elements", "lots"]);
     assert_eq!(status, 2, "{stderr}");
     assert!(stderr.contains("--refit-elements"), "{stderr}");
 }

@@ -20,19 +20,6 @@ for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do
 end
 return 1"#;
 
-fn probe_keys(args: &[&str]) -> (i32, String, String) {
-    let output = common::probe_cmd()
-        .arg("keys")
-        .args(args)
-        .output()
-        .expect("run probe keys");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 /// The calls of each write command the test watches, from INFO commandstats, and the server's
 /// count of changes to its data (`rdb_changes_since_last_save`, which every write that changes
 /// something moves). DEL is not watched by its calls: the probes' session deletes its own GET
@@ -171,7 +158,7 @@ fn the_worst_keys_are_replayed_and_the_user_s_server_is_only_read() {
     let out = tempfile::tempdir().expect("tempdir");
     let dir = out.path().join("scan");
     let url = server.url();
-    let (status, stdout, stderr) = probe_keys(&[
+    let (status, stdout, stderr) = common::probe_keys(&[
         "--url",
         &url,
         "--size-floor",
@@ -311,7 +298,7 @@ fn bad_replay_input_is_one_line_naming_the_flag() {
         // Without --url there is nothing to scan.
         (vec!["--replay", "2", "--server-bin", SERVER_BIN], "--url"),
     ] {
-        let (status, stdout, stderr) = probe_keys(&args);
+        let (status, stdout, stderr) = common::probe_keys(&args);
         assert_eq!(status, 2, "{args:?}: {stderr}");
         assert!(stdout.is_empty(), "{args:?}: {stdout}");
         assert!(stderr.contains(flag), "{args:?}: {stderr}");

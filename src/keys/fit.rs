@@ -82,12 +82,13 @@ enum Regressors {
     Both,
 }
 
-/// Fits every group of `rows` (type, encoding, op, freed_by). Rows with a freeze that is not a
-/// finite non-negative number are left out.
-pub fn fit(rows: &[FitRow]) -> Vec<CostEntry> {
-    // FreedBy is not ordered: its name keys the group.
-    let mut groups: BTreeMap<(String, String, ModelOp, Option<&'static str>), Vec<&FitRow>> =
-        BTreeMap::new();
+/// A group of fit rows: type, encoding, op, and the freeing thread by name (FreedBy is not
+/// ordered).
+pub type GroupKey = (String, String, ModelOp, Option<&'static str>);
+
+/// `rows` by group, leaving out a freeze that is not a finite non-negative number.
+pub fn groups(rows: &[FitRow]) -> BTreeMap<GroupKey, Vec<&FitRow>> {
+    let mut groups: BTreeMap<GroupKey, Vec<&FitRow>> = BTreeMap::new();
     for row in rows {
         if !(row.hol_delay_ms.is_finite() && row.hol_delay_ms >= 0.0) {
             continue;
@@ -102,6 +103,13 @@ pub fn fit(rows: &[FitRow]) -> Vec<CostEntry> {
             .or_default()
             .push(row);
     }
+    groups
+}
+
+/// Fits every group of `rows` (type, encoding, op, freed_by). Rows with a freeze that is not a
+/// finite non-negative number are left out.
+pub fn fit(rows: &[FitRow]) -> Vec<CostEntry> {
+    let groups = groups(rows);
     groups
         .into_iter()
         .map(|((kind, encoding, op, _), group)| {

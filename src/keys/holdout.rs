@@ -9,11 +9,9 @@
 //! error such a key sees. With two sizes measured, each held-out fit rests on one size alone
 //! (a line through zero and that size), and the result says so ([`HeldOut::sizes_fitted`]).
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
-use super::fit::{FitRow, RELATIVE_FROM_MS, fit};
+use super::fit::{FitRow, GroupKey, RELATIVE_FROM_MS, fit, groups};
 use super::model::ModelOp;
 use crate::workload::lazyfree::FreedBy;
 
@@ -81,8 +79,6 @@ pub struct OneSize {
     pub rows: usize,
 }
 
-type GroupKey = (String, String, ModelOp, Option<&'static str>);
-
 fn group_name(key: &GroupKey) -> String {
     format!(
         "{} {} {}{}",
@@ -104,21 +100,7 @@ fn median(sorted: &[f64]) -> f64 {
 /// Every size of every group of `rows` (one server's) left out in turn, and the groups of one
 /// size, which cannot be.
 pub fn held_out(rows: &[FitRow]) -> (Vec<HeldOut>, Vec<OneSize>) {
-    let mut groups: BTreeMap<GroupKey, Vec<&FitRow>> = BTreeMap::new();
-    for row in rows {
-        if !(row.hol_delay_ms.is_finite() && row.hol_delay_ms >= 0.0) {
-            continue;
-        }
-        groups
-            .entry((
-                row.kind.clone(),
-                row.encoding.clone(),
-                row.op,
-                row.freed_by.map(FreedBy::name),
-            ))
-            .or_default()
-            .push(row);
-    }
+    let groups = groups(rows);
     let mut out = Vec::new();
     let mut single = Vec::new();
     for (key, group) in &groups {

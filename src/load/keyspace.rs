@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::UsageError;
 use crate::measure::target::{ServerFacts, info_field};
+pub use crate::units::push_decimal;
 use crate::units::{format_size, parse_size};
 
 /// Prefix of every load key. Unlike a probe run's `holprobe:<run-id>:` it is fixed, so a
@@ -72,25 +73,6 @@ impl KeyNaming {
     pub fn key_len(&self, index: u64) -> usize {
         self.prefix.len() + decimal_len(index).max(self.pad)
     }
-}
-
-/// Appends the decimal digits of `n`, zero-padded to `pad`.
-#[inline]
-pub fn push_decimal(mut n: u64, pad: usize, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for _ in (digits.len() - at)..pad {
-        out.push(b'0');
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// Number of decimal digits of `n`.

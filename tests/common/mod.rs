@@ -197,3 +197,17 @@ pub fn server(name: &str) -> Option<PathBuf> {
     eprintln!("skipping {name}: {reason} (run scripts/servers.sh to fetch it)");
     None
 }
+
+/// Runs `probe keys ARGS` and returns (exit code, stdout, stderr).
+pub fn probe_keys(args: &[&str]) -> (i32, String, String) {
+    let output = probe_cmd()
+        .arg("keys")
+        .args(args)
+        .output()
+        .expect("run probe keys");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

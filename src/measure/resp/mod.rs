@@ -57,19 +57,8 @@ pub fn encode_command_into(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// `*3\r\n` or `$5\r\n`: a RESP header with its decimal length, written without formatting.
 fn push_header(out: &mut Vec<u8>, marker: u8, len: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = len;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
     out.push(marker);
-    out.extend_from_slice(&digits[at..]);
+    crate::units::push_decimal(len as u64, 0, out);
     out.extend_from_slice(b"\r\n");
 }
 
