@@ -15,6 +15,10 @@
 # and each one's send lag (how late a probe left after its intended time: `sent_us -
 # intended_us` of probes.csv for probe, minprobe's own count), p50 / p99 / max over all repeats.
 #
+# Also printed: probe's CPU at 10/s per thread over the same SECS, what it spends whatever the
+# rate (start-up, the session's timers, the exports): part of every ratio above, and the reason
+# the ratio is higher at low rates.
+#
 # Noise: CPU time is what each process itself used, so other work on the host changes it far less
 # than wall time, but not to nothing: a thread woken late finds more replies waiting per wake-up
 # (less CPU), a spin loop that is preempted spins longer (more). The per-pair ratio range shows
@@ -120,6 +124,15 @@ for rate in rates:
         print(f"  {rate}/s run {r}: probe {probe_cpu[-1] if probe_cpu else float('nan'):.3f} s, "
               f"minprobe {min_cpu[-1] if min_cpu else float('nan'):.3f} s", file=sys.stderr)
     results[rate] = (probe_cpu, min_cpu, sorted(probe_lag), min_lag, notes)
+fixed = []
+for r in range(repeat):
+    name = f"probe-r10-{r}"
+    cpu, rc = cpu_of([bin, "--url", f"redis://127.0.0.1:{port}", "--duration", f"{secs}s",
+                      "--probe-threads", threads, "--probe-rate", "10",
+                      "--out", os.path.join(out, name)] + (["--realtime"] if realtime else []),
+                     os.path.join(out, name + ".txt"))
+    if rc == 0:
+        fixed.append(cpu)
 load_end = os.getloadavg()[0]
 
 print(f"\nCPU time (user+sys, s) of one {secs} s run at {threads} threads x rate; median [min-max] of "
@@ -138,6 +151,9 @@ for rate, (pc, mc, _, _, notes) in results.items():
               f"{min(pairs):>5.2f}-{max(pairs):<5.2f}  {'(goal <= 1.1: met)' if ratio <= 1.1 else '(goal <= 1.1: NOT met)'}")
     for note in notes:
         print(f"{'':>11}  {note}")
+if fixed:
+    print(f"{threads + 'x10/s':>11} {spread(fixed):>21} {100 * statistics.median(fixed) / float(secs):>4.0f}%"
+          f"  (probe at 10/s per thread: what it spends whatever the rate)")
 
 print(f"\nsend lag (sent - intended, us): probe over every probe of the {repeat} runs; minprobe p50 / p99 / max of each run")
 print(f"{'rate':>11} {'probe p50':>9} {'p99':>7} {'max':>9}   minprobe p50 / p99 / max per run")
