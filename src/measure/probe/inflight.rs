@@ -43,6 +43,8 @@ pub struct Arrival {
 pub struct InFlight {
     thread: u16,
     cmd: ProbeCmd,
+    /// The reply every probe should get ([`expected_reply`]).
+    expected: Vec<u8>,
     queue: VecDeque<Outstanding>,
     pending: Vec<u8>,
     /// Where parsing the unfinished reply at the start of `pending` stopped.
@@ -55,6 +57,7 @@ impl InFlight {
         InFlight {
             thread,
             cmd,
+            expected: expected_reply(cmd),
             queue: VecDeque::new(),
             pending: Vec::new(),
             resume: ParseResume::default(),
@@ -104,18 +107,24 @@ impl InFlight {
                 "RESP protocol error: the server sent a reply far longer than a probe's",
             ));
         }
+        // The usual case, every reply the expected one and none cut by a read, needs no parser:
+        // the record is the parser's for those bytes, without the allocations of its `Reply`.
+        let mut bytes = bytes;
+        while self.pending.is_empty() && bytes.starts_with(&self.expected) {
+            bytes = &bytes[self.expected.len()..];
+            let probe = self.queue.pop_front().ok_or_else(unasked)?;
+            done.push(self.record(probe, arrival, true, None));
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
         self.pending.extend_from_slice(bytes);
         let mut used = 0;
         while let Some((reply, n)) =
             parse_reply_resuming(&self.pending[used..], ReplyLimits::PROBE, &mut self.resume)?
         {
             used += n;
-            let probe = self.queue.pop_front().ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "the server sent a reply no probe was waiting for",
-                )
-            })?;
+            let probe = self.queue.pop_front().ok_or_else(unasked)?;
             done.push(self.answered(probe, &reply, arrival));
         }
         self.pending.drain(..used);
@@ -144,17 +153,27 @@ impl InFlight {
     }
 
     fn answered(&self, probe: Outstanding, reply: &Reply, arrival: Arrival) -> ProbeRecord {
-        // A reply cannot arrive before its command left; a kernel stamp converted between
-        // clocks could say so by a few µs.
-        let reply_us = arrival
-            .reply_us
-            .clamp(probe.sent_us, arrival.read_us.max(probe.sent_us));
         let (ok, error) = match (reply, self.cmd) {
             (Reply::Error(text), _) => (false, Some(text.clone())),
             (Reply::Status(s), ProbeCmd::Ping) if s == "PONG" => (true, None),
             (Reply::Bulk(Some(_)), ProbeCmd::Get) => (true, None),
             (other, _) => (false, Some(format!("unexpected reply {other:?}"))),
         };
+        self.record(probe, arrival, ok, error)
+    }
+
+    fn record(
+        &self,
+        probe: Outstanding,
+        arrival: Arrival,
+        ok: bool,
+        error: Option<String>,
+    ) -> ProbeRecord {
+        // A reply cannot arrive before its command left; a kernel stamp converted between
+        // clocks could say so by a few µs.
+        let reply_us = arrival
+            .reply_us
+            .clamp(probe.sent_us, arrival.read_us.max(probe.sent_us));
         ProbeRecord {
             thread: self.thread,
             seq: probe.seq,
@@ -168,6 +187,27 @@ impl InFlight {
             error,
         }
     }
+}
+
+/// The reply a probe gets from a server that is well: `+PONG` to PING, the probe value to GET
+/// (the run stores [`super::PROBE_VALUE`] under the key GET probes read).
+pub fn expected_reply(cmd: ProbeCmd) -> Vec<u8> {
+    match cmd {
+        ProbeCmd::Ping => b"+PONG\r\n".to_vec(),
+        ProbeCmd::Get => format!(
+            "${}\r\n{}\r\n",
+            super::PROBE_VALUE.len(),
+            super::PROBE_VALUE
+        )
+        .into_bytes(),
+    }
+}
+
+fn unasked() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "the server sent a reply no probe was waiting for",
+    )
 }
 
 #[cfg(test)]
@@ -292,6 +332,47 @@ mod tests {
                 .received(b"$99999999999\r\n", at(10), &mut done)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn the_expected_reply_whole_gives_the_record_the_parser_gives_it_in_pieces() {
+        for cmd in [ProbeCmd::Ping, ProbeCmd::Get] {
+            let reply = expected_reply(cmd);
+            let (mut whole, mut pieces) = (InFlight::new(1, cmd), InFlight::new(1, cmd));
+            for seq in 0..3 {
+                sent(&mut whole, seq, 1_000 + seq * 100);
+                sent(&mut pieces, seq, 1_000 + seq * 100);
+            }
+            let (mut from_whole, mut from_pieces) = (Vec::new(), Vec::new());
+            // Two whole replies and the start of a third in one read (no parser for the first
+            // two); byte by byte (the parser for each).
+            let mut bytes = [reply.clone(), reply.clone(), reply.clone()].concat();
+            let cut = 2 * reply.len() + 1;
+            whole
+                .received(&bytes[..cut], at(9_000), &mut from_whole)
+                .unwrap();
+            assert_eq!((from_whole.len(), whole.has_partial_reply()), (2, true));
+            whole
+                .received(&bytes[cut..], at(9_000), &mut from_whole)
+                .unwrap();
+            for byte in bytes.chunks(1) {
+                pieces.received(byte, at(9_000), &mut from_pieces).unwrap();
+            }
+            assert_eq!(from_whole, from_pieces);
+            assert!(
+                from_whole.iter().all(|p| p.ok && p.error.is_none()),
+                "{cmd:?}"
+            );
+            // A whole reply no probe waits for is still refused.
+            bytes.truncate(reply.len());
+            assert!(whole.received(&bytes, at(9_100), &mut from_whole).is_err());
+        }
+        // Another value than the probe value is a good GET reply too (the parser says so).
+        let mut flight = InFlight::new(0, ProbeCmd::Get);
+        sent(&mut flight, 0, 0);
+        let mut done = Vec::new();
+        flight.received(b"$2\r\nab\r\n", at(10), &mut done).unwrap();
+        assert!(done[0].ok);
     }
 
     #[test]

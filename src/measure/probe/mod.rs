@@ -13,7 +13,9 @@
 //!
 //! Between probes the thread sleeps in `poll` on its socket, so replies are read as they arrive
 //! and stamped by the kernel ([`socket`]); it wakes shortly before the next intended time and
-//! spins the rest, for microsecond send timing.
+//! spins the rest, for microsecond send timing. Its records go to the session in batches
+//! (`FLUSH_EVERY`): the CPU a probe costs is then little more than its syscalls
+//! (`benchmarks/probe_cpu.sh` holds it against a minimal prober in C).
 
 pub mod inflight;
 pub mod socket;
@@ -185,13 +187,11 @@ pub fn spawn_probes(
         socks.push(sock);
     }
     let period_ns = 1e9 / config.rate_per_thread;
-    let (encoded, reply_len) = match config.cmd {
-        ProbeCmd::Ping => (encode_command(&[b"PING"]), b"+PONG\r\n".len()),
-        ProbeCmd::Get => (
-            encode_command(&[b"GET", config.get_key.as_bytes()]),
-            format!("${}\r\n{PROBE_VALUE}\r\n", PROBE_VALUE.len()).len(),
-        ),
+    let encoded = match config.cmd {
+        ProbeCmd::Ping => encode_command(&[b"PING"]),
+        ProbeCmd::Get => encode_command(&[b"GET", config.get_key.as_bytes()]),
     };
+    let reply_len = inflight::expected_reply(config.cmd).len();
     let mut handles = Vec::with_capacity(socks.len());
     for (index, sock) in socks.into_iter().enumerate() {
         let thread = usize::from(config.first_thread) + index;
@@ -212,6 +212,8 @@ pub fn spawn_probes(
             realtime: config.realtime,
             keep_going: config.keep_going,
             done: Vec::new(),
+            flushed_at: Instant::now(),
+            unpublished: Counts::default(),
             reconnected_unanswered: false,
         };
         let handle = std::thread::Builder::new()
@@ -227,6 +229,18 @@ pub fn spawn_probes(
 const SPIN: Duration = Duration::from_micros(20);
 /// Longest sleep in `poll`, so a stop is noticed soon at low rates.
 const MAX_WAIT: Duration = Duration::from_millis(20);
+/// Finished records wait in their thread at most this long before they go to the collector
+/// together. One channel send per record woke the collector once per probe (10 000 times a second
+/// at 2 × 5000/s, each wake-up a futex call and the channel's yields: more CPU than the probes
+/// themselves); in batches it wakes a few hundred times a second. Half the session's settle
+/// ([`crate::session`], every 20 ms), so the correlator's horizon moves on as before.
+const FLUSH_EVERY: Duration = Duration::from_millis(10);
+/// Records that go to the collector at once whatever [`FLUSH_EVERY`] says, so that a burst of
+/// replies does not fill the channel in one go.
+const FLUSH_BATCH: usize = 256;
+/// A batch goes while the thread waits only when the next probe is at least this far off (a
+/// batch takes a few µs: it must never make a probe late); else right after that probe's send.
+const FLUSH_ROOM: Duration = Duration::from_micros(100);
 /// How long a stopping thread waits for the replies still due.
 const DRAIN_AT_STOP: Duration = Duration::from_secs(1);
 /// Longest server error text kept in a probe record.
@@ -247,11 +261,25 @@ struct ProbeWorker {
     shared: Arc<ProbeShared>,
     realtime: bool,
     keep_going: bool,
-    /// Records ready to go to the collector.
+    /// Records ready to go to the collector (in batches, see [`FLUSH_EVERY`]).
     done: Vec<ProbeRecord>,
+    /// When `done` last went to the collector.
+    flushed_at: Instant,
+    /// This thread's share of the shared counters not added to them yet: added with each
+    /// flush, so the threads do not write one shared cache line per probe.
+    unpublished: Counts,
     /// The connection was opened again after a loss and has brought no reply since: losing it
     /// again ends the thread (a server that drops every connection is not reconnected forever).
     reconnected_unanswered: bool,
+}
+
+/// A thread's counts since its last flush.
+#[derive(Debug, Default)]
+struct Counts {
+    kernel_stamped: u64,
+    read_stamped: u64,
+    /// The most probes outstanding at once since the last flush.
+    max_outstanding: u64,
 }
 
 /// Why a thread's connection can go on no more.
@@ -281,12 +309,15 @@ impl ProbeWorker {
                 Ok(true) => {
                     let sent = self.send_probe(seq, intended_us);
                     seq += 1;
+                    // Now the next probe is furthest off.
+                    if self.flush_due(Instant::now()) {
+                        self.flush();
+                    }
                     sent
                 }
                 Ok(false) => Ok(()),
                 Err(broken) => Err(broken),
             };
-            self.flush();
             if let Err(broken) = outcome
                 && !self.recover(broken, &mut seq)
             {
@@ -375,8 +406,9 @@ impl ProbeWorker {
         self.shared.stop.load(Ordering::Relaxed)
     }
 
-    /// Sleeps in `poll` until just before `due`, taking replies as they arrive, then spins.
-    /// Ok(false) when the run is stopping (nothing more to send).
+    /// Sleeps in `poll` until just before `due`, taking replies as they arrive and handing
+    /// them on when a batch is due, then spins. Ok(false) when the run is stopping (nothing
+    /// more to send).
     fn wait_until(&mut self, due: Instant) -> Result<bool, Broken> {
         let spin_from = due.checked_sub(SPIN).unwrap_or(due);
         loop {
@@ -384,17 +416,30 @@ impl ProbeWorker {
                 return Ok(false);
             }
             self.check_overdue()?;
-            let left = spin_from.saturating_duration_since(Instant::now());
+            let mut now = Instant::now();
+            let mut left = spin_from.saturating_duration_since(now);
+            if left >= FLUSH_ROOM && self.flush_due(now) {
+                self.flush();
+                now = Instant::now();
+                left = spin_from.saturating_duration_since(now);
+            }
             if left.is_zero() {
                 break;
             }
+            // Records waiting for their batch go on time however long the next probe is off (a
+            // batch due with less room than that goes after the send).
+            let flush_at = self.flushed_at + FLUSH_EVERY;
+            let longest = if self.done.is_empty() || flush_at <= now {
+                MAX_WAIT
+            } else {
+                (flush_at - now).min(MAX_WAIT)
+            };
             let readable = self
                 .sock
-                .wait_readable(left.min(MAX_WAIT))
+                .wait_readable(left.min(longest))
                 .map_err(Broken::Lost)?;
             if readable {
                 self.take_replies(Some(spin_from))?;
-                self.flush();
             }
         }
         while Instant::now() < due {
@@ -411,9 +456,8 @@ impl ProbeWorker {
             intended_us,
             sent_us: self.clock.us_at(sent),
         });
-        self.shared
-            .max_outstanding
-            .fetch_max(self.flight.len() as u64, Ordering::Relaxed);
+        let outstanding = &mut self.unpublished.max_outstanding;
+        *outstanding = (*outstanding).max(self.flight.len() as u64);
         match result {
             Ok(()) => Ok(()),
             // The server stopped reading this connection for all of --timeout.
@@ -426,7 +470,9 @@ impl ProbeWorker {
 
     /// Reads the replies that have arrived, one reply's length at a time (see [`socket`]),
     /// until none is left or `until` has passed (the next probe is due: reading never holds a
-    /// probe back).
+    /// probe back). A read that leaves every probe answered is the last: one more `recvmsg` per
+    /// reply would only say "nothing" (bytes nobody asked for, or the server's close, make the
+    /// socket readable again and are read at the next wake-up).
     fn take_replies(&mut self, until: Option<Instant>) -> Result<(), Broken> {
         loop {
             if until.is_some_and(|t| Instant::now() >= t) {
@@ -459,12 +505,14 @@ impl ProbeWorker {
             if replies > 0 {
                 self.reconnected_unanswered = false;
             }
-            let counter = if reply_us.is_some() {
-                &self.shared.replies_kernel_stamped
+            if reply_us.is_some() {
+                self.unpublished.kernel_stamped += replies;
             } else {
-                &self.shared.replies_read_stamped
-            };
-            counter.fetch_add(replies, Ordering::Relaxed);
+                self.unpublished.read_stamped += replies;
+            }
+            if self.flight.is_empty() && !self.flight.has_partial_reply() {
+                return Ok(());
+            }
         }
     }
 
@@ -481,8 +529,33 @@ impl ProbeWorker {
         Ok(())
     }
 
-    /// Hands the finished records to the collector.
+    /// True when the waiting records should go ([`FLUSH_EVERY`], [`FLUSH_BATCH`]).
+    fn flush_due(&self, now: Instant) -> bool {
+        !self.done.is_empty()
+            && (now >= self.flushed_at + FLUSH_EVERY || self.done.len() >= FLUSH_BATCH)
+    }
+
+    /// Hands the finished records to the collector, and adds this thread's counts to the shared
+    /// ones.
     fn flush(&mut self) {
+        self.flushed_at = Instant::now();
+        let counts = std::mem::take(&mut self.unpublished);
+        let shared = &self.shared;
+        if counts.kernel_stamped > 0 {
+            shared
+                .replies_kernel_stamped
+                .fetch_add(counts.kernel_stamped, Ordering::Relaxed);
+        }
+        if counts.read_stamped > 0 {
+            shared
+                .replies_read_stamped
+                .fetch_add(counts.read_stamped, Ordering::Relaxed);
+        }
+        if counts.max_outstanding > 0 {
+            shared
+                .max_outstanding
+                .fetch_max(counts.max_outstanding, Ordering::Relaxed);
+        }
         for mut record in self.done.drain(..) {
             if let Some(error) = record.error.as_mut()
                 && error.len() > MAX_ERROR_CHARS
