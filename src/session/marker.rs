@@ -34,6 +34,11 @@ use crate::measure::target::ConnInfo;
 pub const LEASE: Duration = Duration::from_secs(10);
 /// How often a live run renews its lease.
 pub const RENEW_EVERY: Duration = Duration::from_secs(2);
+/// How long a run waits for each step of its marker before it leaves the marker to its lease
+/// thread (which writes it again, within the reply limit) and goes on: a server whose writes
+/// are paused (`CLIENT PAUSE WRITE`) holds it, and would hold the run's start with it (the
+/// run's own first write is held as well, and measured so).
+pub const MARKER_WAIT: Duration = Duration::from_millis(100);
 
 /// The registry of markers on the server (with `{tag}` on a cluster: the run's shard).
 pub fn registry_key(tag: Option<&str>) -> String {
@@ -114,31 +119,48 @@ impl MarkerGuard {
         let lease = lease_key(&marker.key_prefix);
         let registry = registry_key(tag);
         let mut control = conn.redis_connection()?;
-        redis::pipe()
-            .atomic()
-            .cmd("SET")
-            .arg(&lease)
-            .arg(marker.pid)
-            .arg("PX")
-            .arg(LEASE.as_millis() as u64)
-            .ignore()
-            .cmd("SET")
-            .arg(&marker_key)
-            .arg(&json)
-            .ignore()
-            .cmd("SADD")
-            .arg(&registry)
-            .arg(&marker_key)
-            .ignore()
-            .query::<()>(&mut control)
-            .with_context(|| format!("writing the run's marker {marker_key}"))?;
+        let wait = conn.command_timeout.min(MARKER_WAIT);
+        control
+            .set_read_timeout(Some(wait))
+            .context("setting the read timeout")?;
+        // One command at a time, in an order where a kill between two leaves nothing that
+        // lasts: a registry entry without its marker is forgotten by the next look, a lease
+        // expires; only the marker, last, makes the run findable.
+        let steps = [
+            redis::cmd("SADD").arg(&registry).arg(&marker_key).clone(),
+            redis::cmd("SET")
+                .arg(&lease)
+                .arg(marker.pid)
+                .arg("PX")
+                .arg(LEASE.as_millis() as u64)
+                .clone(),
+            redis::cmd("SET").arg(&marker_key).arg(&json).clone(),
+        ];
+        let mut held = false;
+        for step in &steps {
+            match step.query::<redis::Value>(&mut control) {
+                Ok(_) => {}
+                // Held (writes paused, or a slow link): the lease thread writes every step
+                // again (each is idempotent) before it first renews the lease.
+                Err(err) if crate::measure::target::is_timeout(&err) => {
+                    held = true;
+                    break;
+                }
+                Err(err) => {
+                    return Err(anyhow::Error::from(err))
+                        .with_context(|| format!("writing the run's marker {marker_key}"));
+                }
+            }
+        }
+        drop(control);
+        let later = if held { steps.to_vec() } else { Vec::new() };
         let stop = Arc::new(AtomicBool::new(false));
         let renewer = {
             let (conn, lease, stop) = (conn.clone(), lease.clone(), Arc::clone(&stop));
             let pid = marker.pid;
             std::thread::Builder::new()
                 .name("marker-lease".into())
-                .spawn(move || renew(&conn, &lease, pid, &stop))
+                .spawn(move || renew(&conn, &lease, pid, later, &stop))
                 .context("starting the marker's lease thread")?
         };
         Ok(MarkerGuard {
@@ -197,31 +219,48 @@ impl Drop for MarkerGuard {
     }
 }
 
-/// The renewing thread: `SET lease pid PX LEASE` every [`RENEW_EVERY`] until `stop`, on a
-/// connection made again after any failure.
-fn renew(conn: &ConnInfo, lease: &str, pid: u32, stop: &AtomicBool) {
+/// The renewing thread: first the marker's steps the server held (`later`), then `SET lease
+/// pid PX LEASE` every [`RENEW_EVERY`] until `stop`, on a connection made again after any
+/// failure.
+fn renew(conn: &ConnInfo, lease: &str, pid: u32, mut later: Vec<redis::Cmd>, stop: &AtomicBool) {
     let mut control: Option<redis::Connection> = None;
+    let mut first = !later.is_empty();
     loop {
-        let wake = Instant::now() + RENEW_EVERY;
+        let wake = Instant::now() + if first { Duration::ZERO } else { RENEW_EVERY };
+        first = false;
         while Instant::now() < wake {
             if stop.load(Ordering::Relaxed) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
         if control.is_none() {
             control = conn.redis_connection().ok();
         }
-        if let Some(c) = control.as_mut() {
-            let renewed = redis::cmd("SET")
-                .arg(lease)
-                .arg(pid)
-                .arg("PX")
-                .arg(LEASE.as_millis() as u64)
-                .query::<()>(c);
-            if renewed.is_err() {
-                control = None;
+        let Some(c) = control.as_mut() else {
+            continue;
+        };
+        if !later.is_empty() {
+            match later
+                .iter()
+                .try_for_each(|step| step.query::<redis::Value>(c).map(drop))
+            {
+                Ok(()) => later.clear(),
+                Err(_) => control = None,
             }
+            continue;
+        }
+        let renewed = redis::cmd("SET")
+            .arg(lease)
+            .arg(pid)
+            .arg("PX")
+            .arg(LEASE.as_millis() as u64)
+            .query::<()>(c);
+        if renewed.is_err() {
+            control = None;
         }
     }
 }
