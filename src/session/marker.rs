@@ -182,19 +182,36 @@ impl MarkerGuard {
     /// undone everything the marker says.
     pub fn remove(mut self) -> Result<()> {
         self.stop_renewing();
+        // The marker first: once it is gone the run is no longer found, whatever stays.
+        let steps = [
+            redis::cmd("DEL").arg(&self.marker).arg(&self.lease).clone(),
+            redis::cmd("SREM")
+                .arg(&self.registry)
+                .arg(&self.marker)
+                .clone(),
+        ];
         let mut control = self.conn.redis_connection()?;
-        redis::pipe()
-            .atomic()
-            .cmd("DEL")
-            .arg(&self.marker)
-            .arg(&self.lease)
-            .ignore()
-            .cmd("SREM")
-            .arg(&self.registry)
-            .arg(&self.marker)
-            .ignore()
-            .query::<()>(&mut control)
-            .with_context(|| format!("removing the run's marker {}", self.marker))
+        for step in &steps {
+            match step.query::<redis::Value>(&mut control) {
+                Ok(_) => {}
+                // A cluster failed over during the run: the slot is served elsewhere now.
+                Err(err) if err.redirect_node().is_some() => {
+                    let address = err.redirect_node().map(|(a, _)| a.to_string());
+                    if let Some(address) = address {
+                        self.conn = self.conn.for_node(&address)?;
+                        control = self.conn.redis_connection()?;
+                        step.query::<redis::Value>(&mut control).with_context(|| {
+                            format!("removing the run's marker {} on {}", self.marker, self.conn)
+                        })?;
+                    }
+                }
+                Err(err) => {
+                    return Err(anyhow::Error::from(err))
+                        .with_context(|| format!("removing the run's marker {}", self.marker));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Stops the renewing thread; waits for it only briefly (it may be waiting on a frozen
@@ -223,6 +240,7 @@ impl Drop for MarkerGuard {
 /// pid PX LEASE` every [`RENEW_EVERY`] until `stop`, on a connection made again after any
 /// failure.
 fn renew(conn: &ConnInfo, lease: &str, pid: u32, mut later: Vec<redis::Cmd>, stop: &AtomicBool) {
+    let mut conn = conn.clone();
     let mut control: Option<redis::Connection> = None;
     let mut first = !later.is_empty();
     loop {
@@ -259,7 +277,13 @@ fn renew(conn: &ConnInfo, lease: &str, pid: u32, mut later: Vec<redis::Cmd>, sto
             .arg("PX")
             .arg(LEASE.as_millis() as u64)
             .query::<()>(c);
-        if renewed.is_err() {
+        if let Err(err) = renewed {
+            // A cluster failed over: the lease's slot is served elsewhere now.
+            if let Some((address, _)) = err.redirect_node()
+                && let Ok(moved) = conn.for_node(address)
+            {
+                conn = moved;
+            }
             control = None;
         }
     }
