@@ -1332,3 +1332,85 @@ fn a_dead_tools_server_directory_is_removed_by_the_next_start() {
     );
     assert!(workdirs().is_empty(), "left: {:?}", workdirs());
 }
+
+/// The pid of a test server's process, from its INFO.
+fn server_pid(server: &TestServer) -> u32 {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut server.conn())
+        .unwrap();
+    holprobe::measure::target::info_field(&info, "process_id")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// `probe load` against a server frozen (`kill -STOP`) with `--timeout 2s`: every request timed
+/// out, each connection was reopened (a connect at a time, each waiting on the frozen server),
+/// and the load ran its whole `--duration` and 42 s more (72 s after the freeze for 30 s). Now
+/// the first request that timed out with no reply from the server since ends the run: within
+/// the limit plus a margin of 2 s for a loaded host, with the limit said.
+#[test]
+fn a_load_against_a_frozen_server_ends_within_the_timeout() {
+    let server = TestServer::start(&[]);
+    probe_cmd()
+        .args(["populate", "--url", &server.url(), "--keys", "1000"])
+        .assert()
+        .success();
+    let pid = server_pid(&server);
+    let mut child = Command::new(probe_bin())
+        .args(["load", "--url", &server.url(), "--timeout", "2s"])
+        .args(["--duration", "60s", "--rate", "2000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("run ") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "ended early");
+    }
+    thread::sleep(Duration::from_millis(1000));
+    signal(pid, libc::SIGSTOP);
+    let frozen = Instant::now();
+    let status = wait_within(&mut child, Duration::from_secs(90));
+    let took = frozen.elapsed();
+    signal(pid, libc::SIGCONT);
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(text.contains("timed out after 2 s waiting for"), "{text}");
+    assert!(!text.contains("os error 11"), "{text}");
+    assert!(took < Duration::from_secs(4), "took {took:?}: {text}");
+}
+
+/// The slow-log poller, its connection lost to a frozen server, connected again at its next
+/// poll, and the connection waited the whole `--timeout` for the server's first reply again:
+/// the last poll after the run had ended added the limit once more to a run's end. Now it
+/// connects again only once the limit has passed since the failure.
+#[test]
+fn the_slow_log_pollers_reconnection_waits_no_limit_twice() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.server.conn_info();
+    conn.command_timeout = Duration::from_secs(2);
+    conn.connect_timeout = Duration::from_secs(2);
+    let mut poller = holprobe::measure::culprit::ServerLogPoller::connect(&conn).unwrap();
+    poller.poll().unwrap();
+    let pid = server_pid(&server);
+    signal(pid, libc::SIGSTOP);
+    let first = Instant::now();
+    let failed = poller.poll();
+    let first = first.elapsed();
+    let again = Instant::now();
+    let failed_again = poller.poll();
+    let again = again.elapsed();
+    signal(pid, libc::SIGCONT);
+    assert!(failed.is_err());
+    assert!(failed_again.is_err());
+    assert!(first >= Duration::from_millis(1900), "{first:?}");
+    assert!(again < Duration::from_millis(500), "{again:?}");
+    // Once the limit has passed, it connects again (the server answers by now).
+    thread::sleep(Duration::from_millis(2100));
+    poller.poll().unwrap();
+}

@@ -1,4 +1,5 @@
-//! `probe clean`: remove every key under `holprobe:load:`.
+//! `probe clean`: remove every key under `holprobe:load:`, and undo what runs that died without
+//! cleaning up left (their markers, [`crate::session::marker`]).
 
 use std::sync::atomic::AtomicBool;
 
@@ -13,9 +14,14 @@ use crate::cli::sections::topology::LoadTopologyArgs;
 use crate::error::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK};
 use crate::load::keyspace::{LOAD_PREFIX, META_KEY, read_meta};
 use crate::load::populate::{CleanOutcome, clean};
+use crate::measure::slots::hash_tag_for;
+use crate::measure::target::ConnInfo;
+use crate::session::marker::reclaim_dead_runs;
 
 /// Remove every key under holprobe:load: (the load data and its description), with SCAN and
-/// UNLINK in batches; nothing else on the server is touched.
+/// UNLINK in batches, and undo what runs killed before their cleanup left (their keys and the
+/// settings --tune-server changed, found by their markers); nothing else on the server is
+/// touched, and a run still alive is left alone.
 #[derive(Debug, Clone, Args)]
 #[command(
     mut_arg("url", |a| a.help("The server to remove the load keys from: redis://[user:password@]host:port[/db] or rediss:// (or --host/--port). The password may instead come from REDISCLI_AUTH or --password. Required")),
@@ -51,6 +57,39 @@ pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result
             .collect::<Result<Vec<_>>>()?,
         None => vec![target.conn.clone()],
     };
+    // Runs that died before their cleanup: each master's markers (a cluster's under the hash
+    // tag of its shard, as the runs wrote them).
+    let marker_homes: Vec<(ConnInfo, Option<String>)> = match &cluster {
+        Some(cluster) => cluster
+            .topology
+            .shards
+            .iter()
+            .map(|shard| {
+                Ok((
+                    target.conn.for_node(&shard.master.address)?,
+                    hash_tag_for(&shard.slots),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => vec![(target.conn.clone(), None)],
+    };
+    let mut reclaim_failed = false;
+    for (conn, tag) in &marker_homes {
+        match reclaim_dead_runs(conn, tag.as_deref()) {
+            Ok(found) => {
+                for one in &found {
+                    out.line(one.line());
+                }
+            }
+            Err(err) => {
+                reclaim_failed = true;
+                out.error(&format!(
+                    "could not undo what dead runs left on {conn}: {}",
+                    crate::error::one_line(&err)
+                ));
+            }
+        }
+    }
     let meta_conn = deployment.meta_conn();
     let meta = read_meta(&mut meta_conn.redis_connection()?)?;
     // The population's keys and its description, holprobe:load:meta.
@@ -126,6 +165,9 @@ pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result
             "{} keys under {LOAD_PREFIX} remain: something keeps writing them",
             outcome.remaining
         ));
+        return Ok(EXIT_FAILURE);
+    }
+    if reclaim_failed {
         return Ok(EXIT_FAILURE);
     }
     Ok(EXIT_OK)

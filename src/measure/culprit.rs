@@ -85,6 +85,10 @@ pub struct ServerLogPoll {
 pub struct ServerLogPoller {
     conn_info: ConnInfo,
     conn: Option<RawConn>,
+    /// When the last poll failed: no new connection before `--timeout` has passed since (a
+    /// frozen server accepts the connection and answers nothing: each attempt waited the
+    /// whole limit again, the last one after the run had ended).
+    failed_at: Option<std::time::Instant>,
     source: Option<CommandLogSource>,
     latency: bool,
     /// The newest entry id seen (`None` until the log held one).
@@ -115,6 +119,7 @@ impl ServerLogPoller {
         let mut poller = ServerLogPoller {
             conn_info: conn_info.clone(),
             conn: None,
+            failed_at: None,
             source: None,
             latency: true,
             last_id: None,
@@ -182,9 +187,35 @@ impl ServerLogPoller {
     /// failure (the server went away, a timeout): the connection is dropped and the next poll
     /// connects again, carrying on from the last id seen. Error replies never fail a poll.
     pub fn poll(&mut self) -> Result<ServerLogPoll> {
+        let result = self.poll_once();
+        match &result {
+            Ok(_) => self.failed_at = None,
+            Err(_) => {
+                self.failed_at.get_or_insert_with(std::time::Instant::now);
+            }
+        }
+        result
+    }
+
+    fn poll_once(&mut self) -> Result<ServerLogPoll> {
         let mut conn = match self.conn.take() {
             Some(conn) => conn,
-            None => open_conn(&self.conn_info)?,
+            None => {
+                let limit = self.conn_info.command_timeout;
+                if let Some(failed) = self.failed_at
+                    && failed.elapsed() < limit
+                {
+                    anyhow::bail!(
+                        "not reconnected to {}: it failed {:.1} s ago (again after --timeout {})",
+                        self.conn_info,
+                        failed.elapsed().as_secs_f64(),
+                        crate::measure::target::format_limit(limit)
+                    );
+                }
+                let opened = open_conn(&self.conn_info);
+                self.failed_at = None;
+                opened?
+            }
         };
         let mut poll = ServerLogPoll::default();
         if let Some(source) = self.source {

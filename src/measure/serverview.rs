@@ -144,6 +144,18 @@ impl ServerTuning {
     /// run knows what the server will log. A server without CONFIG (disabled or renamed) gives
     /// a note, never an error.
     pub fn apply(conn: &ConnInfo, wants: &[(&str, Want)], allowed: bool) -> ServerTuning {
+        Self::apply_after(conn, wants, allowed, |_| {})
+    }
+
+    /// [`Self::apply`], every setting read first and `before` told what is about to change
+    /// (old and new values) before the first CONFIG SET: the run's marker is written there, so
+    /// that a kill at any moment after leaves a way back.
+    pub fn apply_after(
+        conn: &ConnInfo,
+        wants: &[(&str, Want)],
+        allowed: bool,
+        before: impl FnOnce(&[Changed]),
+    ) -> ServerTuning {
         let mut tuning = ServerTuning {
             conn: conn.clone(),
             changed: Vec::new(),
@@ -151,6 +163,7 @@ impl ServerTuning {
             notes: Vec::new(),
         };
         if wants.is_empty() {
+            before(&[]);
             return tuning;
         }
         let mut control = match conn.redis_connection() {
@@ -159,9 +172,12 @@ impl ServerTuning {
                 tuning
                     .notes
                     .push(format!("server view: cannot read the settings: {err:#}"));
+                before(&[]);
                 return tuning;
             }
         };
+        // What to set, with each setting's value as read (numeric where it is a number).
+        let mut to_set: Vec<(Changed, Option<i64>)> = Vec::new();
         for &(name, want) in wants {
             let current = match config_get(&mut control, name) {
                 Ok(Some(value)) => value,
@@ -184,34 +200,14 @@ impl ServerTuning {
             };
             let target = want.change_text(&current);
             match (target, allowed) {
-                (Some(new), true) => {
-                    let result = redis::cmd("CONFIG")
-                        .arg("SET")
-                        .arg(name)
-                        .arg(&new)
-                        .query::<()>(&mut control);
-                    match result {
-                        Ok(()) => {
-                            let set_to = new.parse::<i64>().ok();
-                            tuning.changed.push(Changed {
-                                name: name.to_string(),
-                                old: current.clone(),
-                                new,
-                            });
-                            if let Some(value) = set_to {
-                                tuning.effective.push((name.to_string(), value));
-                            }
-                        }
-                        Err(err) => {
-                            tuning.notes.push(format!(
-                                "server view: CONFIG SET {name} {new} failed ({err})"
-                            ));
-                            if let Some(value) = numeric {
-                                tuning.effective.push((name.to_string(), value));
-                            }
-                        }
-                    }
-                }
+                (Some(new), true) => to_set.push((
+                    Changed {
+                        name: name.to_string(),
+                        old: current.clone(),
+                        new,
+                    },
+                    numeric,
+                )),
                 (Some(new), false) => {
                     tuning.notes.push(format!(
                         "server view: {name} is {shown} on this server (the run would use {new}); pass --tune-server to change it for the run (it is restored afterwards)"
@@ -223,6 +219,32 @@ impl ServerTuning {
                 (None, _) => {
                     if let Some(value) = numeric {
                         tuning.effective.push((name.to_string(), value));
+                    }
+                }
+            }
+        }
+        let planned: Vec<Changed> = to_set.iter().map(|(c, _)| c.clone()).collect();
+        before(&planned);
+        for (change, numeric) in to_set {
+            let result = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(&change.name)
+                .arg(&change.new)
+                .query::<()>(&mut control);
+            match result {
+                Ok(()) => {
+                    if let Ok(value) = change.new.parse::<i64>() {
+                        tuning.effective.push((change.name.clone(), value));
+                    }
+                    tuning.changed.push(change);
+                }
+                Err(err) => {
+                    tuning.notes.push(format!(
+                        "server view: CONFIG SET {} {} failed ({err})",
+                        change.name, change.new
+                    ));
+                    if let Some(value) = numeric {
+                        tuning.effective.push((change.name, value));
                     }
                 }
             }

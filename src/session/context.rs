@@ -16,6 +16,8 @@ pub struct RunName {
     pub run_id: String,
     /// `holprobe:<run_id>:` (with a cluster's hash tag), the prefix of every key the run creates.
     pub key_prefix: String,
+    /// The cluster's hash tag in it (`None` elsewhere): the run's marker registry carries it too.
+    pub hash_tag: Option<String>,
 }
 
 impl RunName {
@@ -27,7 +29,11 @@ impl RunName {
             Some(tag) => format!("{}{{{tag}}}:", super::run_key_prefix(&run_id)),
             None => super::run_key_prefix(&run_id),
         };
-        RunName { run_id, key_prefix }
+        RunName {
+            run_id,
+            key_prefix,
+            hash_tag: tag.map(str::to_string),
+        }
     }
 }
 

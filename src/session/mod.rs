@@ -25,6 +25,7 @@
 //! them, with run.json `failed`) and return the error, if there was one.
 
 mod context;
+pub mod marker;
 mod probes;
 pub(crate) mod sink;
 
@@ -110,8 +111,18 @@ pub(crate) struct RunScope {
     pub keys: KeyLedger,
     /// The settings changed for the run, restored on every way out.
     pub tuning: ServerTuning,
-    /// What opening the scope had to say (settings changed or left alone).
+    /// What opening the scope had to say (settings changed or left alone, dead runs' markers
+    /// reclaimed).
     pub warnings: Vec<String>,
+    /// The run's marker on the server, its way back after a `kill -9` (none on the embedded
+    /// server, which dies with the tool, nor when the run changes nothing there).
+    marker: Option<marker::MarkerGuard>,
+    /// Where the keys and settings are, and the keys' prefix (for the drop's safety net and the
+    /// cleanup's messages; the run's name itself is the session's).
+    conn: ConnInfo,
+    key_prefix: String,
+    /// [`Self::close`] was called: the run's own cleanup is over, whatever it achieved.
+    closed: bool,
 }
 
 impl RunScope {
@@ -128,9 +139,26 @@ impl RunScope {
         may_tune: bool,
         prepare: impl FnOnce(&str) -> Result<Vec<String>>,
     ) -> Result<RunScope> {
-        let key_prefix = &name.key_prefix;
-        let mut tuning = ServerTuning::apply(&target.conn, wants, may_tune);
-        let warnings = std::mem::take(&mut tuning.notes);
+        let (run_id, key_prefix) = (&name.run_id, &name.key_prefix);
+        let tag = name.hash_tag.as_deref();
+        let mut warnings = Vec::new();
+        // A run killed before it could clean up left a marker: undone before this run reads
+        // the settings (it would take the dead run's for the server's own).
+        let marked = !target.server.embedded;
+        if marked {
+            match marker::reclaim_dead_runs(&target.conn, tag) {
+                Ok(found) => warnings.extend(
+                    found
+                        .iter()
+                        .filter(|f| matches!(f, marker::Found::Reclaimed { .. }))
+                        .map(|f| f.line().to_string()),
+                ),
+                Err(err) => warnings.push(format!(
+                    "could not look for the markers of runs that died: {}",
+                    crate::error::one_line(&err)
+                )),
+            }
+        }
         let own_keys = prepare(key_prefix)?;
         let mut keys = KeyLedger::default();
         if !own_keys.is_empty() {
@@ -147,11 +175,60 @@ impl RunScope {
                 keys.created(key);
             }
         }
+        // The marker first, then the settings: a kill at any moment after leaves a way back.
+        let mut guard = None;
+        let mut marker_error = None;
+        let mut tuning = ServerTuning::apply_after(&target.conn, wants, may_tune, |planned| {
+            if !marked || (planned.is_empty() && own_keys.is_empty()) {
+                return;
+            }
+            let marker = marker::RunMarker {
+                run_id: run_id.clone(),
+                key_prefix: key_prefix.clone(),
+                keys: own_keys.clone(),
+                settings: planned.iter().map(marker::MarkedSetting::from).collect(),
+                started_unix_s: crate::measure::serverview::unix_now_s(),
+                host: sysinfo::System::host_name().unwrap_or_else(|_| "an unknown host".into()),
+                pid: std::process::id(),
+            };
+            match marker::MarkerGuard::write(&target.conn, tag, &marker) {
+                Ok(written) => guard = Some(written),
+                // A replica takes no key: the run writes none there either, and changes no
+                // setting, so there is nothing to leave a way back from.
+                Err(err) if planned.is_empty() && format!("{err:#}").contains("READONLY") => {}
+                Err(err) => marker_error = Some(err),
+            }
+        });
+        warnings.append(&mut tuning.notes);
+        if let Some(err) = marker_error {
+            warnings.push(format!(
+                "no marker for this run ({}): if it is killed, its keys and settings stay on the server",
+                crate::error::one_line(&err)
+            ));
+        }
         Ok(RunScope {
             keys,
             tuning,
             warnings,
+            marker: guard,
+            conn: target.conn.clone(),
+            key_prefix: key_prefix.clone(),
+            closed: false,
         })
+    }
+
+    /// Once the keys are removed and the settings restored: removes the run's marker (kept
+    /// while either is left, so that the next run or `probe clean` finishes the job).
+    pub fn close(&mut self, warnings: &mut Vec<String>) {
+        self.closed = true;
+        if !self.keys.is_empty() || !self.tuning.changed().is_empty() {
+            return;
+        }
+        if let Some(guard) = self.marker.take()
+            && let Err(err) = guard.remove()
+        {
+            warnings.push(format!("could not remove the run's marker: {err:#}"));
+        }
     }
 
     /// The settings changed, as `name old -> new`.
@@ -164,8 +241,9 @@ impl RunScope {
     }
 
     /// Removes the run's keys left on the server (see [`KeyLedger::remove_all`]).
-    pub fn remove_keys(&mut self, target: &Target, key_prefix: &str, warnings: &mut Vec<String>) {
-        self.keys.remove_all(target, key_prefix, warnings);
+    pub fn remove_keys(&mut self, target: &Target, warnings: &mut Vec<String>) {
+        self.keys
+            .remove_all(&target.conn, &self.key_prefix, warnings);
     }
 
     /// Puts the changed settings back; a failure is a warning.
@@ -177,6 +255,22 @@ impl RunScope {
                 settings.join(", ")
             ));
         }
+    }
+}
+
+impl Drop for RunScope {
+    /// The safety net of a run that ended before its session's cleanup (an early `?`): its
+    /// keys removed, its settings restored, then its marker; what fails leaves the marker for
+    /// the next run.
+    fn drop(&mut self) {
+        if self.closed || self.marker.is_none() {
+            return;
+        }
+        let mut ignored = Vec::new();
+        let conn = self.conn.clone();
+        self.keys.remove_all(&conn, &self.key_prefix, &mut ignored);
+        let _ = self.tuning.restore();
+        self.close(&mut ignored);
     }
 }
 
@@ -219,6 +313,11 @@ impl KeyLedger {
         }
     }
 
+    /// No key of the run is left on any server.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty() && self.elsewhere.is_empty()
+    }
+
     /// A key the run deleted.
     pub fn deleted(&mut self, key: &str) {
         self.live.remove(key);
@@ -244,10 +343,10 @@ impl KeyLedger {
 
     /// Deletes every key left, on a fresh connection (the run's may be broken); a failure is a
     /// warning, never an error that hides the results.
-    pub fn remove_all(&mut self, target: &Target, key_prefix: &str, warnings: &mut Vec<String>) {
+    pub fn remove_all(&mut self, conn: &ConnInfo, key_prefix: &str, warnings: &mut Vec<String>) {
         if !self.live.is_empty() {
             let keys: Vec<&String> = self.live.iter().collect();
-            match delete_keys(&target.conn, &keys) {
+            match delete_keys(conn, &keys) {
                 Ok(_) => self.live.clear(),
                 Err(err) => warnings.push(format!(
                     "could not remove {} key(s) under {key_prefix}: {err:#}",
@@ -444,8 +543,9 @@ impl<'t> Session<'t> {
         if let Some(handle) = self.actor.take() {
             let _ = handle.join();
         }
-        self.scope
-            .remove_keys(self.target, &self.run.name.key_prefix, &mut self.warnings);
+        self.scope.remove_keys(self.target, &mut self.warnings);
+        self.scope.restore_settings(&mut self.warnings);
+        self.scope.close(&mut self.warnings);
     }
 
     /// Runs the loop until the run ends (see the module comment), then stops the actor and the
@@ -583,9 +683,9 @@ impl<'t> Session<'t> {
                 (ended.status, ended.status_reason) = (RunStatus::Failed, Some(failure));
             }
         }
-        self.scope
-            .remove_keys(self.target, &self.run.name.key_prefix, &mut self.warnings);
+        self.scope.remove_keys(self.target, &mut self.warnings);
         self.scope.restore_settings(&mut self.warnings);
+        self.scope.close(&mut self.warnings);
         ended
     }
 

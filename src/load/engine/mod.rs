@@ -113,6 +113,31 @@ pub struct EngineConfig {
 pub struct Control {
     /// Run-clock time at which the clients stop sending; `u64::MAX` until decided.
     pub stop_at_us: AtomicU64,
+    /// A server that answered none of a thread's requests for `--timeout` (frozen, or gone
+    /// without closing the connections), said in words: the run ends with it, within the
+    /// user's limit (reopening connections to it would wait past it, a connect at a time).
+    pub unanswered: std::sync::Mutex<Option<String>>,
+}
+
+impl Control {
+    /// Nothing decided yet.
+    pub fn new() -> Control {
+        Control {
+            stop_at_us: AtomicU64::new(u64::MAX),
+            unanswered: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The first server said to answer nothing, if one was.
+    pub fn unanswered(&self) -> Option<String> {
+        self.unanswered.lock().ok().and_then(|said| said.clone())
+    }
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Control::new()
+    }
 }
 
 /// Lateness past which an open-loop send counts as late, µs.

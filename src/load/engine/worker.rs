@@ -135,6 +135,11 @@ pub(super) struct Worker {
     reconnects: u64,
     draining: bool,
     touched: Vec<usize>,
+    /// When a reply last came from each server (run clock, µs).
+    heard_us: Vec<u64>,
+    /// Each server that answered none of this thread's requests for `--timeout`: no longer
+    /// waited for (nor reconnected to).
+    unanswered: Vec<bool>,
 }
 
 impl Worker {
@@ -150,6 +155,7 @@ impl Worker {
         pool: Arc<Vec<u8>>,
     ) -> Result<Worker> {
         let poll = Poll::new().context("creating a load thread's event loop")?;
+        let config_servers = config.servers.len();
         let timer = if config.rate.is_some() {
             timer::TimerFd::new()
         } else {
@@ -180,6 +186,8 @@ impl Worker {
             reconnects: 0,
             draining: false,
             touched: Vec::new(),
+            heard_us: vec![0; config_servers],
+            unanswered: vec![false; config_servers],
         };
         for i in 0..worker.clients.len() {
             if let Some(stream) = worker.clients[i].stream.as_mut() {
@@ -242,8 +250,13 @@ impl Worker {
                 last_housekeeping = now;
                 self.housekeeping(now);
             }
+            // A server that answers nothing is not waited for again.
             if self.draining
-                && (now >= drain_until || self.clients.iter().all(|c| c.inflight.is_empty()))
+                && (now >= drain_until
+                    || self
+                        .clients
+                        .iter()
+                        .all(|c| c.inflight.is_empty() || self.unanswered[c.server as usize]))
             {
                 break;
             }

@@ -14,7 +14,7 @@ mod report;
 mod sinks;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -122,9 +122,7 @@ pub fn run_load(
     );
     let run = session.run.clone();
     let clock = run.clock;
-    let control = Arc::new(Control {
-        stop_at_us: AtomicU64::new(u64::MAX),
-    });
+    let control = Arc::new(Control::new());
     let (load_start_us, handles) = match engine::start(
         Arc::clone(&config),
         clock,
@@ -278,6 +276,9 @@ impl Instrument for LoadInstrument<'_, '_> {
                 let died = format!("a load generator thread panicked: {panic}{BUG}");
                 return Some((RunStatus::Failed, Some(died)));
             }
+        }
+        if let Some(said) = self.control.unanswered() {
+            return Some((RunStatus::Failed, Some(said)));
         }
         (self.state.done_threads >= self.meta.threads).then_some((RunStatus::Complete, None))
     }

@@ -184,7 +184,7 @@ pub fn measure_nodes(
                     Ok(())
                 });
                 if let Err(err) = set {
-                    scope.remove_keys(target, &name.key_prefix, &mut Vec::new());
+                    scope.remove_keys(target, &mut Vec::new());
                     return Err(err.context(format!("preparing the probe key {key} on {master}")));
                 }
             }

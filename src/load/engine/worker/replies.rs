@@ -10,6 +10,7 @@ use super::{Worker, connect};
 use crate::load::engine::EngineMsg;
 use crate::load::engine::recorder::{NOTES_PER_THREAD, Pending};
 use crate::load::scanner::Scanned;
+use crate::measure::target::format_limit;
 
 impl Worker {
     /// Reads every reply available (the loop is edge-triggered: read until WouldBlock).
@@ -63,6 +64,7 @@ impl Worker {
                 self.rec.reply(server, pending, reply, done_us);
             }
             got_reply = true;
+            self.heard_us[server] = now;
             if let Err(err) = fed {
                 self.fail(i, err.to_string());
                 return;
@@ -181,10 +183,11 @@ impl Worker {
     }
 
     pub(super) fn try_reconnect(&mut self, i: usize, now: u64) {
-        if self.draining {
+        let server = self.clients[i].server as usize;
+        // Reopening a connection to a server that answers nothing waits for each in turn.
+        if self.draining || self.unanswered[server] {
             return;
         }
-        let server = self.clients[i].server as usize;
         match connect(&self.config.servers[server].conn) {
             Ok(mut stream) => {
                 if self
@@ -232,6 +235,19 @@ impl Worker {
             };
             if now.saturating_sub(front.sent_us) > timeout {
                 let server = client.server as usize;
+                if self.heard_us[server] < front.sent_us && !self.unanswered[server] {
+                    // Not one reply from the server since: it is frozen or gone.
+                    self.unanswered[server] = true;
+                    if let Ok(mut said) = self.control.unanswered.lock() {
+                        said.get_or_insert_with(|| {
+                            format!(
+                                "timed out after {} waiting for {} to answer: none of the load's requests were answered since (--timeout)",
+                                format_limit(Duration::from_micros(timeout)),
+                                self.config.servers[server].conn
+                            )
+                        });
+                    }
+                }
                 let mut lost = std::mem::take(&mut self.clients[i].inflight);
                 self.rec.lost(server, &mut lost, now, true);
                 self.note(format!(

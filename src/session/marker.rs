@@ -1,0 +1,520 @@
+//! A run's way back after `kill -9`: before it changes a setting or writes a value on someone
+//! else's server, a run writes a marker key under its own prefix (`holprobe:<run-id>:marker`)
+//! saying what it will leave there (its keys, each setting it changes with the value before),
+//! and a lease beside it (`holprobe:<run-id>:lease`, `PX` [`LEASE`]) that a thread of its own
+//! renews every [`RENEW_EVERY`] while the run lives. Both are named in a registry set
+//! (`holprobe:markers`, with the run's hash tag on a cluster so that all three share a slot),
+//! so that finding them needs no SCAN of the server's keyspace.
+//!
+//! A run that ends by any other way than `kill -9` (or a lost server) removes its keys, puts the
+//! settings back and then its marker. The next run against the same server and `probe clean`
+//! look at every marker of the registry: one whose lease lapsed belongs to a run that died
+//! without cleaning up, and is reclaimed ([`reclaim_dead_runs`]): its settings restored where
+//! they still hold the value the dead run set (where someone changed one since, it is left as it
+//! is, and said), its keys removed, its marker forgotten. A marker whose lease is fresh belongs
+//! to a live run and is left alone.
+//!
+//! The lease lives on the server's clock (a key's expiry), so the tool's and the server's clocks
+//! never have to agree.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::KEY_NAMESPACE;
+use crate::measure::serverview::Changed;
+use crate::measure::target::ConnInfo;
+
+/// How long a marker's lease lasts without renewal: a run frozen longer than this (or its
+/// server) may be taken for dead, so it is several renewals long.
+pub const LEASE: Duration = Duration::from_secs(10);
+/// How often a live run renews its lease.
+pub const RENEW_EVERY: Duration = Duration::from_secs(2);
+/// How long a run waits for each step of its marker before it leaves the marker to its lease
+/// thread (which writes it again, within the reply limit) and goes on: a server whose writes
+/// are paused (`CLIENT PAUSE WRITE`) holds it, and would hold the run's start with it (the
+/// run's own first write is held as well, and measured so).
+pub const MARKER_WAIT: Duration = Duration::from_millis(100);
+
+/// The registry of markers on the server (with `{tag}` on a cluster: the run's shard).
+pub fn registry_key(tag: Option<&str>) -> String {
+    match tag {
+        Some(tag) => format!("{KEY_NAMESPACE}:markers:{{{tag}}}"),
+        None => format!("{KEY_NAMESPACE}:markers"),
+    }
+}
+
+/// The marker key of a run whose keys start with `key_prefix`.
+pub fn marker_key(key_prefix: &str) -> String {
+    format!("{key_prefix}marker")
+}
+
+/// The lease key of a run whose keys start with `key_prefix`.
+pub fn lease_key(key_prefix: &str) -> String {
+    format!("{key_prefix}lease")
+}
+
+/// What a marker holds (JSON): everything a later run needs to undo this one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunMarker {
+    /// The run's id.
+    pub run_id: String,
+    /// The prefix of every key the run creates.
+    pub key_prefix: String,
+    /// The keys the run may create (deleting one never made does nothing).
+    pub keys: Vec<String>,
+    /// Every setting the run changes: its value before, the value the run sets.
+    pub settings: Vec<MarkedSetting>,
+    /// When the run started, Unix seconds (the tool's clock; for messages only).
+    pub started_unix_s: i64,
+    /// The host the tool ran on.
+    pub host: String,
+    /// The tool's process id there.
+    pub pid: u32,
+}
+
+/// A setting a run changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkedSetting {
+    /// Setting name.
+    pub name: String,
+    /// Its value before the run, as CONFIG GET returned it.
+    pub old: String,
+    /// The value the run sets.
+    pub new: String,
+}
+
+impl From<&Changed> for MarkedSetting {
+    fn from(c: &Changed) -> Self {
+        MarkedSetting {
+            name: c.name.clone(),
+            old: c.old.clone(),
+            new: c.new.clone(),
+        }
+    }
+}
+
+/// A live run's marker: its lease renewed by a thread until the run is over. Dropping it stops
+/// the renewal (the lease then lapses by itself) but leaves the marker: only [`Self::remove`]
+/// removes it, once the run has undone what the marker says.
+pub struct MarkerGuard {
+    conn: ConnInfo,
+    marker: String,
+    lease: String,
+    registry: String,
+    stop: Arc<AtomicBool>,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl MarkerGuard {
+    /// Writes `marker` (with its lease, in its registry) on `conn`'s server in one
+    /// transaction, and starts renewing the lease.
+    pub fn write(conn: &ConnInfo, tag: Option<&str>, marker: &RunMarker) -> Result<MarkerGuard> {
+        let json = serde_json::to_string(marker).context("encoding the run's marker")?;
+        let marker_key = marker_key(&marker.key_prefix);
+        let lease = lease_key(&marker.key_prefix);
+        let registry = registry_key(tag);
+        let mut control = conn.redis_connection()?;
+        let wait = conn.command_timeout.min(MARKER_WAIT);
+        control
+            .set_read_timeout(Some(wait))
+            .context("setting the read timeout")?;
+        // One command at a time, in an order where a kill between two leaves nothing that
+        // lasts: a registry entry without its marker is forgotten by the next look, a lease
+        // expires; only the marker, last, makes the run findable.
+        let steps = [
+            redis::cmd("SADD").arg(&registry).arg(&marker_key).clone(),
+            redis::cmd("SET")
+                .arg(&lease)
+                .arg(marker.pid)
+                .arg("PX")
+                .arg(LEASE.as_millis() as u64)
+                .clone(),
+            redis::cmd("SET").arg(&marker_key).arg(&json).clone(),
+        ];
+        let mut held = false;
+        for step in &steps {
+            match step.query::<redis::Value>(&mut control) {
+                Ok(_) => {}
+                // Held (writes paused, or a slow link): the lease thread writes every step
+                // again (each is idempotent) before it first renews the lease.
+                Err(err) if crate::measure::target::is_timeout(&err) => {
+                    held = true;
+                    break;
+                }
+                Err(err) => {
+                    return Err(anyhow::Error::from(err))
+                        .with_context(|| format!("writing the run's marker {marker_key}"));
+                }
+            }
+        }
+        drop(control);
+        let later = if held { steps.to_vec() } else { Vec::new() };
+        let stop = Arc::new(AtomicBool::new(false));
+        let renewer = {
+            let (conn, lease, stop) = (conn.clone(), lease.clone(), Arc::clone(&stop));
+            let pid = marker.pid;
+            std::thread::Builder::new()
+                .name("marker-lease".into())
+                .spawn(move || renew(&conn, &lease, pid, later, &stop))
+                .context("starting the marker's lease thread")?
+        };
+        Ok(MarkerGuard {
+            conn: conn.clone(),
+            marker: marker_key,
+            lease,
+            registry,
+            stop,
+            renewer: Some(renewer),
+        })
+    }
+
+    /// The marker's key.
+    pub fn key(&self) -> &str {
+        &self.marker
+    }
+
+    /// Stops the renewal and removes the marker, its lease and its registry entry: the run has
+    /// undone everything the marker says.
+    pub fn remove(mut self) -> Result<()> {
+        self.stop_renewing();
+        // The marker first: once it is gone the run is no longer found, whatever stays.
+        let steps = [
+            redis::cmd("DEL").arg(&self.marker).arg(&self.lease).clone(),
+            redis::cmd("SREM")
+                .arg(&self.registry)
+                .arg(&self.marker)
+                .clone(),
+        ];
+        let mut control = self.conn.redis_connection()?;
+        for step in &steps {
+            match step.query::<redis::Value>(&mut control) {
+                Ok(_) => {}
+                // A cluster failed over during the run: the slot is served elsewhere now.
+                Err(err) if err.redirect_node().is_some() => {
+                    let address = err.redirect_node().map(|(a, _)| a.to_string());
+                    if let Some(address) = address {
+                        self.conn = self.conn.for_node(&address)?;
+                        control = self.conn.redis_connection()?;
+                        step.query::<redis::Value>(&mut control).with_context(|| {
+                            format!("removing the run's marker {} on {}", self.marker, self.conn)
+                        })?;
+                    }
+                }
+                Err(err) => {
+                    return Err(anyhow::Error::from(err))
+                        .with_context(|| format!("removing the run's marker {}", self.marker));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the renewing thread; waits for it only briefly (it may be waiting on a frozen
+    /// server, within the reply limit: it ends by itself then).
+    fn stop_renewing(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.renewer.take() {
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while !handle.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if handle.is_finished() {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+impl Drop for MarkerGuard {
+    fn drop(&mut self) {
+        self.stop_renewing();
+    }
+}
+
+/// The renewing thread: first the marker's steps the server held (`later`), then `SET lease
+/// pid PX LEASE` every [`RENEW_EVERY`] until `stop`, on a connection made again after any
+/// failure.
+fn renew(conn: &ConnInfo, lease: &str, pid: u32, mut later: Vec<redis::Cmd>, stop: &AtomicBool) {
+    let mut conn = conn.clone();
+    let mut control: Option<redis::Connection> = None;
+    let mut first = !later.is_empty();
+    loop {
+        let wake = Instant::now() + if first { Duration::ZERO } else { RENEW_EVERY };
+        first = false;
+        while Instant::now() < wake {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if control.is_none() {
+            control = conn.redis_connection().ok();
+        }
+        let Some(c) = control.as_mut() else {
+            continue;
+        };
+        if !later.is_empty() {
+            match later
+                .iter()
+                .try_for_each(|step| step.query::<redis::Value>(c).map(drop))
+            {
+                Ok(()) => later.clear(),
+                Err(_) => control = None,
+            }
+            continue;
+        }
+        let renewed = redis::cmd("SET")
+            .arg(lease)
+            .arg(pid)
+            .arg("PX")
+            .arg(LEASE.as_millis() as u64)
+            .query::<()>(c);
+        if let Err(err) = renewed {
+            // A cluster failed over: the lease's slot is served elsewhere now.
+            if let Some((address, _)) = err.redirect_node()
+                && let Ok(moved) = conn.for_node(address)
+            {
+                conn = moved;
+            }
+            control = None;
+        }
+    }
+}
+
+/// What became of one marker found on the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// A dead run's marker, reclaimed: what was done, in words.
+    Reclaimed {
+        /// The dead run's id.
+        run_id: String,
+        /// One line saying what was restored, removed and left.
+        line: String,
+    },
+    /// A live run's marker (its lease is fresh), left alone.
+    Live {
+        /// The live run's id.
+        run_id: String,
+        /// One line saying so.
+        line: String,
+    },
+}
+
+impl Found {
+    /// The line to print.
+    pub fn line(&self) -> &str {
+        match self {
+            Found::Reclaimed { line, .. } | Found::Live { line, .. } => line,
+        }
+    }
+}
+
+/// Looks at every marker in the registry of `conn`'s server (`tag`: a cluster shard's hash tag)
+/// and reclaims the dead runs' (see the module comment). A registry entry whose marker is gone
+/// is forgotten silently; a marker that does not read as one is reported and left.
+pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found>> {
+    let registry = registry_key(tag);
+    let mut control = conn.redis_connection()?;
+    let markers: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(&registry)
+        .query(&mut control)
+        .with_context(|| format!("reading the run markers ({registry}) of {conn}"))?;
+    let mut found = Vec::new();
+    for key in markers {
+        let text: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query(&mut control)
+            .with_context(|| format!("reading the run marker {key}"))?;
+        let Some(text) = text else {
+            let _: i64 = redis::cmd("SREM")
+                .arg(&registry)
+                .arg(&key)
+                .query(&mut control)?;
+            continue;
+        };
+        let marker: RunMarker = match serde_json::from_str(&text) {
+            Ok(marker) => marker,
+            Err(err) => {
+                found.push(Found::Live {
+                    run_id: key.clone(),
+                    line: format!("left {key} alone: it does not read as a run marker ({err})"),
+                });
+                continue;
+            }
+        };
+        let lease = lease_key(&marker.key_prefix);
+        let alive: i64 = redis::cmd("EXISTS")
+            .arg(&lease)
+            .query(&mut control)
+            .with_context(|| format!("reading the lease {lease}"))?;
+        if alive > 0 {
+            found.push(Found::Live {
+                run_id: marker.run_id.clone(),
+                line: format!(
+                    "left run {} alone: its lease is fresh (pid {} on {}, still running)",
+                    marker.run_id, marker.pid, marker.host
+                ),
+            });
+            continue;
+        }
+        found.push(reclaim(&mut control, &registry, &key, &marker)?);
+    }
+    Ok(found)
+}
+
+/// Undoes what a dead run's marker says, then forgets the marker.
+fn reclaim(
+    control: &mut redis::Connection,
+    registry: &str,
+    key: &str,
+    marker: &RunMarker,
+) -> Result<Found> {
+    let mut said = Vec::new();
+    // In reverse order, as the run itself restores them.
+    for setting in marker.settings.iter().rev() {
+        let pairs: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(&setting.name)
+            .query(control)
+            .with_context(|| format!("reading {} to restore it", setting.name))?;
+        let Some(current) = pairs.get(1) else {
+            continue;
+        };
+        if same_value(current, &setting.new) {
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(&setting.name)
+                .arg(&setting.old)
+                .query::<()>(control)
+                .with_context(|| format!("restoring {} to {}", setting.name, setting.old))?;
+            said.push(format!(
+                "restored {} {} -> {}",
+                setting.name,
+                shown(&setting.new),
+                shown(&setting.old)
+            ));
+        } else if same_value(current, &setting.old) {
+            said.push(format!(
+                "{} already back at {}",
+                setting.name,
+                shown(&setting.old)
+            ));
+        } else {
+            said.push(format!(
+                "left {} at {} (the run had set {}, changed since; it was {} before the run)",
+                setting.name,
+                shown(current),
+                shown(&setting.new),
+                shown(&setting.old)
+            ));
+        }
+    }
+    let removed: i64 = if marker.keys.is_empty() {
+        0
+    } else {
+        redis::cmd("DEL")
+            .arg(&marker.keys)
+            .query(control)
+            .with_context(|| format!("removing the keys under {}", marker.key_prefix))?
+    };
+    said.push(format!(
+        "removed {removed} of its {} key(s) under {}",
+        marker.keys.len(),
+        marker.key_prefix
+    ));
+    redis::pipe()
+        .atomic()
+        .cmd("DEL")
+        .arg(key)
+        .ignore()
+        .cmd("SREM")
+        .arg(registry)
+        .arg(key)
+        .ignore()
+        .query::<()>(control)
+        .with_context(|| format!("removing the marker {key}"))?;
+    Ok(Found::Reclaimed {
+        run_id: marker.run_id.clone(),
+        line: format!(
+            "run {} (pid {} on {}) ended without cleaning up: {}",
+            marker.run_id,
+            marker.pid,
+            marker.host,
+            said.join(", ")
+        ),
+    })
+}
+
+/// Whether a setting's value as read is the one set: a flags setting
+/// (`notify-keyspace-events`) reads back with its letters in the server's order (`Exe` as
+/// `xeE`).
+fn same_value(read: &str, set: &str) -> bool {
+    let letters = |text: &str| {
+        let mut chars: Vec<char> = text.chars().collect();
+        chars.sort_unstable();
+        chars
+    };
+    read == set || (set.parse::<i64>().is_err() && letters(read) == letters(set))
+}
+
+/// A setting's value in a message (`""` for the empty one).
+fn shown(value: &str) -> String {
+    if value.is_empty() {
+        "\"\"".into()
+    } else {
+        value.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_markers_keys_share_the_runs_slot() {
+        assert_eq!(registry_key(None), "holprobe:markers");
+        assert_eq!(registry_key(Some("hp3")), "holprobe:markers:{hp3}");
+        assert_eq!(marker_key("holprobe:ab:{hp3}:"), "holprobe:ab:{hp3}:marker");
+        assert_eq!(lease_key("holprobe:ab:"), "holprobe:ab:lease");
+        let slot = crate::measure::slots::key_slot;
+        assert_eq!(
+            slot(registry_key(Some("hp3")).as_bytes()),
+            slot(marker_key("holprobe:ab:{hp3}:").as_bytes())
+        );
+    }
+
+    #[test]
+    fn flags_read_back_in_any_order() {
+        assert!(same_value("xeE", "Exe"));
+        assert!(same_value("10000", "10000"));
+        assert!(!same_value("xE", "Exe"));
+        assert!(!same_value("0100", "100"));
+    }
+
+    #[test]
+    fn a_marker_reads_back_as_written() {
+        let marker = RunMarker {
+            run_id: "0badcafe".into(),
+            key_prefix: "holprobe:0badcafe:".into(),
+            keys: vec!["holprobe:0badcafe:w0".into()],
+            settings: vec![MarkedSetting {
+                name: "notify-keyspace-events".into(),
+                old: String::new(),
+                new: "Exe".into(),
+            }],
+            started_unix_s: 1,
+            host: "h".into(),
+            pid: 7,
+        };
+        let text = serde_json::to_string(&marker).unwrap();
+        assert_eq!(serde_json::from_str::<RunMarker>(&text).unwrap(), marker);
+    }
+}

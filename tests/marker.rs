@@ -1,0 +1,271 @@
+//! `kill -9` of the tool left its key and the settings `--tune-server` changed on someone
+//! else's server, with nothing to say they were the tool's. A run now writes a marker (with a
+//! lease it renews) before it changes anything: `probe clean` and the next run against the
+//! same server find a dead run's marker once its lease has lapsed, put its settings back, remove
+//! its keys and say so; a live run's marker is left alone.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{TestServer, probe_cmd};
+
+/// The settings `--tune-server` changes for a writer run.
+const TUNED: [&str; 4] = [
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+    "latency-monitor-threshold",
+    "notify-keyspace-events",
+];
+
+fn config_get(server: &TestServer, name: &str) -> String {
+    let pairs: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query(&mut server.conn())
+        .unwrap();
+    pairs[1].clone()
+}
+
+fn settings(server: &TestServer) -> Vec<String> {
+    TUNED.iter().map(|name| config_get(server, name)).collect()
+}
+
+/// A probe run against `server` that writes for a minute; returns once it has started (its
+/// `run ` line), its stderr drained meanwhile.
+fn start_run(server: &TestServer, extra: &[&str]) -> Child {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--url", &server.url(), "--duration", "60s"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let read = reader.read_line(&mut line).unwrap();
+        assert!(read > 0, "the run ended before it started");
+        if line.starts_with("run ") {
+            break;
+        }
+    }
+    thread::spawn(move || {
+        let mut sink = String::new();
+        while reader.read_line(&mut sink).unwrap_or(0) > 0 {
+            sink.clear();
+        }
+    });
+    child
+}
+
+/// The marker of the run whose process is `pid`: its key and JSON.
+fn marker_of(server: &TestServer, pid: u32) -> Option<(String, serde_json::Value)> {
+    let mut conn = server.conn();
+    for key in server.keys("holprobe:*:marker") {
+        let text: Option<String> = redis::cmd("GET").arg(&key).query(&mut conn).unwrap();
+        let Some(text) = text else { continue };
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if json["pid"].as_u64() == Some(u64::from(pid)) {
+            return Some((key, json));
+        }
+    }
+    None
+}
+
+/// Waits until `check` holds (panics after `limit`).
+fn wait_for(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "not within {limit:?}: {what}");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Kills a run with SIGKILL once its writer's first key is there and the settings are changed;
+/// returns its marker's key and the run's key prefix.
+fn kill_9_mid_run(server: &TestServer, child: &mut Child, original: &[String]) -> (String, String) {
+    let pid = child.id();
+    let (marker, json) = marker_of(server, pid).expect("a marker written at the start");
+    let prefix = json["key_prefix"].as_str().unwrap().to_string();
+    wait_for(Duration::from_secs(20), "a value written", || {
+        !server.keys(&format!("{prefix}w*")).is_empty()
+    });
+    assert_ne!(settings(server), original, "--tune-server changed nothing");
+    let settings_in_marker: Vec<&str> = json["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        settings_in_marker.contains(&"slowlog-log-slower-than"),
+        "{json}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    (marker, prefix)
+}
+
+fn lease_lapsed(server: &TestServer, prefix: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(format!("{prefix}lease"))
+        .query(&mut server.conn())
+        .unwrap();
+    n == 0
+}
+
+#[test]
+fn probe_clean_undoes_a_killed_run_and_leaves_a_live_one_alone() {
+    let server = TestServer::start(&[]);
+    let original = settings(&server);
+    // A run that lives through the whole test, changing nothing but its own keys.
+    let mut live = start_run(&server, &["--writer-sizes", "1M", "--repeat", "500"]);
+    let (live_marker, live_json) = marker_of(&server, live.id()).expect("the live run's marker");
+    let live_prefix = live_json["key_prefix"].as_str().unwrap().to_string();
+
+    let mut killed = start_run(
+        &server,
+        &["--tune-server", "--writer-sizes", "16M", "--repeat", "500"],
+    );
+    let (marker, prefix) = kill_9_mid_run(&server, &mut killed, &original);
+    // Its marker and lease at least.
+    assert!(!server.keys(&format!("{prefix}*")).is_empty());
+
+    // Before its lease lapses, the killed run looks alive: left alone.
+    let early = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    let early_out = String::from_utf8_lossy(&early.stdout).to_string()
+        + &String::from_utf8_lossy(&early.stderr);
+    assert!(early.status.success(), "{early_out}");
+    assert!(early_out.contains("its lease is fresh"), "{early_out}");
+    assert!(!early_out.contains("without cleaning up"), "{early_out}");
+    assert_ne!(settings(&server), original);
+
+    wait_for(
+        Duration::from_secs(20),
+        "the killed run's lease lapsed",
+        || lease_lapsed(&server, &prefix),
+    );
+    let output = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    let run_id = prefix.trim_start_matches("holprobe:").trim_end_matches(':');
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(run_id) && l.contains("ended without cleaning up"))
+        .collect();
+    assert_eq!(said.len(), 1, "one line for the dead run: {text}");
+    assert!(
+        said[0].contains(&format!(
+            "restored slowlog-log-slower-than 0 -> {}",
+            original[0]
+        )),
+        "{text}"
+    );
+    assert!(
+        said[0].contains(&format!("key(s) under {prefix}")),
+        "{text}"
+    );
+    assert_eq!(settings(&server), original, "{text}");
+    assert!(
+        server.keys(&format!("{prefix}*")).is_empty(),
+        "left: {:?}",
+        server.keys(&format!("{prefix}*"))
+    );
+    let registered: Vec<String> = redis::cmd("SMEMBERS")
+        .arg("holprobe:markers")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(!registered.contains(&marker), "{registered:?}");
+
+    // The live run: its marker, lease and keys untouched, and said to be alive.
+    let live_id = live_prefix
+        .trim_start_matches("holprobe:")
+        .trim_end_matches(':');
+    assert!(
+        text.lines()
+            .any(|l| l.contains(live_id) && l.contains("its lease is fresh")),
+        "{text}"
+    );
+    assert!(registered.contains(&live_marker), "{registered:?}");
+    assert!(marker_of(&server, live.id()).is_some());
+    assert!(!lease_lapsed(&server, &live_prefix));
+
+    // Its own end removes its marker with its keys.
+    // SAFETY: kill(2) on a child we started.
+    unsafe {
+        libc::kill(live.id() as libc::pid_t, libc::SIGINT);
+    }
+    live.wait().unwrap();
+    assert!(
+        server.keys(&format!("{live_prefix}*")).is_empty(),
+        "left: {:?}",
+        server.keys(&format!("{live_prefix}*"))
+    );
+    assert!(
+        server.keys("holprobe:*").is_empty(),
+        "{:?}",
+        server.keys("holprobe:*")
+    );
+}
+
+#[test]
+fn the_next_run_undoes_a_killed_run_and_says_so() {
+    let server = TestServer::start(&[]);
+    let original = settings(&server);
+    let mut killed = start_run(
+        &server,
+        &["--tune-server", "--writer-sizes", "16M", "--repeat", "500"],
+    );
+    let (_, prefix) = kill_9_mid_run(&server, &mut killed, &original);
+    // Someone changes one of the settings after the kill: it stays as they set it.
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg("4321")
+        .query::<()>(&mut server.conn())
+        .unwrap();
+    wait_for(
+        Duration::from_secs(20),
+        "the killed run's lease lapsed",
+        || lease_lapsed(&server, &prefix),
+    );
+    let output = probe_cmd()
+        .args(["--url", &server.url(), "--writer-sizes", "1M"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    let run_id = prefix.trim_start_matches("holprobe:").trim_end_matches(':');
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(run_id) && l.contains("ended without cleaning up"))
+        .collect();
+    assert_eq!(said.len(), 1, "one line for the dead run: {text}");
+    assert!(
+        said[0].contains("left slowlog-max-len at 4321"),
+        "{}",
+        said[0]
+    );
+    let now = settings(&server);
+    assert_eq!(now[0], original[0], "{text}");
+    assert_eq!(now[1], "4321", "{text}");
+    assert_eq!(now[2..], original[2..], "{text}");
+    assert!(
+        server.keys("holprobe:*").is_empty(),
+        "{:?}",
+        server.keys("holprobe:*")
+    );
+}
