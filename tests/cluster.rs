@@ -128,8 +128,19 @@ fn cluster_run(server_bin: Option<&Path>) -> (PathBuf, tempfile::TempDir) {
 /// shards' masters free nothing. The replica applies the DEL once its master has executed it,
 /// so its stall may start just after the master's reply: the writer waits for it (`WAIT`,
 /// writes.csv `replicated_us`) and the replica's window of the delete ends there.
+///
+/// The freeze is a few ms, and on 2 cores for six servers and the tool the host's own noise can
+/// reach it: a failed attempt is tried once more, with the same fixed bounds (seen 1 in 5 here;
+/// a stall that really is not the written shard's fails both).
 #[test]
 fn redis_7_cluster_every_node_probed_and_the_delete_stalls_its_shard_only() {
+    if std::panic::catch_unwind(the_delete_stalls_its_shard_only).is_err() {
+        eprintln!("the first attempt failed (above); trying once more");
+        the_delete_stalls_its_shard_only();
+    }
+}
+
+fn the_delete_stalls_its_shard_only() {
     let (out, _dir) = cluster_run(None);
     let run = read_json(&out.join("run.json"));
     let nodes = topology_nodes(&run);
