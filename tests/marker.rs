@@ -153,19 +153,8 @@ fn probe_clean_undoes_a_killed_run_and_leaves_a_live_one_alone() {
         "the killed run's lease lapsed",
         || lease_lapsed(&server, &prefix),
     );
-    let output = probe_cmd()
-        .args(["clean", "--url", &server.url()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
-    let run_id = prefix.trim_start_matches("holprobe:").trim_end_matches(':');
-    let said: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains(run_id) && l.contains("ended without cleaning up"))
-        .collect();
-    assert_eq!(said.len(), 1, "one line for the dead run: {text}");
+    let (text, said) = reclaiming_run(&["clean", "--url", &server.url()], &prefix);
+    let said: Vec<&str> = said.iter().map(String::as_str).collect();
     assert!(
         said[0].contains(&format!(
             "restored slowlog-log-slower-than 0 -> {}",
@@ -241,19 +230,8 @@ fn the_next_run_undoes_a_killed_run_and_says_so() {
         "the killed run's lease lapsed",
         || lease_lapsed(&server, &prefix),
     );
-    let output = probe_cmd()
-        .args(["--url", &server.url(), "--writer-sizes", "1M"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
-    let run_id = prefix.trim_start_matches("holprobe:").trim_end_matches(':');
-    let said: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains(run_id) && l.contains("ended without cleaning up"))
-        .collect();
-    assert_eq!(said.len(), 1, "one line for the dead run: {text}");
+    let (text, said) = reclaiming_run(&["--url", &server.url(), "--writer-sizes", "1M"], &prefix);
+    let said: Vec<&str> = said.iter().map(String::as_str).collect();
     assert!(
         said[0].contains("left slowlog-max-len at 4321"),
         "{}",
@@ -268,4 +246,21 @@ fn the_next_run_undoes_a_killed_run_and_says_so() {
         "{:?}",
         server.keys("holprobe:*")
     );
+}
+
+/// Runs `probe ARGS` after a run under `prefix` died; it must succeed and say one line about the
+/// dead run. Returns everything it printed and that line (in a list of one).
+fn reclaiming_run(args: &[&str], prefix: &str) -> (String, Vec<String>) {
+    let output = probe_cmd().args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    let run_id = prefix.trim_start_matches("holprobe:").trim_end_matches(':');
+    let said: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains(run_id) && l.contains("ended without cleaning up"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(said.len(), 1, "one line for the dead run: {text}");
+    (text, said)
 }
