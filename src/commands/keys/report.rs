@@ -75,7 +75,7 @@ fn model_line(doc: &KeysRunJson) -> String {
             .map_or("?".into(), |x| format!("{x:.0}")),
         m.worst_error_pct.map_or("?".into(), |x| format!("{x:.0}")),
         if m.provisional {
-            "; PROVISIONAL for collections: fitted from the server's SLOWLOG/LATENCY figures, not yet the tool's probes"
+            "; some entries PROVISIONAL (fitted from the server's SLOWLOG/LATENCY figures, not the tool's probes: the model file's `source` says which)"
         } else {
             ""
         }
