@@ -172,6 +172,16 @@ fn server_time_us(reply: &Reply) -> Option<u64> {
     Some(number(parts.first())? * 1_000_000 + number(parts.get(1))?)
 }
 
+/// The scan's own keys (its run's marker and lease, under its prefix) and the markers' registry
+/// (`holprobe:markers`, shared by every run on the server): the tool's bookkeeping, not the
+/// user's data, so not reported.
+fn is_own_bookkeeping(key: &[u8], key_prefix: &str) -> bool {
+    let registry = crate::session::marker::registry_key(None);
+    key.starts_with(key_prefix.as_bytes())
+        || key == registry.as_bytes()
+        || key.starts_with(format!("{registry}:").as_bytes())
+}
+
 /// Commands encoded back to back into one buffer, and how many.
 #[derive(Default)]
 struct Batch {
@@ -293,9 +303,10 @@ impl KeyScanner {
                     let mut batch = Batch::default();
                     batch.push(&scan);
                     let (replies, scan_us) = pipeline(&mut conn, &batch, &mut timed)?;
-                    let (next, keys) = parse_scan(&replies[0])
+                    let (next, mut keys) = parse_scan(&replies[0])
                         .with_context(|| format!("SCAN on {}", node.name))?;
                     cursor = next;
+                    keys.retain(|key| !is_own_bookkeeping(key, &ctx.key_prefix));
                     let mut batch_us = scan_us;
                     if !keys.is_empty() {
                         let round_trip = self.look_at(
@@ -554,5 +565,24 @@ fn parse_scan(reply: &Reply) -> Result<(Vec<u8>, Vec<Vec<u8>>)> {
         }
         Reply::Error(text) => Err(anyhow!("{text}")),
         other => Err(anyhow!("unexpected reply {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_own_bookkeeping;
+
+    #[test]
+    fn the_scans_own_marker_and_the_registry_are_not_the_users_keys() {
+        let prefix = "holprobe:1234abcd:";
+        assert!(is_own_bookkeeping(b"holprobe:1234abcd:marker", prefix));
+        assert!(is_own_bookkeeping(b"holprobe:1234abcd:lease", prefix));
+        assert!(is_own_bookkeeping(b"holprobe:markers", prefix));
+        assert!(is_own_bookkeeping(b"holprobe:markers:{hp3}", prefix));
+        // Another run's keys and the load keyspace are data on the server like any other.
+        assert!(!is_own_bookkeeping(b"holprobe:99999999:marker", prefix));
+        assert!(!is_own_bookkeeping(b"holprobe:load:17", prefix));
+        assert!(!is_own_bookkeeping(b"big:hash", prefix));
+        assert!(!is_own_bookkeeping(b"holprobe:markersx", prefix));
     }
 }

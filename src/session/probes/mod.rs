@@ -112,10 +112,19 @@ pub fn measure_nodes(
                 Some(actor) => actor.prepare(key_prefix)?,
                 None => Vec::new(),
             };
-            keys.push(probe_get_key(key_prefix));
+            // GET probes read a key the session sets: a value of the run's like the actor's.
+            if options.probe_cmd == ProbeCmd::Get {
+                keys.push(probe_get_key(key_prefix));
+            }
             Ok(keys)
         },
     )?;
+    // PING probes create no key, and a run that writes nothing and changes no setting leaves
+    // no marker (`probe keys` only reads the user's server); the probe key is still in the
+    // ledger, so that the cleanup's DEL covers it whatever the probes did.
+    if options.probe_cmd == ProbeCmd::Ping {
+        scope.keys.created(&probe_get_key(&name.key_prefix));
+    }
     let view = ViewSetup {
         reset_stats: target.server.embedded,
         reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
