@@ -1197,6 +1197,54 @@ fn a_server_that_never_listens_is_reported_after_one_limit() {
     );
 }
 
+/// The free port the tool chose was taken by another process's server before the one it started
+/// listened (seen on CI: another test's server got it), and the tool ran its whole job against
+/// that server, reporting it as the one it had started. Now the server answering must be the
+/// started process or run under it (`INFO server` process_id). The stand-in binary below starts
+/// a daemonized redis-server on the port it is given (reparented away, so not the tool's child)
+/// and never listens itself.
+#[test]
+fn a_port_taken_by_another_server_is_not_taken_for_the_started_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().display().to_string();
+    let impostor = script(
+        dir.path(),
+        "impostor",
+        &format!(
+            "if [ \"$1\" = --version ]; then echo 'Redis server v=7.0.15 sha=0'; exit 0; fi\n\
+             port=''; while [ $# -gt 0 ]; do [ \"$1\" = --port ] && port=$2; shift; done\n\
+             echo \"$port\" > {data}/port\n\
+             redis-server --port \"$port\" --bind 127.0.0.1 --save '' --appendonly no \
+             --daemonize yes --dir {data} --logfile {data}/impostor.log\n\
+             exec sleep 600"
+        ),
+    );
+    let outcome = std::panic::catch_unwind(|| {
+        exits_with(
+            probe_cmd()
+                .args(["--duration", "1s", "--server-bin"])
+                .arg(&impostor)
+                .timeout(Duration::from_secs(90)),
+            1,
+        )
+    });
+    // The daemonized server is stopped whatever the outcome.
+    if let Ok(port) = std::fs::read_to_string(dir.path().join("port")) {
+        let _ = Command::new("redis-cli")
+            .args(["-p", port.trim(), "shutdown", "nosave"])
+            .output();
+    }
+    let Exited { stderr, .. } = outcome.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    assert!(
+        stderr.contains("another process") && stderr.contains("took the port"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("observing for"),
+        "ran against the other server: {stderr}"
+    );
+}
+
 /// `rediss://` to a plain port with `--connect-timeout 2s`: silent for 32 s (the handshake
 /// waited --timeout, twice), then "os error 11". Now the handshake is part of connecting.
 #[test]

@@ -424,6 +424,7 @@ impl EmbeddedServer {
 
     fn wait_ready(&mut self, log: &Path) -> Result<()> {
         let deadline = Instant::now() + LISTEN_LIMIT;
+        let mut foreign = None;
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Some(status) = child.try_wait().context("waiting for the server")?
@@ -441,22 +442,66 @@ impl EmbeddedServer {
                     self.binary.path.display()
                 );
             }
-            // Any reply counts, NOAUTH included (a --server-arg may set requirepass).
+            // Any reply counts, NOAUTH included (a --server-arg may set requirepass), but only
+            // from the server started: the port was free when chosen, and another process
+            // (another tool's or test's server) can take it before this one listens.
             if answers_ping(self.port) {
-                return Ok(());
+                match self.answering_pid() {
+                    Some(pid) if !self.started(pid) => foreign = Some(pid),
+                    _ => return Ok(()),
+                }
             }
             if Instant::now() > deadline {
                 self.stop();
                 return Err(NeverListened(format!(
-                    "{} did not answer PING on port {} within {} s",
+                    "{} did not answer PING on port {} within {} s{}",
                     self.binary.path.display(),
                     self.port,
-                    LISTEN_LIMIT.as_secs()
+                    LISTEN_LIMIT.as_secs(),
+                    foreign.map_or(String::new(), |pid| format!(
+                        " (another process, pid {pid}, took the port and answers there)"
+                    ))
                 ))
                 .into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The pid of the server answering on its port, as that server says (`INFO server`);
+    /// `None` where it cannot be asked (a password it was not given, a server that does not
+    /// say).
+    fn answering_pid(&self) -> Option<u32> {
+        let mut conn = self.conn_info().redis_connection().ok()?;
+        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
+        super::info_field(&info, "process_id")?.trim().parse().ok()
+    }
+
+    /// `pid` is the process started, or runs under it (a wrapper script that starts the
+    /// server without `exec`). Where the process tree cannot be read, any pid is taken as ours.
+    fn started(&self, pid: u32) -> bool {
+        let Some(child) = self.child.as_ref().map(Child::id) else {
+            return true;
+        };
+        let mut at = pid;
+        for _ in 0..64 {
+            if at == child {
+                return true;
+            }
+            let Ok(stat) = fs::read_to_string(format!("/proc/{at}/stat")) else {
+                return !Path::new("/proc/self/stat").exists();
+            };
+            // `pid (comm) state ppid ...`: comm may hold spaces, so read after its last ')'.
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|ppid| ppid.parse::<u32>().ok());
+            match parent {
+                Some(parent) if parent > 1 => at = parent,
+                _ => return false,
+            }
+        }
+        false
     }
 
     /// How to connect to it (with the password, when a `--server-arg` set `requirepass`).
