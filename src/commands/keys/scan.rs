@@ -175,11 +175,11 @@ fn server_time_us(reply: &Reply) -> Option<u64> {
 /// The scan's own keys (its run's marker and lease, under its prefix) and the markers' registry
 /// (`holprobe:markers`, shared by every run on the server): the tool's bookkeeping, not the
 /// user's data, so not reported.
-fn is_own_bookkeeping(key: &[u8], key_prefix: &str) -> bool {
-    let registry = crate::session::marker::registry_key(None);
+fn is_own_bookkeeping(key: &[u8], key_prefix: &str, registry: &str) -> bool {
     key.starts_with(key_prefix.as_bytes())
-        || key == registry.as_bytes()
-        || key.starts_with(format!("{registry}:").as_bytes())
+        || key
+            .strip_prefix(registry.as_bytes())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(b":"))
 }
 
 /// Commands encoded back to back into one buffer, and how many.
@@ -269,6 +269,7 @@ impl KeyScanner {
         // Each batch between two TIMEs, until the server refuses TIME.
         let mut timed = true;
         let mut smallest = self.spec.count;
+        let registry = crate::session::marker::registry_key(None);
         let nodes = self.spec.nodes.clone();
         let result = (|| -> Result<()> {
             for node in &nodes {
@@ -306,7 +307,7 @@ impl KeyScanner {
                     let (next, mut keys) = parse_scan(&replies[0])
                         .with_context(|| format!("SCAN on {}", node.name))?;
                     cursor = next;
-                    keys.retain(|key| !is_own_bookkeeping(key, &ctx.key_prefix));
+                    keys.retain(|key| !is_own_bookkeeping(key, &ctx.key_prefix, &registry));
                     let mut batch_us = scan_us;
                     if !keys.is_empty() {
                         let round_trip = self.look_at(
@@ -570,10 +571,11 @@ fn parse_scan(reply: &Reply) -> Result<(Vec<u8>, Vec<Vec<u8>>)> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_own_bookkeeping;
-
     #[test]
     fn the_scans_own_marker_and_the_registry_are_not_the_users_keys() {
+        let registry = crate::session::marker::registry_key(None);
+        let is_own_bookkeeping =
+            |key: &[u8], prefix| super::is_own_bookkeeping(key, prefix, &registry);
         let prefix = "holprobe:1234abcd:";
         assert!(is_own_bookkeeping(b"holprobe:1234abcd:marker", prefix));
         assert!(is_own_bookkeeping(b"holprobe:1234abcd:lease", prefix));
