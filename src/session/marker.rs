@@ -190,26 +190,17 @@ impl MarkerGuard {
                 .arg(&self.marker)
                 .clone(),
         ];
-        let mut control = self.conn.redis_connection()?;
         for step in &steps {
-            match step.query::<redis::Value>(&mut control) {
-                Ok(_) => {}
-                // A cluster failed over during the run: the slot is served elsewhere now.
-                Err(err) if err.redirect_node().is_some() => {
-                    let address = err.redirect_node().map(|(a, _)| a.to_string());
-                    if let Some(address) = address {
-                        self.conn = self.conn.for_node(&address)?;
-                        control = self.conn.redis_connection()?;
-                        step.query::<redis::Value>(&mut control).with_context(|| {
-                            format!("removing the run's marker {} on {}", self.marker, self.conn)
-                        })?;
-                    }
-                }
-                Err(err) => {
-                    return Err(anyhow::Error::from(err))
-                        .with_context(|| format!("removing the run's marker {}", self.marker));
-                }
-            }
+            // A cluster that failed over during the run serves the slot elsewhere now.
+            let (_, at) = super::on_slot_owner(&self.conn, |conn| {
+                let mut control = conn.redis_connection()?;
+                step.query::<redis::Value>(&mut control)?;
+                Ok(())
+            })
+            .with_context(|| {
+                format!("removing the run's marker {} on {}", self.marker, self.conn)
+            })?;
+            self.conn = at;
         }
         Ok(())
     }

@@ -278,16 +278,28 @@ impl Drop for RunScope {
 /// keys' slot has moved: the MOVED error names where, and they are deleted there (keys of one
 /// run share a hash tag, so one slot).
 fn delete_keys(conn: &ConnInfo, keys: &[&String]) -> Result<i64> {
-    let delete = |conn: &ConnInfo| conn.del_keys(keys);
-    delete(conn).or_else(|err| {
-        match err
+    on_slot_owner(conn, |conn| conn.del_keys(keys)).map(|(deleted, _)| deleted)
+}
+
+/// `op` on `conn`'s server, and once more on the node a cluster's MOVED names when the slot
+/// moved (a failover during the run); returns its result and where it ran.
+pub(crate) fn on_slot_owner<T>(
+    conn: &ConnInfo,
+    op: impl Fn(&ConnInfo) -> Result<T>,
+) -> Result<(T, ConnInfo)> {
+    match op(conn) {
+        Ok(value) => Ok((value, conn.clone())),
+        Err(err) => match err
             .downcast_ref::<redis::RedisError>()
             .and_then(|e| e.redirect_node())
         {
-            Some((address, _slot)) => delete(&conn.for_node(address)?),
+            Some((address, _slot)) => {
+                let moved = conn.for_node(address)?;
+                Ok((op(&moved)?, moved))
+            }
             None => Err(err),
-        }
-    })
+        },
+    }
 }
 
 /// The keys a run created and has not deleted: removed at the end while the server is

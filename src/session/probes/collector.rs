@@ -444,17 +444,17 @@ pub(super) fn keep_bounded(list: &mut Vec<Stall>, stall: Stall) {
     if list.len() <= KEEP_STALLS {
         return;
     }
-    let mut untied: Vec<(usize, f64)> = list
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.write_seq.is_none())
-        .map(|(index, s)| (index, s.duration_ms))
-        .collect();
-    if untied.len() <= LONGEST_UNTIED_KEPT {
+    let untied = || {
+        list.iter()
+            .enumerate()
+            .filter(|(_, s)| s.write_seq.is_none())
+    };
+    if untied().count() <= LONGEST_UNTIED_KEPT {
         return;
     }
-    untied.sort_by(|a, b| a.1.total_cmp(&b.1));
-    list.remove(untied[0].0);
+    if let Some((index, _)) = untied().min_by(|a, b| a.1.duration_ms.total_cmp(&b.1.duration_ms)) {
+        list.remove(index);
+    }
 }
 
 /// How many of the longest stalls not tied to a write a full list of stalls keeps regardless.
