@@ -299,6 +299,11 @@ fn repeats_and_the_size_model() {
             "30ms",
             "--predict",
             "1G,2M",
+            // A probe every 100 µs: a 256K SET (0.2 ms) always has one in its window; at the
+            // default every 500 µs none overlapped all five once (a CI run), leaving two sizes
+            // with a delay, too few for the model.
+            "--probe-rate",
+            "5000",
         ])
         .arg("--out")
         .arg(dir.path())
