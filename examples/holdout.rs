@@ -8,7 +8,12 @@
 //! ```sh
 //! cargo run --release --example holdout -- data/collections
 //! cargo run --release --example holdout -- data/collections/redis-7.0 /tmp/set-4M
+//! cargo run --release --example holdout -- data/collections --test data/heldout
 //! ```
+//!
+//! With `--test DIR...`, the runs under the directories before it are fitted whole, and the
+//! sizes of the runs under the ones after it (measured for the purpose, none in the fit) are
+//! predicted: the error a scanned key of a size between (or beside) the fitted ones sees.
 //!
 //! Every directory under the ones given that holds a run.json and a summary.csv is a run; runs of
 //! the same server (flavor and version) are fitted together, whatever directory they are in, so
@@ -22,7 +27,8 @@ use anyhow::{Context, Result, bail};
 use holprobe::commands::keys::refit::tool_rows_of_run;
 use holprobe::keys::fit::FitRow;
 use holprobe::keys::holdout::{
-    FLOOR_MEDIAN_PCT, FLOOR_WORST_MS, FLOOR_WORST_PCT, HeldOut, HeldOutSummary, held_out, summarize,
+    FLOOR_MEDIAN_PCT, FLOOR_WORST_MS, FLOOR_WORST_PCT, HeldOut, HeldOutSummary, held_out,
+    summarize, tested_on,
 };
 use holprobe::keys::model::ModelOp;
 
@@ -74,19 +80,19 @@ fn summary_line(label: &str, s: &HeldOutSummary) -> String {
     )
 }
 
-fn main() -> Result<()> {
-    let dirs: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
-    if dirs.is_empty() {
-        bail!("usage: holdout DIR... (e.g. data/collections)");
-    }
+/// One server's fit rows and the runs they came from, by server (flavor and version).
+type ByServer = BTreeMap<String, (Vec<FitRow>, Vec<String>)>;
+
+/// The fit rows of every run under `dirs`, by server, with the runs read.
+fn rows_by_server(dirs: &[PathBuf]) -> Result<ByServer> {
     let mut runs = Vec::new();
-    for dir in &dirs {
+    for dir in dirs {
         runs_under(dir, &mut runs)?;
     }
     if runs.is_empty() {
         bail!("no run (a directory with run.json and summary.csv) under the directories given");
     }
-    let mut by_server: BTreeMap<String, (Vec<FitRow>, Vec<String>)> = BTreeMap::new();
+    let mut by_server: ByServer = BTreeMap::new();
     for dir in &runs {
         let (meta, rows) =
             tool_rows_of_run(dir).with_context(|| format!("reading {}", dir.display()))?;
@@ -96,17 +102,43 @@ fn main() -> Result<()> {
         entry.0.extend(rows);
         entry.1.push(dir.display().to_string());
     }
+    Ok(by_server)
+}
+
+fn main() -> Result<()> {
+    let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let (dirs, test_dirs) = match args.iter().position(|a| a.as_os_str() == "--test") {
+        Some(at) => (args[..at].to_vec(), Some(args[at + 1..].to_vec())),
+        None => (args, None),
+    };
+    if dirs.is_empty() || test_dirs.as_ref().is_some_and(Vec::is_empty) {
+        bail!("usage: holdout DIR... [--test DIR...] (e.g. data/collections --test data/heldout)");
+    }
+    let by_server = rows_by_server(&dirs)?;
+    let tests = test_dirs.as_deref().map(rows_by_server).transpose()?;
     let mut all: Vec<HeldOut> = Vec::new();
     for (server, (rows, dirs)) in &by_server {
         println!("== {server}: {} rows from {}", rows.len(), dirs.join(", "));
-        let (entries, single) = held_out(rows);
+        let (entries, single) = match &tests {
+            None => held_out(rows),
+            Some(tests) => match tests.get(server) {
+                Some((test_rows, test_dirs)) => {
+                    println!("   predicting the sizes of {}", test_dirs.join(", "));
+                    (tested_on(rows, test_rows), Vec::new())
+                }
+                None => {
+                    println!("   no test run of this server");
+                    continue;
+                }
+            },
+        };
         println!(
             "{:<6} {:<10} {:<9} {:<10} {:>9} {:>6} {:>7} {:>10} {:>19} {:>10} {:>9} {:>6}",
             "type",
             "encoding",
             "op",
             "freed by",
-            "left out",
+            "size",
             "sizes",
             "repeats",
             "measured",

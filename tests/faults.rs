@@ -1273,9 +1273,12 @@ fn a_tls_url_to_a_plain_port_fails_within_the_connect_timeout() {
 }
 
 /// A server frozen (`kill -STOP`) past `--timeout 2s`: the tool took 14.4 s, said nothing
-/// meanwhile, and its cleanup said "os error 11". Now a line on stderr within a second or two
-/// of the silence, the run over within 4 × the limit (the probes, the slow-log poller's
-/// reconnection, two tries at removing the key) plus a margin, and timeouts said as timeouts.
+/// meanwhile, and its cleanup said "os error 11"; then 7-10 s (a limit for the probes to tell,
+/// up to two for the slow-log poller's last polls, two for the two tries at removing the key).
+/// Now a line on stderr within a second or two of the silence, the run over within 2 × the
+/// limit (one for the probes to tell, one for the whole cleanup: both tries at removing the key
+/// share it, and no last poll follows a failed one) plus a margin of 2 s for a loaded host, and
+/// timeouts said as timeouts.
 #[test]
 fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
     let server = TestServer::start(&[]);
@@ -1334,7 +1337,7 @@ fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
     );
     assert!(!text.contains("os error 11"), "{text}");
     assert!(text.contains("timed out after 2 s waiting for"), "{text}");
-    assert!(took < Duration::from_secs(11), "took {took:?}: {text}");
+    assert!(took < Duration::from_secs(6), "took {took:?}: {text}");
 }
 
 /// kill -9 of the tool left its embedded server's temporary directory behind (the server died

@@ -665,18 +665,21 @@ fn a_refit_writes_a_model_of_the_binary() {
     assert!(stderr.contains("--refit-elements"), "{stderr}");
 }
 
-/// The collection runs of data/collections/NAME/ as fit rows, with how many there are.
+/// The collection runs of data/collections/NAME/ as fit rows, by run id: each type's run of
+/// 100k and 1M elements, and its run of 4M in `<type>/4M/`.
 fn collection_rows(name: &str) -> Vec<(String, Vec<FitRow>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/collections");
     ["hash", "set", "zset", "list"]
         .iter()
-        .filter_map(|kind| {
+        .flat_map(|kind| {
             let dir = root.join(name).join(kind);
-            dir.exists().then(|| {
-                let (meta, rows) = holprobe::commands::keys::refit::tool_rows_of_run(&dir)
-                    .unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
-                (meta.run_id, rows)
-            })
+            [dir.clone(), dir.join("4M")]
+        })
+        .filter(|dir| dir.join("run.json").exists())
+        .map(|dir| {
+            let (meta, rows) = holprobe::commands::keys::refit::tool_rows_of_run(&dir)
+                .unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
+            (meta.run_id, rows)
         })
         .collect()
 }
@@ -699,7 +702,7 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
         .cloned()
         .collect();
     how.push(format!(
-        "collections (source tool): the tool's own hol_delay_ms of the {} read, delete, unlink, expire and overwrite ops in data/collections/{name}/{{hash,set,zset,list}}/summary.csv (runs {}: probe --server-bin <{name}> --type T --elements 100k,1M --ops build,read,delete,build,unlink,build,expire,build,overwrite,delete --repeat 3 --gap 200ms, data/record_collections.sh), with the servers' lazyfree-lazy-* as their run.json says; {bounded} of them had no probe in their window and count as one probe interval (0.5 ms)",
+        "collections (source tool): the tool's own hol_delay_ms of the {} read, delete, unlink, expire and overwrite ops in data/collections/{name}/{{hash,set,zset,list}}/summary.csv (runs {}: probe --server-bin <{name}> --type T --elements 100k,1M, and 4M in <type>/4M/, --ops build,read,delete,build,unlink,build,expire,build,overwrite,delete --repeat 3 --gap 200ms, data/record_collections.sh, one sitting on an idle host), fitted by least squares of the relative error, with the servers' lazyfree-lazy-* as their run.json says; {bounded} of them had no probe in their window and count as one probe interval (0.5 ms)",
         rows.len(),
         runs.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(", ")
     ));

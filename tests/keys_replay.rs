@@ -305,3 +305,111 @@ fn bad_replay_input_is_one_line_naming_the_flag() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
     }
 }
+
+/// Ctrl-C during `--replay`: the keys replayed so far are kept in valid files (replay.csv and
+/// run.json agree; the key cut short says it was), the exit is 130, the server the replay
+/// started is stopped and its directory removed, and the scanned server is only read.
+#[test]
+fn ctrl_c_during_a_replay_keeps_the_keys_replayed_so_far() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    for (key, fields) in [("big:hash", 300_000u64), ("other:hash", 200_000)] {
+        let mut first = 0u64;
+        while first < fields {
+            let last = (first + 9_999).min(fields - 1);
+            let _: i64 = redis::cmd("EVAL")
+                .arg(BUILD_HASH)
+                .arg(1)
+                .arg(key)
+                .arg(first)
+                .arg(last)
+                .query(&mut conn)
+                .expect("build the hash");
+            first = last + 1;
+        }
+    }
+    let dbsize: u64 = redis::cmd("DBSIZE").query(&mut conn).expect("DBSIZE");
+    let writes = write_calls(&mut conn);
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("scan");
+    let servers = tmp.path().join("servers");
+    std::fs::create_dir(&servers).expect("mkdir");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["keys", "--url", &server.url(), "--size-floor", "0"])
+        .args(["--replay", "2", "--server-bin", SERVER_BIN, "--out"])
+        .arg(&dir)
+        .env("TMPDIR", &servers)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn probe keys");
+    // Interrupted once the first key's run is under way.
+    let started = std::time::Instant::now();
+    while !dir.join("replay-1").is_dir() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the replay never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let stderr = {
+        use std::io::Read;
+        let mut text = String::new();
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut text)
+            .expect("read stderr");
+        text
+    };
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted; the keys replayed so far were kept"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let doc = common::read_json(&dir.join("run.json"));
+    let replayed = doc["replay"].as_array().expect("replay rows in run.json");
+    assert!(
+        !replayed.is_empty() && replayed.len() < 2,
+        "{} rows",
+        replayed.len()
+    );
+    let rows = common::read_csv(&dir.join("replay.csv"));
+    assert_eq!(rows.len(), replayed.len(), "{rows:?}");
+    assert_eq!(rows[0]["key"], "big:hash", "{rows:?}");
+    assert!(
+        !rows[0]["error"].is_empty(),
+        "the cut-short key says so: {rows:?}"
+    );
+    // The key's own run, where it had begun writing one, says it was cut short.
+    let cut = dir.join("replay-1").join("run.json");
+    if cut.is_file() {
+        let cut = common::read_json(&cut);
+        assert_eq!(cut["status"], "interrupted", "{cut}");
+    }
+
+    // The replay's server is gone, with its directory.
+    let left: Vec<_> = std::fs::read_dir(&servers)
+        .expect("read dir")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left: {left:?}");
+    // The scanned server: nothing written.
+    assert_eq!(
+        redis::cmd("DBSIZE")
+            .query::<u64>(&mut conn)
+            .expect("DBSIZE"),
+        dbsize
+    );
+    assert_eq!(write_calls(&mut conn), writes);
+}

@@ -166,7 +166,8 @@ pub fn check_maxmemory(need_bytes: u64, room: &ServerRoom, what: &str) -> Result
     ))
 }
 
-/// Bytes for messages: `1.3 GiB`, `640.0 MiB`, `12 KiB`.
+/// Bytes for messages: `1.3 GiB`, `640.0 MiB`, `12 KiB`, `56 B` (under 1 KiB: a scanned key's
+/// 56 bytes read "1 KiB").
 pub fn human_bytes(bytes: u64) -> String {
     const MIB: f64 = 1024.0 * 1024.0;
     let b = bytes as f64;
@@ -174,8 +175,10 @@ pub fn human_bytes(bytes: u64) -> String {
         format!("{:.1} GiB", b / (1024.0 * MIB))
     } else if b >= MIB {
         format!("{:.1} MiB", b / MIB)
-    } else {
+    } else if bytes >= 1024 {
         format!("{} KiB", bytes.div_ceil(1024))
+    } else {
+        format!("{bytes} B")
     }
 }
 
@@ -208,6 +211,16 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn bytes_read_as_their_size() {
+        assert_eq!(human_bytes(56), "56 B");
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1024), "1 KiB");
+        assert_eq!(human_bytes(1025), "2 KiB");
+        assert_eq!(human_bytes(64 * MIB), "64.0 MiB");
+        assert_eq!(human_bytes(3 * 1024 * MIB / 2), "1.5 GiB");
+    }
 
     fn sample(at_us: u64, mem_pct: f64, swap_mib: u64) -> MemorySample {
         MemorySample {

@@ -118,7 +118,7 @@ impl Deployment {
         let shard = choose_shard(plan.shard.as_deref(), &topology)?;
         let mut probed = Probed::from_topology(&topology, shard, &target.conn, probe_cmd)?;
         probed.addresses = plan.discovery.addresses.clone();
-        out.note(&describe_topology(&topology, shard));
+        out.note(&describe_topology(&topology, writes.then_some(shard)));
         let master = &topology.shards[shard].master.address;
         if *master != target.conn.address() {
             let mut written = Target::open(&TargetSpec::External(target.conn.for_node(master)?))?;
@@ -167,20 +167,25 @@ pub fn describe_target(target: &Target, verb: &str, out: &Output) {
 }
 
 /// One line on what the run probes: `topology: cluster of 3 shards, 6 nodes (3 replicas);
-/// writes go to shard 0 (127.0.0.1:7000, slots 0-5460)`.
-fn describe_topology(topology: &Topology, written: usize) -> String {
+/// writes go to shard 0 (127.0.0.1:7000, slots 0-5460)` (the writes' part only for a run that
+/// writes: `probe keys` and observe mode write nothing).
+fn describe_topology(topology: &Topology, written: Option<usize>) -> String {
     let nodes = topology.nodes().len();
     let replicas: usize = topology.shards.iter().map(|s| s.replicas.len()).sum();
-    let shard = &topology.shards[written];
     match topology.kind {
         TopologyKind::Cluster => format!(
-            "topology: cluster of {} shard(s), {nodes} nodes ({replicas} replicas), each probed; writes go to shard {written} ({})",
+            "topology: cluster of {} shard(s), {nodes} nodes ({replicas} replicas), each probed{}",
             topology.shards.len(),
-            shard.master.announced,
+            written
+                .map(|w| format!(
+                    "; writes go to shard {w} ({})",
+                    topology.shards[w].master.announced
+                ))
+                .unwrap_or_default(),
         ),
         TopologyKind::Standalone => format!(
             "topology: {} with {replicas} replica(s), each probed",
-            shard.master.announced
+            topology.shards[written.unwrap_or(0)].master.announced
         ),
     }
 }

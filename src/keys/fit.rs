@@ -4,7 +4,8 @@
 //!
 //! Method: a freeze is modelled as `per_element_us × elements + per_mib_ms × payload MiB`, with
 //! no constant (an empty value freezes nothing) and both coefficients non-negative, by least
-//! squares. Where one of the two does not vary independently across a group's rows (a string's
+//! squares of the relative error (each row weighed by 1 / its freeze², so that every size counts
+//! alike: see [`least_squares`]). Where one of the two does not vary independently across a group's rows (a string's
 //! elements are always 1; collections measured at one element size have MiB proportional to
 //! elements) only the other is fitted, so the fit never rests on a collinear pair. The error is
 //! the leave-one-out error: each row predicted by the fit of the others (in-sample with fewer
@@ -161,11 +162,20 @@ fn regressors_of(group: &[&FitRow]) -> Regressors {
     }
 }
 
-/// Non-negative least squares without a constant over one or two regressors.
+/// The weight of a point in the fit: its relative error is what is squared, so each size counts
+/// as much as any other (an absolute fit is the largest size's line, and misses the small ones
+/// by 2× where the cost per element grows with the size). A figure under [`RELATIVE_FROM_MS`] is
+/// weighed as one of that size: its relative error is the timer's noise.
+fn weight(y: f64) -> f64 {
+    1.0 / y.max(RELATIVE_FROM_MS).powi(2)
+}
+
+/// Non-negative weighted least squares without a constant over one or two regressors: it
+/// minimises the sum of squared relative errors ([`weight`]).
 fn least_squares(points: &[(f64, f64, f64)], regressors: Regressors) -> Coefficients {
     let one = |pick: fn(&(f64, f64, f64)) -> f64| -> f64 {
-        let xx: f64 = points.iter().map(|p| pick(p) * pick(p)).sum();
-        let xy: f64 = points.iter().map(|p| pick(p) * p.2).sum();
+        let xx: f64 = points.iter().map(|p| weight(p.2) * pick(p) * pick(p)).sum();
+        let xy: f64 = points.iter().map(|p| weight(p.2) * pick(p) * p.2).sum();
         if xx > 0.0 { (xy / xx).max(0.0) } else { 0.0 }
     };
     let elements_only = || Coefficients {
@@ -183,11 +193,12 @@ fn least_squares(points: &[(f64, f64, f64)], regressors: Regressors) -> Coeffici
         Regressors::Both => {
             let (mut aa, mut ab, mut bb, mut ay, mut by) = (0.0, 0.0, 0.0, 0.0, 0.0);
             for &(a, b, y) in points {
-                aa += a * a;
-                ab += a * b;
-                bb += b * b;
-                ay += a * y;
-                by += b * y;
+                let w = weight(y);
+                aa += w * a * a;
+                ab += w * a * b;
+                bb += w * b * b;
+                ay += w * a * y;
+                by += w * b * y;
             }
             let det = aa * bb - ab * ab;
             if det.abs() <= 1e-12 * aa * bb {
@@ -205,7 +216,7 @@ fn least_squares(points: &[(f64, f64, f64)], regressors: Regressors) -> Coeffici
             let sse = |c: Coefficients| -> f64 {
                 points
                     .iter()
-                    .map(|p| (c.predict_ms(p.0, p.1) - p.2).powi(2))
+                    .map(|p| weight(p.2) * (c.predict_ms(p.0, p.1) - p.2).powi(2))
                     .sum()
             };
             let (e, m) = (elements_only(), mib_only());

@@ -75,13 +75,19 @@ pub fn settings_for_key_events() -> Vec<(&'static str, Want)> {
     )]
 }
 
+/// The most SLOWLOG entries read after one write ([`ServerView::after`]), and the log's length
+/// the main job asks for: the probes queued behind a 4 s freeze at the default 2 × 1000/s are
+/// 8,000 entries logged after the write's own (a 4M-field hash's DEL lost its entry from a log of
+/// 1,024). About 3 MiB of the server's memory once full.
+pub const MAX_SLOWLOG_PAGE: usize = 16_384;
+
 /// The settings the main job needs: every command in SLOWLOG (a large SET executes in a few µs),
 /// a log long enough to still hold the write's entry after the probes' own, the latency
 /// monitor at its finest (1 ms), and keyspace notifications of expired and evicted keys.
 pub fn settings_for_writes() -> Vec<(&'static str, Want)> {
     let mut wants = vec![
         ("slowlog-log-slower-than", Want::LogAtMost(0)),
-        ("slowlog-max-len", Want::AtLeast(1024)),
+        ("slowlog-max-len", Want::AtLeast(MAX_SLOWLOG_PAGE as i64)),
         ("latency-monitor-threshold", Want::OnAndAtMost(1)),
     ];
     wants.extend(settings_for_key_events());
@@ -125,6 +131,8 @@ pub struct ServerTuning {
     effective: Vec<(String, i64)>,
     /// Notes for the user (what was changed, what could not be).
     pub notes: Vec<String>,
+    /// The settings still changed are left to the run's marker: the drop does not try again.
+    left_to_marker: bool,
 }
 
 /// One setting the guard changed.
@@ -161,6 +169,7 @@ impl ServerTuning {
             changed: Vec::new(),
             effective: Vec::new(),
             notes: Vec::new(),
+            left_to_marker: false,
         };
         if wants.is_empty() {
             before(&[]);
@@ -276,11 +285,25 @@ impl ServerTuning {
     /// Puts every changed setting back (in reverse order) on a fresh connection. Settings that
     /// were restored are forgotten, so a second call (or the drop) does nothing more.
     pub fn restore(&mut self) -> Result<()> {
+        self.restore_until(None)
+    }
+
+    /// [`Self::restore`] with every wait ending by `deadline` (the run's cleanup shares one
+    /// reply limit): when none is left, an error that says so, and the settings stay listed.
+    pub fn restore_until(&mut self, deadline: Option<std::time::Instant>) -> Result<()> {
         if self.changed.is_empty() {
             return Ok(());
         }
-        let mut control = self
-            .conn
+        let conn = match deadline {
+            None => self.conn.clone(),
+            Some(deadline) => self.conn.until(deadline).with_context(|| {
+                format!(
+                    "no time left within the reply limit of {} after removing the run's keys",
+                    crate::measure::target::format_limit(self.conn.command_timeout)
+                )
+            })?,
+        };
+        let mut control = conn
             .redis_connection()
             .context("reconnecting to restore the server's settings")?;
         while let Some(change) = self.changed.last() {
@@ -296,11 +319,22 @@ impl ServerTuning {
     }
 }
 
+impl ServerTuning {
+    /// The settings still changed are left for the run's marker to restore (the next run
+    /// against the server, or `probe clean`): the drop makes no more tries, each of which would
+    /// wait out the reply limit on a server that stopped answering.
+    pub fn leave_to_marker(&mut self) {
+        self.left_to_marker = true;
+    }
+}
+
 impl Drop for ServerTuning {
     fn drop(&mut self) {
         // The normal paths call restore() and report its error; this is the safety net for the
         // others (an early `?`, a panic).
-        let _ = self.restore();
+        if !self.left_to_marker {
+            let _ = self.restore();
+        }
     }
 }
 
@@ -565,15 +599,26 @@ impl ServerView {
         let mut figures = ServerFigures::default();
         // SLOWLOG first: the probes keep adding entries.
         if self.slowlog {
-            let page = self.slowlog_page.to_string();
-            match conn.command(&[b"SLOWLOG", b"GET", page.as_bytes()]) {
-                Ok(reply @ Reply::Array(_)) => {
-                    let entries = parse_log_entries(&reply);
-                    figures.exec_us = find_entry(&entries, command, arg)
-                        .and_then(|e| u64::try_from(e.value).ok());
+            let mut page = self.slowlog_page;
+            loop {
+                let asked = page.to_string();
+                match conn.command(&[b"SLOWLOG", b"GET", asked.as_bytes()]) {
+                    Ok(reply @ Reply::Array(_)) => {
+                        let entries = parse_log_entries(&reply);
+                        let found = find_entry(&entries, command, arg);
+                        // A full page without the entry: the probes answered after a long
+                        // freeze (thousands queued behind it) were logged after it. Once more,
+                        // further back.
+                        if found.is_none() && entries.len() >= page && page < MAX_SLOWLOG_PAGE {
+                            page = (page * 16).min(MAX_SLOWLOG_PAGE);
+                            continue;
+                        }
+                        figures.exec_us = found.and_then(|e| u64::try_from(e.value).ok());
+                    }
+                    Ok(_) => self.slowlog = false,
+                    Err(_) => return figures,
                 }
-                Ok(_) => self.slowlog = false,
-                Err(_) => return figures,
+                break;
             }
         }
         if self.commandlog {

@@ -231,6 +231,11 @@ impl RunScope {
         }
     }
 
+    /// The prefix of the run's keys.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
     /// The settings changed, as `name old -> new`.
     pub fn server_settings(&self) -> Vec<String> {
         self.tuning
@@ -240,19 +245,38 @@ impl RunScope {
             .collect()
     }
 
-    /// Removes the run's keys left on the server (see [`KeyLedger::remove_all`]).
-    pub fn remove_keys(&mut self, target: &Target, warnings: &mut Vec<String>) {
+    /// The run's own cleanup, all of it within one reply limit (`--timeout`), so that a server
+    /// that stopped answering ends the run one limit after the probes said so: the keys left
+    /// ([`KeyLedger::remove_all`], two tries in that limit), then the settings with what is left
+    /// of it. What could not be done is a warning, and stays in the run's marker for the next
+    /// run or `probe clean`.
+    pub fn clean_up(&mut self, target: &Target, warnings: &mut Vec<String>) {
+        let deadline = std::time::Instant::now() + target.conn.command_timeout;
         self.keys
             .remove_all(&target.conn, &self.key_prefix, warnings);
+        self.restore_settings(Some(deadline), warnings);
     }
 
-    /// Puts the changed settings back; a failure is a warning.
-    pub fn restore_settings(&mut self, warnings: &mut Vec<String>) {
+    /// Puts the changed settings back (every wait over by `deadline`); a failure is a warning.
+    fn restore_settings(
+        &mut self,
+        deadline: Option<std::time::Instant>,
+        warnings: &mut Vec<String>,
+    ) {
         let settings = self.server_settings();
-        if let Err(err) = self.tuning.restore() {
+        if let Err(err) = self.tuning.restore_until(deadline) {
+            if deadline.is_some() && self.marker.is_some() {
+                // The cleanup's limit is spent: the marker holds them (and stays, as they do).
+                self.tuning.leave_to_marker();
+            }
             warnings.push(format!(
-                "could not restore the server's settings ({}): {err:#}",
-                settings.join(", ")
+                "could not restore the server's settings ({}): {err:#}{}",
+                settings.join(", "),
+                if self.marker.is_some() {
+                    "; the run's marker keeps them for the next run against this server or `probe clean`"
+                } else {
+                    ""
+                }
             ));
         }
     }
@@ -555,8 +579,7 @@ impl<'t> Session<'t> {
         if let Some(handle) = self.actor.take() {
             let _ = handle.join();
         }
-        self.scope.remove_keys(self.target, &mut self.warnings);
-        self.scope.restore_settings(&mut self.warnings);
+        self.scope.clean_up(self.target, &mut self.warnings);
         self.scope.close(&mut self.warnings);
     }
 
@@ -695,8 +718,7 @@ impl<'t> Session<'t> {
                 (ended.status, ended.status_reason) = (RunStatus::Failed, Some(failure));
             }
         }
-        self.scope.remove_keys(self.target, &mut self.warnings);
-        self.scope.restore_settings(&mut self.warnings);
+        self.scope.clean_up(self.target, &mut self.warnings);
         self.scope.close(&mut self.warnings);
         ended
     }

@@ -497,14 +497,17 @@ proptest! {
         prop_assert_eq!(&batch.writes, &oracle.writes);
         // The oracle keeps every latency exactly; the correlator's histograms count those
         // over 65.5 ms to 3 significant digits (memory that does not grow with the run):
-        // a percentile up there may differ by that precision, nothing else may.
+        // a percentile up there may differ by that precision, nothing else may. A value so
+        // kept lands in a bucket 1/1024 of it wide (64 µs at 65.5-131 ms), and the percentile
+        // may take either neighbour's: within two widths (a case found 69 µs off at 68.3 ms,
+        // proptest-regressions/analyze/correlate/tests.txt).
         let (b, o) = (&batch.baseline, &oracle.baseline);
         prop_assert_eq!(
             (b.probes, b.max_us, b.probe_errors, b.send_lag_p50_us, b.send_lag_p99_us, b.send_lag_max_us),
             (o.probes, o.max_us, o.probe_errors, o.send_lag_p50_us, o.send_lag_p99_us, o.send_lag_max_us)
         );
         for (got, want) in [(b.p50_us, o.p50_us), (b.p99_us, o.p99_us)] {
-            prop_assert!(got.abs_diff(want) <= want / 1000, "{got} vs {want}");
+            prop_assert!(got.abs_diff(want) <= want / 512, "{got} vs {want}");
         }
     }
 

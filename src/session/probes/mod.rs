@@ -193,7 +193,10 @@ pub fn measure_nodes(
                     Ok(())
                 });
                 if let Err(err) = set {
-                    scope.remove_keys(target, &mut Vec::new());
+                    let prefix = scope.key_prefix().to_string();
+                    scope
+                        .keys
+                        .remove_all(&target.conn, &prefix, &mut Vec::new());
                     return Err(err.context(format!("preparing the probe key {key} on {master}")));
                 }
             }

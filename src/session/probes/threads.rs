@@ -71,7 +71,7 @@ impl Threads {
 }
 
 /// Starts the slow-log poller thread: a poll every [`POLL_EVERY`] until `stop`, then one more (so the
-/// stalls that closed last get their names), each sent as [`Event::ServerLog`]. Connection
+/// stalls that closed last get their names; not after a poll that failed), each sent as [`Event::ServerLog`]. Connection
 /// trouble is a note and a retry at the next poll, never the end of the run.
 pub fn spawn_poller(
     mut poller: ServerLogPoller,
@@ -86,6 +86,11 @@ pub fn spawn_poller(
             loop {
                 crate::measure::test_panic_point("poller");
                 let last = stop.load(Ordering::Relaxed);
+                if last && failing {
+                    // The server did not answer the last poll (frozen, or gone): one more
+                    // would wait out the reply limit again for nothing.
+                    return;
+                }
                 let polled_unix_us = crate::measure::serverview::unix_now_us();
                 let mut notes = poller.take_notes();
                 let poll = match poller.poll() {

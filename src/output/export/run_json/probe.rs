@@ -177,6 +177,7 @@ pub(crate) mod sample {
             .map(|(name, value)| (name.to_string(), value.to_string()))
             .collect(),
             io_threads: Some(1),
+            mem_allocator: Some("jemalloc-5.3.0".into()),
         };
         let host = HostInfo {
             hostname: Some("bench-host".into()),
@@ -430,6 +431,7 @@ pub(crate) mod sample {
         ("/server", "client_query_buffer_limit_bytes"),
         ("/server", "lazyfree"),
         ("/server", "io_threads"),
+        ("/server", "mem_allocator"),
         ("/summary", "value_type"),
         ("/summary", "elements"),
         ("/summary", "element_bytes"),
@@ -522,6 +524,7 @@ mod tests {
         assert!(!write.memory_pressure && write.host_mem_peak_pct == 0.0);
         assert_eq!(write.hol_probe_send_lag_ms, None);
         assert!(read.server.lazyfree.is_empty() && read.server.io_threads.is_none());
+        assert!(read.server.mem_allocator.is_none());
         assert!(write.value_type.is_none() && write.freed_by.is_none());
         // What the first release had is still read.
         assert_eq!(write.set_ms, 7.25);
