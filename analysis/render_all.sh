@@ -9,7 +9,7 @@
 #                 probe compare's verdicts: a built probe binary is needed, see compare.py);
 #   command runs  runs with custom commands (examples/custom_command.rs --out): a timeline
 #                 zoomed on the largest command, and sizes of the commands over all of them;
-#   collections   value-type runs in data/collections/ (data/record_collections.sh): freeze.py
+#   collections   value-type runs in data/collections/ and data/heldout/ (data/record_collections.sh): freeze.py
 #                 over all of them (what each op on a hash, set, zset, list cost, per server);
 #   load runs     directories holding load_timeline.csv: a load picture each;
 #   node runs     runs over several nodes (run.json lists `nodes`): nodes.py on the largest set,
@@ -26,8 +26,9 @@ commands=()
 collections=()
 while IFS= read -r summary; do
   run=$(dirname "$summary")
-  # Value-type runs (data/collections/) ship without their probe-level files: freeze.py's.
-  if [[ "$run" == data/collections/* ]]; then
+  # Value-type runs (data/collections/, data/heldout/) ship without their probe-level files:
+  # freeze.py's.
+  if [[ "$run" == data/collections/* || "$run" == data/heldout/* ]]; then
     collections+=("$run")
   elif grep -q '^[0-9]*,command,' "$run/writes.csv"; then
     commands+=("$run")
