@@ -15,7 +15,7 @@ const SUBCOMMANDS: [&str; 6] = ["calibrate", "populate", "load", "clean", "compa
 /// Flags the docs name that belong to another tool, each with that tool. Only `--long` flags
 /// are checked, so single-dash ones (redis-benchmark's `-t get -c 50`, redis-cli's `-x`,
 /// HdrHistogram's `-outputValueUnitRatio`) need no entry.
-const OTHER_TOOLS: [(&str, &str); 22] = [
+const OTHER_TOOLS: [(&str, &str); 23] = [
     // redis-server's command line, as the embedded server is started (docs/usage.md, Target).
     ("--save", "redis-server"),
     ("--appendonly", "redis-server"),
@@ -42,6 +42,8 @@ const OTHER_TOOLS: [(&str, &str); 22] = [
     // scripts/servers.sh (docs/results.md).
     ("--args", "scripts/servers.sh"),
     ("--no-fetch", "scripts/servers.sh"),
+    // perf, as the glibc builds' deferred free was profiled (docs/methodology.md).
+    ("--call-graph", "perf record"),
     // analysis/timeline.py and analysis/nodes.py: which write or window to draw.
     ("--write", "analysis/timeline.py"),
     ("--from", "analysis/timeline.py"),

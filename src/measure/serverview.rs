@@ -312,6 +312,17 @@ impl ServerTuning {
                 .arg(&change.name)
                 .arg(&change.old)
                 .query::<()>(&mut control)
+                .map_err(|err| {
+                    if crate::measure::target::is_timeout(&err) {
+                        // Said as a timeout, with the limit ("os error 11" said nothing).
+                        anyhow::anyhow!(
+                            "timed out after {} waiting for the reply to CONFIG SET",
+                            crate::measure::target::format_limit(conn.command_timeout)
+                        )
+                    } else {
+                        anyhow::Error::from(err)
+                    }
+                })
                 .with_context(|| format!("restoring {} to {}", change.name, change.old))?;
             self.changed.pop();
         }

@@ -245,16 +245,20 @@ impl RunScope {
             .collect()
     }
 
-    /// The run's own cleanup, all of it within one reply limit (`--timeout`), so that a server
-    /// that stopped answering ends the run one limit after the probes said so: the keys left
-    /// ([`KeyLedger::remove_all`], two tries in that limit), then the settings with what is left
-    /// of it. What could not be done is a warning, and stays in the run's marker for the next
-    /// run or `probe clean`.
+    /// The run's own cleanup, within one reply limit (`--timeout`) and a second, so that a
+    /// server that stopped answering ends the run about one limit after the probes said so: the
+    /// keys left ([`KeyLedger::remove_all`], two tries in that limit), then the settings with
+    /// what is left of it, and never less than a second ([`RESTORE_AT_LEAST`]: a DEL that took
+    /// the whole limit on a server still answering leaves it the time to put them back). What
+    /// could not be done is a warning, and stays in the run's marker for the next run or
+    /// `probe clean`.
     pub fn clean_up(&mut self, target: &Target, warnings: &mut Vec<String>) {
-        let deadline = std::time::Instant::now() + target.conn.command_timeout;
+        let limit = target.conn.command_timeout;
+        let deadline = std::time::Instant::now() + limit;
         self.keys
             .remove_all(&target.conn, &self.key_prefix, warnings);
-        self.restore_settings(Some(deadline), warnings);
+        let at_least = std::time::Instant::now() + limit.min(RESTORE_AT_LEAST);
+        self.restore_settings(Some(deadline.max(at_least)), warnings);
     }
 
     /// Puts the changed settings back (every wait over by `deadline`); a failure is a warning.
@@ -297,6 +301,10 @@ impl Drop for RunScope {
         self.close(&mut ignored);
     }
 }
+
+/// The least time the cleanup gives the settings' restore, whatever the keys' removal took
+/// (see [`RunScope::clean_up`]).
+const RESTORE_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `DEL keys` on `conn`'s server. In a cluster whose master failed over during the run the
 /// keys' slot has moved: the MOVED error names where, and they are deleted there (keys of one

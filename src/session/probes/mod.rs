@@ -419,6 +419,12 @@ pub fn measure_nodes(
     };
     let ended = session.run(&mut probes, limits, interrupt);
     let warnings = std::mem::take(&mut session.warnings);
+    // Said restored only when they were: a restore that failed is a warning naming them.
+    let server_settings = if session.scope.tuning.changed().is_empty() {
+        server_settings
+    } else {
+        Vec::new()
+    };
     probes.finish(ended, warnings, server_settings)
 }
 
