@@ -1281,7 +1281,7 @@ fn a_tls_url_to_a_plain_port_fails_within_the_connect_timeout() {
 /// timeouts said as timeouts.
 #[test]
 fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
-    let (status, took, said_after, text) = frozen_run(&[]);
+    let (status, took, said_after, text, _) = frozen_run(&[]);
     assert_eq!(status.code(), Some(1), "{text}");
     assert!(
         said_after < Duration::from_secs(3),
@@ -1296,12 +1296,18 @@ fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
 /// at `--timeout 2s`), then the tool's drop tried once more, and the run said "server settings
 /// changed for the run and restored" although they were not. Now the restore gets what is left
 /// of the cleanup's limit and at least a second, what it could not put back is said to be kept
-/// by the run's marker, nothing claims they were restored, and the next `probe clean` puts them
-/// back.
+/// by the run's marker (which is still there, naming them, for the next run or `probe clean`:
+/// tests/marker.rs), and nothing claims they were restored.
 #[test]
 fn a_frozen_server_leaves_its_settings_to_the_marker_within_the_bound() {
-    let (status, took, _, text) = frozen_run(&["--tune-server"]);
+    let (status, took, _, text, markers) = frozen_run(&["--tune-server"]);
     assert_eq!(status.code(), Some(1), "{text}");
+    // The way back: the run's marker, with the settings it changed, is still on the server.
+    assert_eq!(markers.len(), 1, "{markers:?}: {text}");
+    assert!(
+        markers[0].contains("slowlog-log-slower-than"),
+        "{markers:?}"
+    );
     assert!(!text.contains("os error 11"), "{text}");
     assert!(
         text.contains("could not restore the server's settings")
@@ -1316,8 +1322,17 @@ fn a_frozen_server_leaves_its_settings_to_the_marker_within_the_bound() {
 /// Runs the main job in observe mode with `--timeout 2s` (and `extra`) against a server frozen
 /// (`kill -STOP`) once the run has started; the server is thawed after. Returns the exit
 /// status, how long the tool took after the freeze, how soon after it the "no probe answered"
-/// line came, and everything it printed (stderr, then stdout).
-fn frozen_run(extra: &[&str]) -> (std::process::ExitStatus, Duration, Duration, String) {
+/// line came, everything it printed (stderr, then stdout), and the runs' markers left on the
+/// server (each marker's value, after the thaw).
+fn frozen_run(
+    extra: &[&str],
+) -> (
+    std::process::ExitStatus,
+    Duration,
+    Duration,
+    String,
+    Vec<String>,
+) {
     let server = TestServer::start(&[]);
     let info: String = redis::cmd("INFO")
         .arg("server")
@@ -1367,6 +1382,18 @@ fn frozen_run(extra: &[&str]) -> (std::process::ExitStatus, Duration, Duration, 
     let status = wait_within(&mut child, Duration::from_secs(60));
     let took = frozen.elapsed();
     signal(pid, libc::SIGCONT);
+    let mut conn = server.conn();
+    let names: Vec<String> = redis::cmd("SMEMBERS")
+        .arg("holprobe:markers")
+        .query(&mut conn)
+        .unwrap();
+    let markers: Vec<String> = names
+        .iter()
+        .map(|name| {
+            let value: Option<String> = redis::cmd("GET").arg(name).query(&mut conn).unwrap();
+            value.unwrap_or_default()
+        })
+        .collect();
     reader.join().unwrap();
     let stdout = out_reader.join().unwrap();
     let lines: Vec<(Instant, String)> = rx.try_iter().collect();
@@ -1377,7 +1404,7 @@ fn frozen_run(extra: &[&str]) -> (std::process::ExitStatus, Duration, Duration, 
         .iter()
         .find(|(_, line)| line.contains("no probe answered for"))
         .unwrap_or_else(|| panic!("no line while waiting: {text}"));
-    (status, took, said.0.duration_since(frozen), text)
+    (status, took, said.0.duration_since(frozen), text, markers)
 }
 
 /// kill -9 of the tool left its embedded server's temporary directory behind (the server died

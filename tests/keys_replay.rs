@@ -378,20 +378,22 @@ fn ctrl_c_during_a_replay_keeps_the_keys_replayed_so_far() {
 
     let doc = common::read_json(&dir.join("run.json"));
     let replayed = doc["replay"].as_array().expect("replay rows in run.json");
-    assert!(
-        !replayed.is_empty() && replayed.len() < 2,
-        "{} rows",
-        replayed.len()
-    );
     let rows = common::read_csv(&dir.join("replay.csv"));
+    assert!(!rows.is_empty() && rows.len() <= 2, "{rows:?}");
     assert_eq!(rows.len(), replayed.len(), "{rows:?}");
+    // The worst key first; the one cut short is the last row, and says so (on a fast host
+    // the first may have finished before the Ctrl-C).
     assert_eq!(rows[0]["key"], "big:hash", "{rows:?}");
+    let last = rows.last().expect("a row");
     assert!(
-        !rows[0]["error"].is_empty(),
+        !last["error"].is_empty(),
         "the cut-short key says so: {rows:?}"
     );
+    if rows.len() == 2 {
+        assert_eq!(rows[0]["error"], "", "{rows:?}");
+    }
     // The key's own run, where it had begun writing one, says it was cut short.
-    let cut = dir.join("replay-1").join("run.json");
+    let cut = dir.join(format!("replay-{}", rows.len())).join("run.json");
     if cut.is_file() {
         let cut = common::read_json(&cut);
         assert_eq!(cut["status"], "interrupted", "{cut}");

@@ -4,19 +4,23 @@
 //!
 //! Method: a freeze is modelled as `per_element_us × elements + per_mib_ms × payload MiB`, with
 //! no constant (an empty value freezes nothing) and both coefficients non-negative, by least
-//! squares of the relative error (each row weighed by 1 / its freeze², so that every size counts
-//! alike: see [`least_squares`]). Where one of the two does not vary independently across a group's rows (a string's
-//! elements are always 1; collections measured at one element size have MiB proportional to
-//! elements) only the other is fitted, so the fit never rests on a collinear pair. The error is
+//! squares of the relative error (each row weighed by 1 / its freeze², so that every size
+//! counts alike: see [`least_squares`]). Where one of the two does not vary independently across
+//! a group's rows (a string's elements are always 1; collections measured at one element size
+//! have MiB proportional to elements) only the other is fitted, so the fit never rests on a collinear pair. The error is
 //! the leave-one-out error: each row predicted by the fit of the others (in-sample with fewer
 //! than three rows, and said so), which is what a key not in the fit would see; relative over
 //! the rows of at least [`RELATIVE_FROM_MS`], absolute over all.
 //!
-//! Why no intercept: on the tool's own ops of data/collections (100k and 1M elements, 3
-//! repeats), repeats at one size differ by up to 3× (a 1M set's DEL on Redis 7.0: 139 to 613
-//! ms), and a line with a constant had the same leave-one-out median error as one without on
-//! every entry of a big collection (within a few points, worse as often as better): the error
-//! is the repeats' spread, which no second parameter fits.
+//! Why no intercept: on the tool's own ops of data/collections as first recorded (100k and 1M
+//! elements, 3 repeats, a busy host), repeats at one size differed by up to 3× (a 1M set's DEL
+//! on Redis 7.0: 139 to 613 ms), and a line with a constant had the same leave-one-out median
+//! error as one without on every entry of a big collection (within a few points, worse as often
+//! as better): the error is the repeats' spread, which no second parameter fits. Why relative:
+//! on the idle-host runs that replaced them (100k, 1M, 4M; docs/keys.md), the sizes of
+//! data/heldout were predicted with a median error of 16% by the relative fit; the absolute
+//! one, which the 4M rows dominated, gave 45% in a re-implementation of both in Python (18% for
+//! the relative fit there).
 
 use std::collections::BTreeMap;
 

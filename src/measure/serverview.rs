@@ -307,6 +307,21 @@ impl ServerTuning {
             .redis_connection()
             .context("reconnecting to restore the server's settings")?;
         while let Some(change) = self.changed.last() {
+            // Each reply waits only for what is left of the deadline, not the whole of it again.
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left < crate::measure::target::LEAST_TRY.min(conn.command_timeout) {
+                    anyhow::bail!(
+                        "restoring {} to {}: no time left within the reply limit of {}",
+                        change.name,
+                        change.old,
+                        crate::measure::target::format_limit(self.conn.command_timeout)
+                    );
+                }
+                control
+                    .set_read_timeout(Some(left))
+                    .context("setting the read timeout")?;
+            }
             redis::cmd("CONFIG")
                 .arg("SET")
                 .arg(&change.name)

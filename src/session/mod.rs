@@ -248,10 +248,11 @@ impl RunScope {
     /// The run's own cleanup, within one reply limit (`--timeout`) and a second, so that a
     /// server that stopped answering ends the run about one limit after the probes said so: the
     /// keys left ([`KeyLedger::remove_all`], two tries in that limit), then the settings with
-    /// what is left of it, and never less than a second ([`RESTORE_AT_LEAST`]: a DEL that took
-    /// the whole limit on a server still answering leaves it the time to put them back). What
-    /// could not be done is a warning, and stays in the run's marker for the next run or
-    /// `probe clean`.
+    /// what is left of it, and never less than a second or the whole limit where that is
+    /// shorter ([`RESTORE_AT_LEAST`]: a DEL that took the whole limit on a server still
+    /// answering leaves it the time to put them back). What could not be done is a warning, and
+    /// stays in the run's marker for the next run or `probe clean`. The keys of other shards
+    /// (a cluster's GET probes') get a limit each: not bounded by this one.
     pub fn clean_up(&mut self, target: &Target, warnings: &mut Vec<String>) {
         let limit = target.conn.command_timeout;
         let deadline = std::time::Instant::now() + limit;
@@ -267,10 +268,12 @@ impl RunScope {
         deadline: Option<std::time::Instant>,
         warnings: &mut Vec<String>,
     ) {
-        let settings = self.server_settings();
         if let Err(err) = self.tuning.restore_until(deadline) {
-            if deadline.is_some() && self.marker.is_some() {
-                // The cleanup's limit is spent: the marker holds them (and stays, as they do).
+            // Those still changed (a restore can fail half-way).
+            let settings = self.server_settings();
+            if deadline.is_some() {
+                // The cleanup's limit is spent: the marker holds them (and stays, as they do);
+                // without one, the warning names them. The drop would only wait again.
                 self.tuning.leave_to_marker();
             }
             warnings.push(format!(
@@ -279,7 +282,7 @@ impl RunScope {
                 if self.marker.is_some() {
                     "; the run's marker keeps them for the next run against this server or `probe clean`"
                 } else {
-                    ""
+                    "; set them back by hand (CONFIG SET name old)"
                 }
             ));
         }

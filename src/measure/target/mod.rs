@@ -201,10 +201,11 @@ impl ConnInfo {
     }
 
     /// The same, its connect and reply limits cut to what is left until `deadline`: `None` when
-    /// less than [`LEAST_TRY`] is (a try that short would only time out).
+    /// less than [`LEAST_TRY`] is (a try that short would only time out), or less than the
+    /// reply limit itself where that is shorter (`--timeout 20ms`).
     pub fn until(&self, deadline: Instant) -> Option<ConnInfo> {
         let left = deadline.saturating_duration_since(Instant::now());
-        (left >= LEAST_TRY).then(|| ConnInfo {
+        (left >= LEAST_TRY.min(self.command_timeout)).then(|| ConnInfo {
             connect_timeout: self.connect_timeout.min(left),
             command_timeout: self.command_timeout.min(left),
             ..self.clone()
@@ -221,6 +222,18 @@ impl ConnInfo {
         let deadline = Instant::now() + limit;
         let once = |conn: &ConnInfo| -> Result<i64> {
             let mut control = conn.redis_connection()?;
+            // The reply waits for what is left of the two tries' limit, not the try's whole
+            // share again after a slow connect.
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!(
+                    "timed out after {} waiting for the reply to DEL from {self}",
+                    format_limit(limit)
+                );
+            }
+            control
+                .set_read_timeout(Some(left.min(conn.command_timeout)))
+                .context("setting the read timeout")?;
             redis::cmd("DEL")
                 .arg(keys)
                 .query::<i64>(&mut control)

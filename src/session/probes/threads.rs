@@ -70,9 +70,10 @@ impl Threads {
     }
 }
 
-/// Starts the slow-log poller thread: a poll every [`POLL_EVERY`] until `stop`, then one more (so the
-/// stalls that closed last get their names; not after a poll that failed), each sent as [`Event::ServerLog`]. Connection
-/// trouble is a note and a retry at the next poll, never the end of the run.
+/// Starts the slow-log poller thread: a poll every [`POLL_EVERY`] until `stop`, then one more (so
+/// the stalls that closed last get their names; not after a poll that failed), each sent as
+/// [`Event::ServerLog`]. Connection trouble is a note and a retry at the next poll, never the end
+/// of the run.
 pub fn spawn_poller(
     mut poller: ServerLogPoller,
     events: crossbeam_channel::Sender<Event>,
