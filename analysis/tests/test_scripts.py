@@ -30,18 +30,26 @@ CLUSTER_FIXTURE = FIXTURES / "cluster-cut"
 
 
 COLLECTIONS = ROOT / "data" / "collections"
+# The value-type runs of sizes no model is fitted on (data/record_collections.sh ROOT=data/heldout).
+HELDOUT = ROOT / "data" / "heldout"
+VALUE_TYPE_ROOTS = (COLLECTIONS, HELDOUT)
 
 
 def data_runs() -> list[Path]:
     """Every run directory in data/ (a directory holding summary.csv) with its probe-level files:
-    the value-type runs of data/collections/ ship without them (see collection_runs)."""
-    return sorted(p.parent for p in (ROOT / "data").rglob("summary.csv") if COLLECTIONS not in p.parents)
+    the value-type runs of data/collections/ and data/heldout/ ship without them (see
+    collection_runs)."""
+    return sorted(
+        p.parent
+        for p in (ROOT / "data").rglob("summary.csv")
+        if not any(root in p.parents for root in VALUE_TYPE_ROOTS)
+    )
 
 
 def collection_runs() -> list[Path]:
     """The value-type runs (data/record_collections.sh): summary.csv, writes.csv, timeline.csv and
     run.json only."""
-    return sorted(p.parent for p in COLLECTIONS.rglob("summary.csv"))
+    return sorted(p.parent for root in VALUE_TYPE_ROOTS for p in root.rglob("summary.csv"))
 
 
 def sweep_runs() -> list[Path]:
