@@ -97,6 +97,14 @@ fn median(sorted: &[f64]) -> f64 {
     }
 }
 
+/// The distinct sizes (element count × element bytes) of a group's rows, in order.
+fn sizes_of(rows: &[&FitRow]) -> Vec<(u64, u64)> {
+    let mut sizes: Vec<(u64, u64)> = rows.iter().map(|r| (r.elements, r.element_bytes)).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+}
+
 /// Every size of every group of `rows` (one server's) left out in turn, and the groups of one
 /// size, which cannot be.
 pub fn held_out(rows: &[FitRow]) -> (Vec<HeldOut>, Vec<OneSize>) {
@@ -104,12 +112,7 @@ pub fn held_out(rows: &[FitRow]) -> (Vec<HeldOut>, Vec<OneSize>) {
     let mut out = Vec::new();
     let mut single = Vec::new();
     for (key, group) in &groups {
-        let mut sizes: Vec<(u64, u64)> = group
-            .iter()
-            .map(|r| (r.elements, r.element_bytes))
-            .collect();
-        sizes.sort_unstable();
-        sizes.dedup();
+        let sizes = sizes_of(group);
         if sizes.len() < 2 {
             single.push(OneSize {
                 group: group_name(key),
@@ -143,23 +146,14 @@ pub fn tested_on(train: &[FitRow], test: &[FitRow]) -> Vec<HeldOut> {
         let Some(kept) = train_groups.get(key) else {
             continue;
         };
-        let mut fitted: Vec<(u64, u64)> =
-            kept.iter().map(|r| (r.elements, r.element_bytes)).collect();
-        fitted.sort_unstable();
-        fitted.dedup();
-        let mut sizes: Vec<(u64, u64)> = group
-            .iter()
-            .map(|r| (r.elements, r.element_bytes))
-            .collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        for size in sizes {
+        let fitted = sizes_of(kept).len();
+        for size in sizes_of(group) {
             let left: Vec<&FitRow> = group
                 .iter()
                 .copied()
                 .filter(|r| (r.elements, r.element_bytes) == size)
                 .collect();
-            out.extend(predicted_against_measured(key, kept, &left, fitted.len()));
+            out.extend(predicted_against_measured(key, kept, &left, fitted));
         }
     }
     out

@@ -131,8 +131,9 @@ pub struct ServerTuning {
     effective: Vec<(String, i64)>,
     /// Notes for the user (what was changed, what could not be).
     pub notes: Vec<String>,
-    /// The settings still changed are left to the run's marker: the drop does not try again.
-    left_to_marker: bool,
+    /// The run's cleanup tried to restore within its limit and gave up: what is still changed
+    /// is the marker's to put back (or the user's, told so), and the drop does not try again.
+    gave_up: bool,
 }
 
 /// One setting the guard changed.
@@ -169,7 +170,7 @@ impl ServerTuning {
             changed: Vec::new(),
             effective: Vec::new(),
             notes: Vec::new(),
-            left_to_marker: false,
+            gave_up: false,
         };
         if wants.is_empty() {
             before(&[]);
@@ -328,15 +329,12 @@ impl ServerTuning {
                 .arg(&change.old)
                 .query::<()>(&mut control)
                 .map_err(|err| {
-                    if crate::measure::target::is_timeout(&err) {
-                        // Said as a timeout, with the limit ("os error 11" said nothing).
-                        anyhow::anyhow!(
-                            "timed out after {} waiting for the reply to CONFIG SET",
-                            crate::measure::target::format_limit(conn.command_timeout)
-                        )
-                    } else {
-                        anyhow::Error::from(err)
-                    }
+                    crate::measure::target::said_as_timeout(
+                        err,
+                        "CONFIG SET",
+                        &self.conn,
+                        conn.command_timeout,
+                    )
                 })
                 .with_context(|| format!("restoring {} to {}", change.name, change.old))?;
             self.changed.pop();
@@ -346,11 +344,12 @@ impl ServerTuning {
 }
 
 impl ServerTuning {
-    /// The settings still changed are left for the run's marker to restore (the next run
-    /// against the server, or `probe clean`): the drop makes no more tries, each of which would
-    /// wait out the reply limit on a server that stopped answering.
-    pub fn leave_to_marker(&mut self) {
-        self.left_to_marker = true;
+    /// The cleanup's restore failed within its limit: the drop makes no more tries, each of
+    /// which would wait out the reply limit again on a server that stopped answering. What is
+    /// still changed is left to the run's marker (the next run against the server, or `probe
+    /// clean`), or said to the user where there is none.
+    pub fn give_up(&mut self) {
+        self.gave_up = true;
     }
 }
 
@@ -358,7 +357,7 @@ impl Drop for ServerTuning {
     fn drop(&mut self) {
         // The normal paths call restore() and report its error; this is the safety net for the
         // others (an early `?`, a panic).
-        if !self.left_to_marker {
+        if !self.gave_up {
             let _ = self.restore();
         }
     }

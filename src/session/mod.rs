@@ -231,11 +231,6 @@ impl RunScope {
         }
     }
 
-    /// The prefix of the run's keys.
-    pub fn key_prefix(&self) -> &str {
-        &self.key_prefix
-    }
-
     /// The settings changed, as `name old -> new`.
     pub fn server_settings(&self) -> Vec<String> {
         self.tuning
@@ -256,10 +251,15 @@ impl RunScope {
     pub fn clean_up(&mut self, target: &Target, warnings: &mut Vec<String>) {
         let limit = target.conn.command_timeout;
         let deadline = std::time::Instant::now() + limit;
-        self.keys
-            .remove_all(&target.conn, &self.key_prefix, warnings);
+        self.remove_keys(target, warnings);
         let at_least = std::time::Instant::now() + limit.min(RESTORE_AT_LEAST);
         self.restore_settings(Some(deadline.max(at_least)), warnings);
+    }
+
+    /// Removes the run's keys left on the server (see [`KeyLedger::remove_all`]).
+    pub fn remove_keys(&mut self, target: &Target, warnings: &mut Vec<String>) {
+        self.keys
+            .remove_all(&target.conn, &self.key_prefix, warnings);
     }
 
     /// Puts the changed settings back (every wait over by `deadline`); a failure is a warning.
@@ -274,7 +274,7 @@ impl RunScope {
             if deadline.is_some() {
                 // The cleanup's limit is spent: the marker holds them (and stays, as they do);
                 // without one, the warning names them. The drop would only wait again.
-                self.tuning.leave_to_marker();
+                self.tuning.give_up();
             }
             warnings.push(format!(
                 "could not restore the server's settings ({}): {err:#}{}",

@@ -226,10 +226,7 @@ impl ConnInfo {
             // share again after a slow connect.
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                bail!(
-                    "timed out after {} waiting for the reply to DEL from {self}",
-                    format_limit(limit)
-                );
+                return Err(reply_timed_out("DEL", self, limit));
             }
             control
                 .set_read_timeout(Some(left.min(conn.command_timeout)))
@@ -237,16 +234,7 @@ impl ConnInfo {
             redis::cmd("DEL")
                 .arg(keys)
                 .query::<i64>(&mut control)
-                .map_err(|err| {
-                    if is_timeout(&err) {
-                        anyhow!(
-                            "timed out after {} waiting for the reply to DEL from {self}",
-                            format_limit(limit)
-                        )
-                    } else {
-                        anyhow::Error::from(err)
-                    }
-                })
+                .map_err(|err| said_as_timeout(err, "DEL", self, limit))
         };
         let first = ConnInfo {
             connect_timeout: self.connect_timeout.min(limit / 2),
@@ -315,6 +303,30 @@ impl ConnInfo {
             .and_then(|()| conn.set_write_timeout(Some(self.command_timeout)))
             .context("setting the read timeout")?;
         Ok(conn)
+    }
+}
+
+/// A reply to `command` that `conn` did not give within `limit`, said as such ("os error 11"
+/// said nothing).
+pub fn reply_timed_out(command: &str, conn: &ConnInfo, limit: Duration) -> anyhow::Error {
+    anyhow!(
+        "timed out after {} waiting for the reply to {command} from {conn}",
+        format_limit(limit)
+    )
+}
+
+/// redis-rs's `err` for `command`: a timeout said as one ([`reply_timed_out`]), any other kept
+/// in the chain (a cluster's MOVED names where the keys went).
+pub fn said_as_timeout(
+    err: redis::RedisError,
+    command: &str,
+    conn: &ConnInfo,
+    limit: Duration,
+) -> anyhow::Error {
+    if is_timeout(&err) {
+        reply_timed_out(command, conn, limit)
+    } else {
+        anyhow::Error::from(err)
     }
 }
 

@@ -193,10 +193,7 @@ pub fn measure_nodes(
                     Ok(())
                 });
                 if let Err(err) = set {
-                    let prefix = scope.key_prefix().to_string();
-                    scope
-                        .keys
-                        .remove_all(&target.conn, &prefix, &mut Vec::new());
+                    scope.remove_keys(target, &mut Vec::new());
                     return Err(err.context(format!("preparing the probe key {key} on {master}")));
                 }
             }
