@@ -749,7 +749,7 @@ fn refit_shipped_models() {
         let (model, kept) = refit_shipped(name);
         for e in &model.entries {
             println!(
-                "{name} {} {} {} {:?} {:?} rows {} {:.4} us/el median {:?}% max {:?}% worst {} ms",
+                "{name} {} {} {} {:?} {:?} rows {} {:.4} us/el ^{:.3} median {:?}% max {:?}% worst {} ms",
                 e.kind,
                 e.encoding,
                 e.op.name(),
@@ -757,6 +757,7 @@ fn refit_shipped_models() {
                 e.source,
                 e.rows,
                 e.per_element_us,
+                e.elements_exponent,
                 e.error.median_abs_pct,
                 e.error.max_abs_pct,
                 e.error.max_abs_ms
@@ -785,7 +786,9 @@ fn the_shipped_collection_entries_are_the_tool_s_ops() {
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-12);
         for (a, b) in refit.entries.iter().zip(&shipped.entries) {
             assert!(
-                close(a.per_element_us, b.per_element_us) && close(a.per_mib_ms, b.per_mib_ms),
+                close(a.per_element_us, b.per_element_us)
+                    && close(a.per_mib_ms, b.per_mib_ms)
+                    && close(a.elements_exponent, b.elements_exponent),
                 "{name}: {a:?} vs {b:?}"
             );
             let same = |e: &holprobe::keys::model::CostEntry| {

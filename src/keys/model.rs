@@ -14,9 +14,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::workload::lazyfree::{FreedBy, LazyfreeSettings, Removal, freed_by};
 use crate::workload::{ValueKind, kind_named};
+use super::fit::{EXPONENT_RANGE, element_term_ms};
 
-/// The model file format this build reads and writes.
-pub const MODEL_FORMAT: u32 = 1;
+/// The model file format this build writes (2: an entry's `elements_exponent`).
+pub const MODEL_FORMAT: u32 = 2;
+
+/// The oldest format this build reads: format 1's entries are lines (an exponent of 1).
+pub const MODEL_FORMAT_OLDEST: u32 = 1;
 
 /// One server's cost model (a file of `data/models/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,8 +118,12 @@ pub struct CostEntry {
     pub op: ModelOp,
     /// The thread that freed the value in the rows (`None` for a read).
     pub freed_by: Option<FreedBy>,
-    /// Freeze per element, µs.
+    /// Freeze per element, µs (at [`ELEMENTS_REF`] elements where `elements_exponent` is not 1).
     pub per_element_us: f64,
+    /// How the element term grows with the element count: `elements ^ elements_exponent`
+    /// (1: linear; a fitted power law otherwise, see [`crate::keys::fit`]).
+    #[serde(default = "linear")]
+    pub elements_exponent: f64,
     /// Freeze per MiB of payload, ms.
     pub per_mib_ms: f64,
     /// Rows fitted.
@@ -156,7 +164,17 @@ impl PartialEq for EntryLabels {
     }
 }
 
+fn linear() -> f64 {
+    1.0
+}
+
 impl CostEntry {
+    /// The predicted freeze of a value of `elements` elements and `mib` MiB of payload, ms.
+    pub fn freeze_ms(&self, elements: f64, mib: f64) -> f64 {
+        element_term_ms(self.per_element_us, self.elements_exponent, elements)
+            + self.per_mib_ms * mib
+    }
+
     /// `hash hashtable delete`, or with `how` (one of [`HOW`]) `... (as delete)`.
     fn label(&self, how: Option<&str>) -> Arc<str> {
         let labels = self.labels.0.get_or_init(|| {
@@ -196,10 +214,10 @@ impl CostModel {
             serde_json::from_str(text).map_err(|err| ModelError(format!("not JSON ({err})")))?;
         let format = value.get("format").and_then(serde_json::Value::as_u64);
         match format {
-            Some(f) if f == u64::from(MODEL_FORMAT) => {}
+            Some(f) if (u64::from(MODEL_FORMAT_OLDEST)..=u64::from(MODEL_FORMAT)).contains(&f) => {}
             Some(f) => {
                 return Err(ModelError(format!(
-                    "a cost model of format {f}; this probe reads format {MODEL_FORMAT}"
+                    "a cost model of format {f}; this probe reads formats {MODEL_FORMAT_OLDEST} to {MODEL_FORMAT}"
                 )));
             }
             None => return Err(ModelError("not a cost model (no \"format\")".into())),
@@ -211,6 +229,7 @@ impl CostModel {
             if kind_named(&entry.kind).is_none()
                 || !usable(entry.per_element_us)
                 || !usable(entry.per_mib_ms)
+                || !(EXPONENT_RANGE.0..=EXPONENT_RANGE.1).contains(&entry.elements_exponent)
             {
                 return Err(ModelError(format!(
                     "entry {} {} {} is not a usable fit",
@@ -533,8 +552,7 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
 }
 
 fn priced(entry: &CostEntry, shape: &KeyShape, basis: &str) -> Predicted {
-    let ms = entry.per_element_us * shape.model_elements() as f64 / 1e3
-        + entry.per_mib_ms * shape.payload_mib();
+    let ms = entry.freeze_ms(shape.model_elements() as f64, shape.payload_mib());
     Predicted {
         freeze_ms: Some(ms),
         freed_by: entry.freed_by,
@@ -725,15 +743,28 @@ pub(crate) mod tests {
         for (bad, says) in [
             ("garbage", "not JSON"),
             ("{}", "no \"format\""),
-            ("{\"format\": 2}", "format 2"),
+            ("{\"format\": 3}", "format 3"),
+            ("{\"format\": 0}", "format 0"),
             ("{\"format\": 1, \"server\": 3}", "not a cost model"),
         ] {
             let err = CostModel::parse(bad).unwrap_err().to_string();
             assert!(err.contains(says), "{bad}: {err}");
         }
-        let negative = text.replacen("\"per_element_us\": 0.4", "\"per_element_us\": -0.4", 1);
+        let negative = text.replacen("\"per_element_us\": 0.", "\"per_element_us\": -0.", 1);
         assert_ne!(negative, text);
         assert!(CostModel::parse(&negative).is_err());
+        let steep = text.replacen("\"elements_exponent\": 1.0", "\"elements_exponent\": 7.0", 1);
+        assert_ne!(steep, text);
+        assert!(CostModel::parse(&steep).is_err());
+        // Format 1 had no exponent: its entries are lines.
+        let old: String = text
+            .replacen("\"format\": 2", "\"format\": 1", 1)
+            .lines()
+            .filter(|l| !l.contains("elements_exponent"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let old = CostModel::parse(&old).unwrap();
+        assert!(old.entries.iter().all(|e| e.elements_exponent == 1.0));
     }
 
     #[test]

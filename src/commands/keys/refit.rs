@@ -260,24 +260,26 @@ pub fn run(
                 model.rows.len()
             ));
             out.line(&format!(
-                "{:<7} {:<10} {:<10} {:<11} {:>12} {:>11} {:>11} {:>10}",
+                "{:<7} {:<10} {:<10} {:<11} {:>12} {:>8} {:>11} {:>11} {:>10}",
                 "type",
                 "encoding",
                 "op",
                 "freed by",
                 "us/element",
+                "exponent",
                 "ms/MiB",
                 "median err",
                 "worst ms"
             ));
             for e in &model.entries {
                 out.line(&format!(
-                    "{:<7} {:<10} {:<10} {:<11} {:>12.4} {:>11.4} {:>11} {:>10.1}",
+                    "{:<7} {:<10} {:<10} {:<11} {:>12.4} {:>8.3} {:>11.4} {:>11} {:>10.1}",
                     e.kind,
                     e.encoding,
                     e.op.name(),
                     e.freed_by.map_or("-", |t| t.name()),
                     e.per_element_us,
+                    e.elements_exponent,
                     e.per_mib_ms,
                     e.error
                         .median_abs_pct
