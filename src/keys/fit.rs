@@ -416,8 +416,14 @@ mod tests {
             .collect();
         let e = &fit(&rows)[0];
         assert!((e.elements_exponent - 1.2).abs() < 1e-9, "{e:?}");
-        assert!((e.freeze_ms(2e6, 0.0) - truth(2_000_000)).abs() < 1e-6, "{e:?}");
-        assert!((e.per_element_us - truth(1_000_000) / 1e3).abs() < 1e-9, "{e:?}");
+        assert!(
+            (e.freeze_ms(2e6, 0.0) - truth(2_000_000)).abs() < 1e-6,
+            "{e:?}"
+        );
+        assert!(
+            (e.per_element_us - truth(1_000_000) / 1e3).abs() < 1e-9,
+            "{e:?}"
+        );
         // Figures that shrink with the size (noise) are the line's, not an exponent's.
         let rows: Vec<FitRow> = [(100_000u64, 3.0), (1_000_000, 2.0), (4_000_000, 1.5)]
             .iter()

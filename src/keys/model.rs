@@ -12,9 +12,9 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use super::fit::{EXPONENT_RANGE, element_term_ms};
 use crate::workload::lazyfree::{FreedBy, LazyfreeSettings, Removal, freed_by};
 use crate::workload::{ValueKind, kind_named};
-use super::fit::{EXPONENT_RANGE, element_term_ms};
 
 /// The model file format this build writes (2: an entry's `elements_exponent`).
 pub const MODEL_FORMAT: u32 = 2;
@@ -753,7 +753,11 @@ pub(crate) mod tests {
         let negative = text.replacen("\"per_element_us\": 0.", "\"per_element_us\": -0.", 1);
         assert_ne!(negative, text);
         assert!(CostModel::parse(&negative).is_err());
-        let steep = text.replacen("\"elements_exponent\": 1.0", "\"elements_exponent\": 7.0", 1);
+        let steep = text.replacen(
+            "\"elements_exponent\": 1.0",
+            "\"elements_exponent\": 7.0",
+            1,
+        );
         assert_ne!(steep, text);
         assert!(CostModel::parse(&steep).is_err());
         // Format 1 had no exponent: its entries are lines.
