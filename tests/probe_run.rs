@@ -340,9 +340,16 @@ fn probes_csv_can_keep_only_the_delayed_probes_or_none() {
         );
         match mode {
             "delayed" => {
-                // The stall held about 2 x 100 probes; nothing on time is kept.
+                // The stall held about 2 x 100 probes; nothing on time is kept. How many others
+                // a loaded machine delays past 1 ms varies (a CI run with the other tests beside
+                // it: 1075 of about 3000), so the bound is that on-time probes were left out.
+                let recorded = run["probes_recorded"].as_u64().unwrap() as usize;
                 assert!(rows.len() >= 100, "{} rows", rows.len());
-                assert!(rows.len() < 1000, "{} rows", rows.len());
+                assert!(
+                    rows.len() < recorded,
+                    "{} rows of {recorded} probes",
+                    rows.len()
+                );
                 assert!(
                     rows.iter()
                         .all(|p| p["ok"] == "false"
