@@ -504,41 +504,8 @@ fn a_node_that_joins_during_the_run_is_probed_from_then_on() {
         String::from_utf8_lossy(&added.stdout)
     );
     // Linked up, then seen by the watcher (a look a second) and probed for a few seconds.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut control(&newcomer.conn_info()))
-            .expect("INFO replication");
-        if info.contains("master_link_status:up") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the new replica did not link up: {info}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        // run.json is rewritten after every write (atomically: read whole or not yet there).
-        let text = std::fs::read_to_string(out.join("run.json")).unwrap_or_default();
-        let run: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        let seen = run["node_events"].as_array().is_some_and(|events| {
-            events
-                .iter()
-                .any(|e| e["node"] == joining.as_str() && e["event"] == "joined")
-        });
-        if seen {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{joining} was not probed within 20 s of its link up: {}",
-            run["node_events"]
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_link_up(&newcomer.conn_info());
+    wait_for_joined(&out, &joining);
     std::thread::sleep(Duration::from_secs(2));
     // It leaves before the run ends.
     newcomer.stop();
@@ -668,6 +635,165 @@ fn a_node_that_joins_during_the_run_is_probed_from_then_on() {
     );
     drop(newcomer);
     drop(cluster);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_gone(&pids);
+}
+
+/// Waits (30 s at most) for the replica at `conn` to say its link to its master is up.
+fn wait_for_link_up(conn: &ConnInfo) {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut control(conn))
+            .expect("INFO replication");
+        if info.contains("master_link_status:up") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new replica did not link up: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits (20 s at most) for the running run's run.json in `out` to say that `node` joined.
+fn wait_for_joined(out: &Path, node: &str) {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // run.json is rewritten after every write (atomically: read whole or not yet there).
+        let text = std::fs::read_to_string(out.join("run.json")).unwrap_or_default();
+        let run: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let seen = run["node_events"].as_array().is_some_and(|events| {
+            events
+                .iter()
+                .any(|e| e["node"] == node && e["event"] == "joined")
+        });
+        if seen {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{node} was not probed within 20 s of its link up: {}",
+            run["node_events"]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A standalone master probed alone (no replica at the start); once the run has begun, a
+/// second server attaches as its replica (`replicaof`): the master's INFO replication lists it,
+/// and it is probed from then on, its probes in probes.csv from its join and not before, with a
+/// `joined` node event beside the topology change and run.json's `nodes` saying when. Then it
+/// is stopped, goes down as any node does, and the run completes.
+#[test]
+fn a_replica_that_attaches_to_a_standalone_master_is_probed_from_then_on() {
+    use holprobe::measure::target::EmbeddedServer;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let Some(bin) = redis_70() else { return };
+    // The full sync starts at once (Redis 7.0 waits 5 s for more replicas by default).
+    let mut master = EmbeddedServer::start(Some(&bin), &["repl-diskless-sync-delay 0".to_string()])
+        .expect("start the master");
+    let mut pids: Vec<u32> = master.pid().into_iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
+        .args(["--url", &format!("redis://127.0.0.1:{}", master.port())])
+        .args(["--writer-sizes", "1M", "--repeat", "30", "--gap", "500ms"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.join("run.json").exists() {
+        assert!(Instant::now() < deadline, "no run.json within 30 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut replica = EmbeddedServer::start(
+        Some(&bin),
+        &[format!("replicaof 127.0.0.1 {}", master.port())],
+    )
+    .expect("start the replica");
+    pids.extend(replica.pid());
+    let joining = format!("127.0.0.1:{}", replica.port());
+    wait_for_link_up(&replica.conn_info());
+    wait_for_joined(&out, &joining);
+    std::thread::sleep(Duration::from_secs(2));
+    replica.stop();
+    let output = child.wait_with_output().expect("probe ends");
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(output.status.success(), "{stderr}");
+
+    let run = common::read_json(&out.join("run.json"));
+    assert_eq!(run["status"], "complete", "{stderr}");
+    let events = run["node_events"].as_array().expect("node events");
+    let of_replica: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["node"] == joining.as_str())
+        .collect();
+    eprintln!("the node events of {joining}: {of_replica:?}");
+    let joined = of_replica
+        .iter()
+        .find(|e| e["event"] == "joined")
+        .unwrap_or_else(|| panic!("no joined event for {joining}: {events:#?}\n{stderr}"));
+    let joined_us = joined["at_us"].as_u64().expect("at_us");
+    assert_eq!(
+        joined["detail"], "probed from here on (replica)",
+        "{joined}"
+    );
+    assert!(
+        of_replica
+            .iter()
+            .any(|e| e["event"] == "topology" && e["detail"] == "new in the topology (replica)"),
+        "the topology change is said too: {of_replica:#?}"
+    );
+    let down: Vec<_> = of_replica.iter().filter(|e| e["event"] == "down").collect();
+    assert_eq!(down.len(), 1, "{of_replica:#?}");
+    assert!(down[0]["at_us"].as_u64().unwrap() > joined_us, "{down:?}");
+    let node = run["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["node"] == joining.as_str())
+        .unwrap_or_else(|| panic!("{joining} not in run.json's nodes: {}", run["nodes"]));
+    assert_eq!(node["joined_us"].as_u64(), Some(joined_us), "{node}");
+    assert_eq!(node["role"], "replica");
+    assert_eq!(node["same_shard"], true);
+
+    let probes = common::read_csv(&out.join("probes.csv"));
+    let of_node = |name: &str| -> Vec<u64> {
+        probes
+            .iter()
+            .filter(|p| p["node"] == name)
+            .map(|p| p["intended_us"].parse().expect("intended_us"))
+            .collect()
+    };
+    let replica_probes = of_node(&joining);
+    assert!(
+        replica_probes.len() > 1000,
+        "{} probes of {joining}",
+        replica_probes.len()
+    );
+    assert!(
+        replica_probes.iter().all(|&t| t >= joined_us),
+        "a probe of {joining} before its join at {joined_us} µs: {:?}",
+        replica_probes.iter().min()
+    );
+    let master_first = *of_node(&format!("127.0.0.1:{}", master.port()))
+        .iter()
+        .min()
+        .expect("probes of the master");
+    assert!(
+        master_first + 1_000_000 < joined_us,
+        "{master_first} vs {joined_us}"
+    );
+    master.stop();
     std::thread::sleep(Duration::from_millis(200));
     assert_gone(&pids);
 }

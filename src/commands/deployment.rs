@@ -113,6 +113,15 @@ impl Deployment {
         if topology.nodes().len() <= 1 || (url_is_replica && writes) {
             // Not used then, but never ignored: a shard the deployment lacks is refused.
             choose_shard(plan.shard.as_deref(), &topology)?;
+            // A lone standalone master: a replica that attaches during the run is probed
+            // from then on.
+            if topology.kind == TopologyKind::Standalone
+                && topology.nodes().len() == 1
+                && !url_is_replica
+            {
+                self.probed.lone_master = Some(topology);
+                self.probed.addresses = plan.discovery.addresses.clone();
+            }
             return Ok(());
         }
         let shard = choose_shard(plan.shard.as_deref(), &topology)?;

@@ -33,3 +33,22 @@ pub(crate) fn test_panic_point(thread: &str) {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub(crate) fn test_panic_point(_thread: &str) {}
+
+/// Sleeps until `wake` or until `stop` is set, whichever is first, waking only for those: the
+/// thread that sets `stop` unparks this one ([`std::thread::Thread::unpark`]), so a thread that
+/// waits a second between looks costs one wake-up a second, not one every few ms. Returns
+/// whether `stop` is set.
+pub(crate) fn park_until(wake: std::time::Instant, stop: &std::sync::atomic::AtomicBool) -> bool {
+    use std::sync::atomic::Ordering;
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        if now >= wake {
+            return false;
+        }
+        // May return early (spuriously, or unparked): the loop looks again.
+        std::thread::park_timeout(wake - now);
+    }
+}

@@ -2,19 +2,20 @@
 //! node for `CLUSTER SHARDS` (`CLUSTER SLOTS` before Redis 7.0) and reports what changed since
 //! the last look: a replica promoted, a master demoted, a node gone, failing or new. A failover
 //! in the middle of a run shows as such a change, with its wall-clock time, beside the probes'
-//! errors and stalls of the nodes involved.
+//! errors and stalls of the nodes involved. A standalone master is watched the same way through
+//! its own INFO replication ([`TopologyWatcher::standalone`]): a replica attached or gone.
 //!
 //! Told which nodes the run probes ([`TopologyWatcher::joining`]), it also says which node is
 //! ready to be probed from now on: one new in the topology, or one left out at the start (a
 //! replica still loading) that has come online. Such a node must serve a shard with slots (a
-//! master just met serves none) and answer a PING; a replica the topology does not call online
-//! is asked itself, as discovery asks it ([`replica_link_up`]). A node that is not ready is
+//! master just met serves none) and answer a PING; a replica must say itself that its link to
+//! its master is up ([`replica_link_up`]), whatever the topology calls it. A node that is not ready is
 //! looked at again after [`RECHECK_EVERY`] or when its state changes, so an unreachable one
 //! does not slow every look.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ use crate::measure::event::Event;
 use crate::measure::target::ConnInfo;
 use crate::measure::topology::{
     NodeAddressMap, ReportedShard, Role, check_reachable, parse_cluster_shards,
-    parse_cluster_slots, replica_link_up,
+    parse_cluster_slots, read_standalone_shard, replica_link_up,
 };
 
 /// How often the topology is read.
@@ -92,9 +93,19 @@ impl NodeView {
     }
 }
 
-/// Reads the topology from the first node of a list that answers, and compares.
+/// Where the topology is read.
+enum Source {
+    /// A cluster: `CLUSTER SHARDS` (or `SLOTS`) from the first node that answers.
+    Cluster(Vec<ConnInfo>),
+    /// A standalone master: its own INFO replication lists its replicas; the master is named
+    /// as the run names it.
+    Standalone { master: ConnInfo, announced: String },
+}
+
+/// Reads the topology from the first node of a list that answers (a cluster's), or from a
+/// standalone master, and compares.
 pub struct TopologyWatcher {
-    nodes: Vec<ConnInfo>,
+    source: Source,
     conn: Option<redis::Connection>,
     last: Option<BTreeMap<String, NodeView>>,
     joining: Option<Joining>,
@@ -106,8 +117,18 @@ impl TopologyWatcher {
     /// Watches through `nodes` (any order: the first that answers is asked, and kept while it
     /// does). The first [`poll`](Self::poll) sets the reference.
     pub fn new(nodes: Vec<ConnInfo>) -> TopologyWatcher {
+        TopologyWatcher::from_source(Source::Cluster(nodes))
+    }
+
+    /// Watches a standalone master, `announced` as the run names it, through its INFO
+    /// replication: a replica that attaches during the run (`REPLICAOF`) is new in the topology.
+    pub fn standalone(master: ConnInfo, announced: String) -> TopologyWatcher {
+        TopologyWatcher::from_source(Source::Standalone { master, announced })
+    }
+
+    fn from_source(source: Source) -> TopologyWatcher {
         TopologyWatcher {
-            nodes,
+            source,
             conn: None,
             last: None,
             joining: None,
@@ -155,20 +176,30 @@ impl TopologyWatcher {
     fn read(&mut self) -> Option<BTreeMap<String, NodeView>> {
         // The node that answered last time first, then each in turn.
         let tls = self.tls;
+        let read = |conn: &mut redis::Connection, info: &ConnInfo| match &self.source {
+            Source::Cluster(_) => read_shards(conn, tls),
+            Source::Standalone { announced, .. } => {
+                read_standalone_shard(conn, info, announced).map(|shard| vec![shard])
+            }
+        };
+        let asked: Vec<&ConnInfo> = match &self.source {
+            Source::Cluster(nodes) => nodes.iter().collect(),
+            Source::Standalone { master, .. } => vec![master],
+        };
         if let Some(conn) = self.conn.as_mut() {
-            match read_shards(conn, tls) {
+            match read(conn, asked[0]) {
                 Ok(shards) => return Some(views(&shards)),
                 Err(_) => self.conn = None,
             }
         }
-        for info in &self.nodes {
+        for info in asked {
             let mut info = info.clone();
             info.connect_timeout = info.connect_timeout.min(Duration::from_secs(1));
             info.command_timeout = info.command_timeout.min(Duration::from_secs(2));
             let Ok(mut conn) = info.redis_connection() else {
                 continue;
             };
-            if let Ok(shards) = read_shards(&mut conn, tls) {
+            if let Ok(shards) = read(&mut conn, &info) {
                 self.conn = Some(conn);
                 return Some(views(&shards));
             }
@@ -192,10 +223,13 @@ impl Joining {
                 continue;
             }
             let address = self.map.get(announced).unwrap_or(announced).to_string();
-            let online = view.health.as_deref().is_none_or(|h| h == "online");
-            let ready = (online
-                || (view.role == Role::Replica && replica_link_up(&self.template, &address)))
-                && check_reachable(&self.template, &address).is_ok();
+            // A replica is asked itself whatever the topology calls it: a standalone master
+            // lists one `online` as soon as it has sent the data, before the replica has
+            // loaded it.
+            let ready = match view.role {
+                Role::Replica => replica_link_up(&self.template, &address),
+                Role::Master => view.health.as_deref().is_none_or(|h| h == "online"),
+            } && check_reachable(&self.template, &address).is_ok();
             if !ready {
                 self.not_before
                     .insert(announced.clone(), (view.clone(), at + RECHECK_EVERY));
@@ -295,8 +329,9 @@ fn describe_changes(
     changes
 }
 
-/// Starts the watcher thread: a look every [`WATCH_EVERY`] until `stop`; each change and each
-/// node ready to be probed goes to the collector as [`Event::Topology`].
+/// Starts the watcher thread: a look every [`WATCH_EVERY`] until `stop` (set it, then unpark the
+/// thread); each change and each node ready to be probed goes to the collector as
+/// [`Event::Topology`].
 pub fn spawn_topology_watch(
     mut watcher: TopologyWatcher,
     clock: RunClock,
@@ -319,12 +354,8 @@ pub fn spawn_topology_watch(
                         return;
                     }
                 }
-                let until = Instant::now() + WATCH_EVERY;
-                while Instant::now() < until {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
+                if crate::measure::park_until(Instant::now() + WATCH_EVERY, &stop) {
+                    return;
                 }
             }
         })

@@ -11,8 +11,8 @@ use super::assembly::{UrlNode, assemble};
 use super::flags::NodeAddressMap;
 use super::model::{Role, Topology, TopologyKind};
 use super::parse::{
-    ReplicationInfo, ReportedNode, ReportedShard, parse_cluster_shards, parse_cluster_slots,
-    parse_info_replication,
+    ReplicaLine, ReplicationInfo, ReportedNode, ReportedShard, parse_cluster_shards,
+    parse_cluster_slots, parse_info_replication,
 };
 use crate::measure::slots::SLOT_COUNT;
 use crate::measure::target::{ConnInfo, info_field, split_host_port};
@@ -131,37 +131,23 @@ pub fn discover(url: &ConnInfo, map: &NodeAddressMap) -> Result<(Topology, Vec<S
             (master, master_info, url_announced)
         }
     };
-    let mut replicas: Vec<ReportedNode> = master_info
-        .replicas
-        .iter()
-        .map(|line| ReportedNode {
-            id: None,
-            announced: line.announced.clone(),
-            role: Role::Replica,
-            health: Some(line.state.clone()),
-        })
-        .collect();
-    if !replicas.iter().any(|r| r.announced == url_announced) && master_announced != url_announced {
+    let mut shard = standalone_shard(master_announced, &master_info.replicas);
+    if !shard.replicas.iter().any(|r| r.announced == url_announced)
+        && shard
+            .master
+            .as_ref()
+            .is_some_and(|m| m.announced != url_announced)
+    {
         // The master does not list the URL's replica (it announces another address, or its
         // link is down): measure it anyway, it is the node the user named.
-        replicas.push(ReportedNode {
+        shard.replicas.push(ReportedNode {
             id: None,
             announced: url_announced.clone(),
             role: Role::Replica,
             health: None,
         });
     }
-    let reported = vec![ReportedShard {
-        id: None,
-        slots: vec![(0, SLOT_COUNT - 1)],
-        master: Some(ReportedNode {
-            id: None,
-            announced: master_announced,
-            role: Role::Master,
-            health: None,
-        }),
-        replicas,
-    }];
+    let reported = vec![shard];
     let url_node = UrlNode {
         announced: url_announced,
         address: url_address,
@@ -174,6 +160,48 @@ pub fn discover(url: &ConnInfo, map: &NodeAddressMap) -> Result<(Topology, Vec<S
         &mut reach,
         &mut link_up,
     )
+}
+
+/// A standalone deployment as one shard of every slot: the master (at `master_announced`) and
+/// the replicas its INFO replication lists, each with the state the master gives it.
+pub fn standalone_shard(master_announced: String, replicas: &[ReplicaLine]) -> ReportedShard {
+    ReportedShard {
+        id: None,
+        slots: vec![(0, SLOT_COUNT - 1)],
+        master: Some(ReportedNode {
+            id: None,
+            announced: master_announced,
+            role: Role::Master,
+            health: None,
+        }),
+        replicas: replicas
+            .iter()
+            .map(|line| ReportedNode {
+                id: None,
+                announced: line.announced.clone(),
+                role: Role::Replica,
+                health: Some(line.state.clone()),
+            })
+            .collect(),
+    }
+}
+
+/// A standalone master's shard as it is now ([`standalone_shard`]), from its INFO replication on
+/// `control`; an error when the node is no longer a master.
+pub fn read_standalone_shard(
+    control: &mut redis::Connection,
+    conn: &ConnInfo,
+    master_announced: &str,
+) -> Result<ReportedShard> {
+    let info = info_replication(control, conn)?;
+    anyhow::ensure!(
+        info.role == Role::Master,
+        "{conn} is no longer a master (INFO replication)"
+    );
+    Ok(standalone_shard(
+        master_announced.to_string(),
+        &info.replicas,
+    ))
 }
 
 fn info_replication(control: &mut redis::Connection, conn: &ConnInfo) -> Result<ReplicationInfo> {

@@ -29,7 +29,10 @@ mod parse;
 mod tests;
 
 pub use assembly::{UrlNode, assemble};
-pub use discovery::{REACH_TIMEOUT, check_reachable, discover, replica_link_up};
+pub use discovery::{
+    REACH_TIMEOUT, check_reachable, discover, read_standalone_shard, replica_link_up,
+    standalone_shard,
+};
 pub use flags::{NodeAddress, NodeAddressMap, TopologyMode, parse_node_address};
 pub use model::{Node, Role, Shard, Topology, TopologyKind};
 pub use parse::{

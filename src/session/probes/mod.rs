@@ -23,8 +23,9 @@
 //! batch, for at most a second) is rare and finds a channel just drained.
 //!
 //! # A node that joins
-//! A cluster's topology watcher also says when a node not probed so far is ready (new in the
-//! topology, or a replica left out at the start that came online): the instrument starts its
+//! The topology watcher (a cluster's, or a standalone master's replicas) also says when a node
+//! not probed so far is ready (new in the topology, a replica attached to a standalone master
+//! with `REPLICAOF`, or a replica left out at the start that came online): the instrument starts its
 //! probe threads and its correlator there and then ([`joins`]), numbered on from the last, so
 //! its rows start at its join (run.json: a `joined` node event, and the node's `joined_us`).
 //! Its threads are the probes' like any other, stopped with them; once the instrument stops,
@@ -319,16 +320,24 @@ pub fn measure_nodes(
     } else {
         None
     };
-    // A cluster's topology is read every second: a failover shows with its time, and a node
-    // that comes is probed from then on.
+    // A cluster's topology is read every second, and so is a standalone master's list of
+    // replicas: a failover shows with its time, and a node that comes is probed from then on.
     let mut joiner = None;
-    if cluster {
-        let watcher = TopologyWatcher::new(probed.nodes.iter().map(|n| n.conn.clone()).collect())
-            .joining(
+    let standalone = !cluster && (probed.topology.is_some() || probed.lone_master.is_some());
+    if cluster || standalone {
+        let watcher = match cluster {
+            true => TopologyWatcher::new(probed.nodes.iter().map(|n| n.conn.clone()).collect()),
+            // The first node is the master (the written one, or the observed replica's).
+            false => TopologyWatcher::standalone(
                 probed.nodes[0].conn.clone(),
-                probed.addresses.clone(),
-                probed.nodes.iter().map(|n| n.cols.node.clone()),
-            );
+                probed.nodes[0].cols.node.clone(),
+            ),
+        };
+        let watcher = watcher.joining(
+            probed.nodes[0].conn.clone(),
+            probed.addresses.clone(),
+            probed.nodes.iter().map(|n| n.cols.node.clone()),
+        );
         match spawn_topology_watch(
             watcher,
             clock,

@@ -22,6 +22,9 @@ pub struct Probed {
     pub topology: Option<Topology>,
     /// `--node-address`: where a node that joins during the run is reached.
     pub addresses: NodeAddressMap,
+    /// A standalone master probed alone (no replica at the start, so run.json has no
+    /// `topology`): its one-node topology, which a replica that attaches during the run joins.
+    pub lone_master: Option<Topology>,
 }
 
 /// One server probed.
@@ -99,6 +102,7 @@ impl Probed {
             key_tag: written_tag,
             topology: Some(topology.clone()),
             addresses: NodeAddressMap::default(),
+            lone_master: None,
         })
     }
 
@@ -110,6 +114,7 @@ impl Probed {
         let topology = self
             .topology
             .as_ref()
+            .or(self.lone_master.as_ref())
             .context("the run has no topology to place it in")?;
         let first = self.nodes.first().context("the run probes no node")?;
         let slot = joined
@@ -165,6 +170,7 @@ impl Probed {
             key_tag: None,
             topology: None,
             addresses: NodeAddressMap::default(),
+            lone_master: None,
         }
     }
 }

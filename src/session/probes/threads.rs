@@ -40,8 +40,8 @@ impl Threads {
         }
     }
 
-    /// Stops and joins every thread. Returns what the first thread that panicked said, if one
-    /// did.
+    /// Stops and joins every thread (the topology watcher only if it ends within
+    /// [`WATCHER_JOIN_WAIT`]). Returns what the first thread that panicked said, if one did.
     pub(super) fn stop_all(&mut self) -> Option<String> {
         let mut first = None;
         let mut note = |what: &str, handle: JoinHandle<()>| {
@@ -57,18 +57,32 @@ impl Threads {
         if let Some(handle) = self.sampler.take() {
             note("memory sampler", handle);
         }
-        self.watcher_stop.store(true, Ordering::Relaxed);
+        // The watcher and the poller wait parked between looks: unparked, they see the stop.
+        // The watcher is not waited for while a look of its own is under way (a frozen server
+        // holds it up to its reply limit): its looks matter no more, and it ends after that one.
+        self.watcher_stop.store(true, Ordering::Release);
         if let Some(handle) = self.watcher.take() {
-            let _ = handle.join();
+            handle.thread().unpark();
+            let until = std::time::Instant::now() + WATCHER_JOIN_WAIT;
+            while !handle.is_finished() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            if handle.is_finished() {
+                let _ = handle.join();
+            }
         }
         // Last: its final poll covers the stalls the last probes closed.
-        self.poller_stop.store(true, Ordering::Relaxed);
+        self.poller_stop.store(true, Ordering::Release);
         if let Some(handle) = self.poller.take() {
+            handle.thread().unpark();
             note("slow-log poller", handle);
         }
         first
     }
 }
+
+/// How long the stop waits for the topology watcher to end before leaving it to end on its own.
+const WATCHER_JOIN_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Starts the slow-log poller thread: a poll every [`POLL_EVERY`] until `stop`, then one more (so
 /// the stalls that closed last get their names; not after a poll that failed), each sent as
@@ -132,12 +146,8 @@ pub fn spawn_poller(
                 {
                     return;
                 }
-                let wake = std::time::Instant::now() + POLL_EVERY;
-                while std::time::Instant::now() < wake
-                    && !stop.load(Ordering::Relaxed)
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
+                // Until the next poll, or the stop (the last poll then comes at once).
+                crate::measure::park_until(std::time::Instant::now() + POLL_EVERY, &stop);
             }
         })
         .context("starting the server-log thread")
