@@ -208,8 +208,9 @@ impl MarkerGuard {
     /// Stops the renewing thread; waits for it only briefly (it may be waiting on a frozen
     /// server, within the reply limit: it ends by itself then).
     fn stop_renewing(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
         if let Some(handle) = self.renewer.take() {
+            handle.thread().unpark();
             let deadline = Instant::now() + Duration::from_millis(200);
             while !handle.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
@@ -237,13 +238,8 @@ fn renew(conn: &ConnInfo, lease: &str, pid: u32, mut later: Vec<redis::Cmd>, sto
     loop {
         let wake = Instant::now() + if first { Duration::ZERO } else { RENEW_EVERY };
         first = false;
-        while Instant::now() < wake {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if stop.load(Ordering::Relaxed) {
+        // Parked till then: the stop unparks it.
+        if crate::measure::park_until(wake, stop) {
             return;
         }
         if control.is_none() {

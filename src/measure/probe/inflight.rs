@@ -84,6 +84,11 @@ impl InFlight {
         !self.pending.is_empty()
     }
 
+    /// When the oldest outstanding probe was sent (run clock, µs).
+    pub fn oldest_sent_us(&self) -> Option<u64> {
+        self.queue.front().map(|p| p.sent_us)
+    }
+
     /// True when the oldest outstanding probe was sent more than `timeout_us` before `now_us`.
     pub fn overdue(&self, now_us: u64, timeout_us: u64) -> bool {
         self.queue

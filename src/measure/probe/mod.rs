@@ -643,11 +643,17 @@ impl ProbeWorker {
     }
 
     /// Stopping: no more probes; the replies still due are taken for a short while, the rest
-    /// recorded as failed.
+    /// recorded as failed. Never past the oldest outstanding probe's `--timeout`: the replies
+    /// come in order, so once it is overdue none can come in time (a frozen server held the
+    /// stop a whole [`DRAIN_AT_STOP`] when this thread had not yet seen the timeout another
+    /// thread ended the run with).
     fn drain_at_stop(&mut self) {
         let until = Instant::now() + DRAIN_AT_STOP;
-        while !self.flight.is_empty() {
-            let left = until.saturating_duration_since(Instant::now());
+        while let Some(oldest_sent_us) = self.flight.oldest_sent_us() {
+            let due_us = (oldest_sent_us + self.timeout_us).saturating_sub(self.clock.now_us());
+            let left = until
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_micros(due_us));
             if left.is_zero() {
                 break;
             }
