@@ -371,3 +371,101 @@ fn a_killed_master_replaced_by_its_replica_leaves_a_complete_run() {
     assert_eq!(last["node"], replica.address(), "{last:?}");
     assert_stopped(cluster);
 }
+
+/// The cleanup removes the other shards' GET probe keys at the same time, each server within its
+/// own reply limit. With 3 of 7 masters frozen (`kill -STOP`) during a 4 s run at `--timeout
+/// 2s`, each of their keys waited a limit of its own, one after the other (3 x 2 s after the
+/// run's end). Now the whole removal takes one limit: the tool is gone within the run's 4 s, one
+/// limit and a margin of 2 s for a loaded host of its run starting; each frozen server's key
+/// is said not removed, and the written shard's keys are gone.
+#[test]
+fn frozen_shards_share_one_cleanup_limit() {
+    use std::time::Instant;
+    // 7 masters, 3 of them frozen: the 4 that answer are a majority, and keep serving their
+    // slots (a cluster that has lost slots, or a node in a minority, refuses every command by
+    // default: "CLUSTERDOWN").
+    let cluster = LocalCluster::start(
+        None,
+        7,
+        0,
+        &["cluster-require-full-coverage no".to_string()],
+    )
+    .expect("a cluster of 7 masters");
+    let written = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.shard() == 0)
+        .expect("shard 0's master");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probe"))
+        .args(["--url", &format!("redis://{}", written.address())])
+        .args(["--probe-cmd", "get", "--timeout", "2s", "--duration", "4s"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    // run.json says `running` from the run's start.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.join("run.json").exists() {
+        assert!(Instant::now() < deadline, "no run.json within 30 s");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    thread::sleep(Duration::from_millis(500));
+    let others: Vec<&LocalNode> = cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.shard() != 0)
+        .take(3)
+        .collect();
+    assert_eq!(others.len(), 3);
+    let signal = |sig: i32| {
+        for node in &others {
+            // SAFETY: a plain kill(2) of a process this test started.
+            unsafe {
+                libc::kill(node.pid().expect("the master runs") as i32, sig);
+            }
+        }
+    };
+    signal(libc::SIGSTOP);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            signal(libc::SIGCONT);
+            panic!("probe did not stop within 60 s of its run's start");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let took = started.elapsed();
+    signal(libc::SIGCONT);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    eprintln!(
+        "exit {:?} {took:?} after the run's start: {stderr}",
+        status.code()
+    );
+    let not_removed = stderr
+        .lines()
+        .filter(|l| l.contains("could not remove") && l.contains("timed out after 2 s"))
+        .count();
+    assert_eq!(not_removed, 3, "one line per frozen server's key: {stderr}");
+    assert!(
+        took < Duration::from_secs(4 + 2 + 2),
+        "took {took:?} after the run's start: {stderr}"
+    );
+    // The written shard answered: its keys are gone (the others' keys, on servers thawed now,
+    // are the marker's to find).
+    let mut conn = written.conn_info().redis_connection().unwrap();
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("holprobe:*:probe*")
+        .query(&mut conn)
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    assert_stopped(cluster);
+}

@@ -247,7 +247,7 @@ impl RunScope {
     /// shorter ([`RESTORE_AT_LEAST`]: a DEL that took the whole limit on a server still
     /// answering leaves it the time to put them back). What could not be done is a warning, and
     /// stays in the run's marker for the next run or `probe clean`. The keys of other shards
-    /// (a cluster's GET probes') get a limit each: not bounded by this one.
+    /// (a cluster's GET probes') are removed meanwhile, each server within its own limit.
     pub fn clean_up(&mut self, target: &Target, warnings: &mut Vec<String>) {
         let limit = target.conn.command_timeout;
         let deadline = std::time::Instant::now() + limit;
@@ -389,23 +389,44 @@ impl KeyLedger {
     }
 
     /// Deletes every key left, on a fresh connection (the run's may be broken); a failure is a
-    /// warning, never an error that hides the results.
+    /// warning, never an error that hides the results. The keys on other servers (a cluster's
+    /// other shards' GET probe keys) are deleted at the same time, one thread per server, so
+    /// the whole removal takes one reply limit however many servers are slow or frozen, and
+    /// each server gets the whole of it.
     pub fn remove_all(&mut self, conn: &ConnInfo, key_prefix: &str, warnings: &mut Vec<String>) {
-        if !self.live.is_empty() {
-            let keys: Vec<&String> = self.live.iter().collect();
-            match delete_keys(conn, &keys) {
-                Ok(_) => self.live.clear(),
-                Err(err) => warnings.push(format!(
-                    "could not remove {} key(s) under {key_prefix}: {err:#}",
-                    keys.len()
-                )),
+        let elsewhere = std::mem::take(&mut self.elsewhere);
+        let live = &mut self.live;
+        let failed_elsewhere: Vec<String> = std::thread::scope(|scope| {
+            let others: Vec<_> = elsewhere
+                .iter()
+                .map(|(server, key)| {
+                    scope.spawn(move || {
+                        delete_keys(server, &[key])
+                            .err()
+                            .map(|err| format!("could not remove {key} from {server}: {err:#}"))
+                    })
+                })
+                .collect();
+            if !live.is_empty() {
+                let keys: Vec<&String> = live.iter().collect();
+                match delete_keys(conn, &keys) {
+                    Ok(_) => live.clear(),
+                    Err(err) => warnings.push(format!(
+                        "could not remove {} key(s) under {key_prefix}: {err:#}",
+                        keys.len()
+                    )),
+                }
             }
-        }
-        for (server, key) in std::mem::take(&mut self.elsewhere) {
-            if let Err(err) = delete_keys(&server, &[&key]) {
-                warnings.push(format!("could not remove {key} from {server}: {err:#}"));
-            }
-        }
+            others
+                .into_iter()
+                .filter_map(|handle| {
+                    handle.join().unwrap_or_else(|_| {
+                        Some(format!("removing a key from another server panicked{BUG}"))
+                    })
+                })
+                .collect()
+        });
+        warnings.extend(failed_elsewhere);
     }
 }
 
