@@ -765,6 +765,23 @@ fn a_replica_that_attaches_to_a_standalone_master_is_probed_from_then_on() {
     assert_eq!(node["joined_us"].as_u64(), Some(joined_us), "{node}");
     assert_eq!(node["role"], "replica");
     assert_eq!(node["same_shard"], true);
+    // Two servers, each probed once: the master from the start (run.json's `node`, no join of
+    // its own), the replica from its join (the one other node).
+    let master_name = format!("127.0.0.1:{}", master.port());
+    assert_eq!(run["node"]["node"], master_name.as_str(), "{}", run["node"]);
+    let names: Vec<&str> = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [joining.as_str()]);
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "joined" && e["node"] != joining.as_str()),
+        "{events:#?}"
+    );
 
     let probes = common::read_csv(&out.join("probes.csv"));
     let of_node = |name: &str| -> Vec<u64> {

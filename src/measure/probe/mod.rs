@@ -655,6 +655,15 @@ impl ProbeWorker {
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_micros(due_us));
             if left.is_zero() {
+                // Replies already in the socket still count (this thread may have been off its
+                // core), as `check_overdue` reads before it judges; none can come after.
+                let before = self.flight.len();
+                if matches!(self.sock.wait_readable(Duration::ZERO), Ok(true))
+                    && self.take_replies(None).is_ok()
+                    && self.flight.len() < before
+                {
+                    continue;
+                }
                 break;
             }
             match self.sock.wait_readable(left.min(MAX_WAIT)) {

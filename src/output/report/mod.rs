@@ -209,7 +209,7 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
     }
     if background_frees > 0 && allocator == Some("libc") && !advised_background {
         lines.push(format!(
-            "{background_frees} collection(s) freed in the background, but this server uses glibc malloc: its"
+            "{background_frees} collection(s) freed in the background, but this server uses libc malloc: its"
         ));
         lines.push(
             "  main thread merges the freed chunks after the op (Valkey 9.1, a 1M-member set: ~200 ms)"
@@ -219,7 +219,7 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
     }
     if advised_background && allocator == Some("libc") {
         lines.push(
-            "  but this server uses glibc malloc: its main thread still merges what the background"
+            "  but this server uses libc malloc: its main thread still merges what the background"
                 .into(),
         );
         lines.push(
