@@ -28,7 +28,7 @@ use crate::measure::event::Event;
 use crate::measure::target::ConnInfo;
 use crate::measure::topology::{
     NodeAddressMap, ReportedShard, Role, check_reachable, parse_cluster_shards,
-    parse_cluster_slots, read_standalone_shard, replica_link_up,
+    parse_cluster_slots, read_standalone_shard, replica_link_up, socket_addrs,
 };
 
 /// How often the topology is read.
@@ -67,6 +67,10 @@ struct Joining {
     map: NodeAddressMap,
     /// Announced addresses probed already (from the start, or reported joined).
     probed: BTreeSet<String>,
+    /// Where the nodes probed from the start are reached: a node the topology names otherwise
+    /// (a replica the URL named by host name, listed by its master by IP once its link is up)
+    /// is the same server, not a new one.
+    probed_sockets: Vec<std::net::SocketAddr>,
     /// Nodes found not ready, as they looked then, and when they may be checked again
     /// (sooner if their look changes: a replica `loading -> online`).
     not_before: BTreeMap<String, (NodeView, Instant)>,
@@ -136,18 +140,21 @@ impl TopologyWatcher {
         }
     }
 
-    /// Also says, at each look, which nodes other than `probed` (announced addresses) are
-    /// ready to be probed, reached with `template`'s settings at their address after `map`.
+    /// Also says, at each look, which nodes other than `probed` (announced addresses, reached
+    /// at `probed_at`) are ready to be probed, reached with `template`'s settings at their
+    /// address after `map`.
     pub fn joining(
         mut self,
         template: ConnInfo,
         map: NodeAddressMap,
         probed: impl IntoIterator<Item = String>,
+        probed_at: &[String],
     ) -> TopologyWatcher {
         self.tls = template.tls.is_some();
         self.joining = Some(Joining {
             template,
             map,
+            probed_sockets: probed_at.iter().flat_map(|a| socket_addrs(a)).collect(),
             probed: probed.into_iter().collect(),
             not_before: BTreeMap::new(),
         });
@@ -223,6 +230,14 @@ impl Joining {
                 continue;
             }
             let address = self.map.get(announced).unwrap_or(announced).to_string();
+            if socket_addrs(&address)
+                .iter()
+                .any(|a| self.probed_sockets.contains(a))
+            {
+                // Probed already, under the name it was given at the start.
+                self.probed.insert(announced.clone());
+                continue;
+            }
             // A replica is asked itself whatever the topology calls it: a standalone master
             // lists one `online` as soon as it has sent the data, before the replica has
             // loaded it.
@@ -384,6 +399,7 @@ mod tests {
             template: ConnInfo::loopback(1),
             map: NodeAddressMap::default(),
             probed: BTreeSet::from(["127.0.0.1:1".to_string()]),
+            probed_sockets: socket_addrs("127.0.0.1:1"),
             not_before: BTreeMap::new(),
         };
         let mut slotless = view(Role::Master, 0, "online");
@@ -420,6 +436,23 @@ mod tests {
         assert!(joining.ready(&changed, due_at).is_empty());
         assert_eq!(due(&joining), due_at + RECHECK_EVERY);
         assert!(!joining.probed.contains("127.0.0.1:3"));
+    }
+
+    /// A replica the run probes from the start under the name the URL gave it (a host name),
+    /// which its master lists by IP once its link is up: the same server, not joined again.
+    #[test]
+    fn a_node_probed_under_another_name_is_not_joined_again() {
+        let mut joining = Joining {
+            template: ConnInfo::loopback(1),
+            map: NodeAddressMap::default(),
+            probed: BTreeSet::from(["localhost:1".to_string()]),
+            probed_sockets: socket_addrs("127.0.0.1:1"),
+            not_before: BTreeMap::new(),
+        };
+        let look = BTreeMap::from([("127.0.0.1:1".to_string(), view(Role::Replica, 0, "online"))]);
+        assert!(joining.ready(&look, Instant::now()).is_empty());
+        assert!(joining.probed.contains("127.0.0.1:1"));
+        assert!(joining.not_before.is_empty(), "not even checked");
     }
 
     /// A failover: the master fails and its replica takes over; then a node leaves.

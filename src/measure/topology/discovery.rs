@@ -212,7 +212,8 @@ fn info_replication(control: &mut redis::Connection, conn: &ConnInfo) -> Result<
     parse_info_replication(&text).with_context(|| format!("INFO replication on {conn}"))
 }
 
-fn socket_addrs(address: &str) -> Vec<SocketAddr> {
+/// The socket addresses `address` (`host:port`) resolves to; none when it does not.
+pub fn socket_addrs(address: &str) -> Vec<SocketAddr> {
     split_host_port(address)
         .and_then(|(host, port)| (host.as_str(), port).to_socket_addrs().ok())
         .map(Iterator::collect)

@@ -30,7 +30,7 @@ mod tests;
 
 pub use assembly::{UrlNode, assemble};
 pub use discovery::{
-    REACH_TIMEOUT, check_reachable, discover, read_standalone_shard, replica_link_up,
+    REACH_TIMEOUT, check_reachable, discover, read_standalone_shard, replica_link_up, socket_addrs,
     standalone_shard,
 };
 pub use flags::{NodeAddress, NodeAddressMap, TopologyMode, parse_node_address};

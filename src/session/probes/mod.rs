@@ -337,6 +337,11 @@ pub fn measure_nodes(
             probed.nodes[0].conn.clone(),
             probed.addresses.clone(),
             probed.nodes.iter().map(|n| n.cols.node.clone()),
+            &probed
+                .nodes
+                .iter()
+                .map(|n| n.conn.address())
+                .collect::<Vec<_>>(),
         );
         match spawn_topology_watch(
             watcher,
