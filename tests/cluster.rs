@@ -398,21 +398,20 @@ fn frozen_shards_share_one_cleanup_limit() {
         .expect("shard 0's master");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_probe"))
-        .args(["--url", &format!("redis://{}", written.address())])
-        .args(["--probe-cmd", "get", "--timeout", "2s", "--duration", "4s"])
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start probe");
-    // run.json says `running` from the run's start.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !out.join("run.json").exists() {
-        assert!(Instant::now() < deadline, "no run.json within 30 s");
-        thread::sleep(Duration::from_millis(20));
-    }
+    let url = format!("redis://{}", written.address());
+    let mut child = common::spawn_run(
+        &[
+            "--url",
+            &url,
+            "--probe-cmd",
+            "get",
+            "--timeout",
+            "2s",
+            "--duration",
+            "4s",
+        ],
+        &out,
+    );
     let started = Instant::now();
     thread::sleep(Duration::from_millis(500));
     let others: Vec<&LocalNode> = cluster

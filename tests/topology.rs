@@ -445,8 +445,8 @@ fn a_freshly_created_cluster_has_every_replica_found() {
 #[test]
 fn a_node_that_joins_during_the_run_is_probed_from_then_on() {
     use holprobe::measure::target::{EmbeddedServer, free_port};
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
+    use std::process::Command;
+    use std::time::Duration;
     let Some(bin) = redis_70() else { return };
     let cli = bin.with_file_name("redis-cli");
     if !cli.exists() {
@@ -474,21 +474,20 @@ fn a_node_that_joins_during_the_run_is_probed_from_then_on() {
 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
-        .args(["--url", &format!("redis://{}", written.address())])
-        .args(["--writer-sizes", "1M", "--repeat", "40", "--gap", "500ms"])
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start probe");
-    // The run has begun once run.json says `running`.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !out.join("run.json").exists() {
-        assert!(Instant::now() < deadline, "no run.json within 30 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let url = format!("redis://{}", written.address());
+    let child = common::spawn_run(
+        &[
+            "--url",
+            &url,
+            "--writer-sizes",
+            "1M",
+            "--repeat",
+            "40",
+            "--gap",
+            "500ms",
+        ],
+        &out,
+    );
     let master_id: String = redis::cmd("CLUSTER")
         .arg("MYID")
         .query(&mut control(&written.conn_info()))
@@ -514,42 +513,13 @@ fn a_node_that_joins_during_the_run_is_probed_from_then_on() {
     assert!(output.status.success(), "{stderr}");
 
     let run = common::read_json(&out.join("run.json"));
-    assert_eq!(run["status"], "complete", "{stderr}");
-    let events = run["node_events"].as_array().expect("node events");
-    let of_newcomer: Vec<&serde_json::Value> = events
-        .iter()
-        .filter(|e| e["node"] == joining.as_str())
-        .collect();
-    eprintln!("the node events of {joining}: {of_newcomer:?}");
-    let joined = of_newcomer
-        .iter()
-        .find(|e| e["event"] == "joined")
-        .unwrap_or_else(|| panic!("no joined event for {joining}: {events:#?}\n{stderr}"));
-    let joined_us = joined["at_us"].as_u64().expect("at_us");
-    assert_eq!(
-        joined["detail"], "probed from here on (replica, shard 0)",
-        "{joined}"
+    let joined_us = assert_joined_then_down(
+        &run,
+        &joining,
+        "probed from here on (replica, shard 0)",
+        None,
+        &stderr,
     );
-    assert!(
-        of_newcomer.iter().any(|e| e["event"] == "topology"),
-        "the topology change is said too: {of_newcomer:#?}"
-    );
-    // Leaving works as before: down once, after it joined.
-    let down: Vec<&&serde_json::Value> = of_newcomer
-        .iter()
-        .filter(|e| e["event"] == "down")
-        .collect();
-    assert_eq!(down.len(), 1, "{of_newcomer:#?}");
-    assert!(down[0]["at_us"].as_u64().unwrap() > joined_us, "{down:?}");
-    let node = run["nodes"]
-        .as_array()
-        .expect("nodes")
-        .iter()
-        .find(|n| n["node"] == joining.as_str())
-        .unwrap_or_else(|| panic!("{joining} not in run.json's nodes: {}", run["nodes"]));
-    assert_eq!(node["joined_us"].as_u64(), Some(joined_us), "{node}");
-    assert_eq!(node["role"], "replica");
-    assert_eq!(node["same_shard"], true);
     // The nodes probed from the start say no join.
     assert!(
         run["nodes"]
@@ -639,6 +609,49 @@ fn a_node_that_joins_during_the_run_is_probed_from_then_on() {
     assert_gone(&pids);
 }
 
+/// The run completed, and `node`, which joined during it, has a `joined` event with `detail`,
+/// a topology change beside it (with `topology_detail` where given), one `down` after its join
+/// (it was stopped before the run's end), and an entry in run.json's `nodes` as a replica of the
+/// written shard with its `joined_us`. Returns when it joined (run clock, µs).
+fn assert_joined_then_down(
+    run: &serde_json::Value,
+    node: &str,
+    detail: &str,
+    topology_detail: Option<&str>,
+    stderr: &str,
+) -> u64 {
+    assert_eq!(run["status"], "complete", "{stderr}");
+    let events = run["node_events"].as_array().expect("node events");
+    let of_node: Vec<&serde_json::Value> = events.iter().filter(|e| e["node"] == node).collect();
+    eprintln!("the node events of {node}: {of_node:?}");
+    let joined = of_node
+        .iter()
+        .find(|e| e["event"] == "joined")
+        .unwrap_or_else(|| panic!("no joined event for {node}: {events:#?}\n{stderr}"));
+    let joined_us = joined["at_us"].as_u64().expect("at_us");
+    assert_eq!(joined["detail"], detail, "{joined}");
+    assert!(
+        of_node
+            .iter()
+            .any(|e| e["event"] == "topology" && topology_detail.is_none_or(|d| e["detail"] == d)),
+        "the topology change is said too: {of_node:#?}"
+    );
+    // Leaving works as for any node: down once, after it joined.
+    let down: Vec<_> = of_node.iter().filter(|e| e["event"] == "down").collect();
+    assert_eq!(down.len(), 1, "{of_node:#?}");
+    assert!(down[0]["at_us"].as_u64().unwrap() > joined_us, "{down:?}");
+    let entry = run["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["node"] == node)
+        .unwrap_or_else(|| panic!("{node} not in run.json's nodes: {}", run["nodes"]));
+    assert_eq!(entry["joined_us"].as_u64(), Some(joined_us), "{entry}");
+    assert_eq!(entry["role"], "replica");
+    assert_eq!(entry["same_shard"], true);
+    joined_us
+}
+
 /// Waits (30 s at most) for the replica at `conn` to say its link to its master is up.
 fn wait_for_link_up(conn: &ConnInfo) {
     use std::time::{Duration, Instant};
@@ -692,8 +705,7 @@ fn wait_for_joined(out: &Path, node: &str) {
 #[test]
 fn a_replica_that_attaches_to_a_standalone_master_is_probed_from_then_on() {
     use holprobe::measure::target::EmbeddedServer;
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let Some(bin) = redis_70() else { return };
     // The full sync starts at once (Redis 7.0 waits 5 s for more replicas by default).
     let mut master = EmbeddedServer::start(Some(&bin), &["repl-diskless-sync-delay 0".to_string()])
@@ -701,20 +713,20 @@ fn a_replica_that_attaches_to_a_standalone_master_is_probed_from_then_on() {
     let mut pids: Vec<u32> = master.pid().into_iter().collect();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
-        .args(["--url", &format!("redis://127.0.0.1:{}", master.port())])
-        .args(["--writer-sizes", "1M", "--repeat", "30", "--gap", "500ms"])
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start probe");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !out.join("run.json").exists() {
-        assert!(Instant::now() < deadline, "no run.json within 30 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let url = format!("redis://127.0.0.1:{}", master.port());
+    let child = common::spawn_run(
+        &[
+            "--url",
+            &url,
+            "--writer-sizes",
+            "1M",
+            "--repeat",
+            "30",
+            "--gap",
+            "500ms",
+        ],
+        &out,
+    );
     let mut replica = EmbeddedServer::start(
         Some(&bin),
         &[format!("replicaof 127.0.0.1 {}", master.port())],
@@ -731,40 +743,14 @@ fn a_replica_that_attaches_to_a_standalone_master_is_probed_from_then_on() {
     assert!(output.status.success(), "{stderr}");
 
     let run = common::read_json(&out.join("run.json"));
-    assert_eq!(run["status"], "complete", "{stderr}");
+    let joined_us = assert_joined_then_down(
+        &run,
+        &joining,
+        "probed from here on (replica)",
+        Some("new in the topology (replica)"),
+        &stderr,
+    );
     let events = run["node_events"].as_array().expect("node events");
-    let of_replica: Vec<&serde_json::Value> = events
-        .iter()
-        .filter(|e| e["node"] == joining.as_str())
-        .collect();
-    eprintln!("the node events of {joining}: {of_replica:?}");
-    let joined = of_replica
-        .iter()
-        .find(|e| e["event"] == "joined")
-        .unwrap_or_else(|| panic!("no joined event for {joining}: {events:#?}\n{stderr}"));
-    let joined_us = joined["at_us"].as_u64().expect("at_us");
-    assert_eq!(
-        joined["detail"], "probed from here on (replica)",
-        "{joined}"
-    );
-    assert!(
-        of_replica
-            .iter()
-            .any(|e| e["event"] == "topology" && e["detail"] == "new in the topology (replica)"),
-        "the topology change is said too: {of_replica:#?}"
-    );
-    let down: Vec<_> = of_replica.iter().filter(|e| e["event"] == "down").collect();
-    assert_eq!(down.len(), 1, "{of_replica:#?}");
-    assert!(down[0]["at_us"].as_u64().unwrap() > joined_us, "{down:?}");
-    let node = run["nodes"]
-        .as_array()
-        .expect("nodes")
-        .iter()
-        .find(|n| n["node"] == joining.as_str())
-        .unwrap_or_else(|| panic!("{joining} not in run.json's nodes: {}", run["nodes"]));
-    assert_eq!(node["joined_us"].as_u64(), Some(joined_us), "{node}");
-    assert_eq!(node["role"], "replica");
-    assert_eq!(node["same_shard"], true);
     // Two servers, each probed once: the master from the start (run.json's `node`, no join of
     // its own), the replica from its join (the one other node).
     let master_name = format!("127.0.0.1:{}", master.port());

@@ -390,7 +390,7 @@ impl KeyLedger {
 
     /// Deletes every key left, on a fresh connection (the run's may be broken); a failure is a
     /// warning, never an error that hides the results. The keys on other servers (a cluster's
-    /// other shards' GET probe keys) are deleted at the same time, one thread per server, so
+    /// other shards' GET probe keys, one per server) are deleted at the same time, a thread each, so
     /// the whole removal takes one reply limit however many servers are slow or frozen, and
     /// each server gets the whole of it.
     pub fn remove_all(&mut self, conn: &ConnInfo, key_prefix: &str, warnings: &mut Vec<String>) {

@@ -90,6 +90,28 @@ pub fn probe_cmd() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("probe").expect("the probe binary")
 }
 
+/// `probe ARGS --out OUT` started in the background (stdout dropped, stderr piped), returned
+/// once its run has begun: run.json (status `running`) is there from a run's start. Fails the
+/// test if it is not within 30 s.
+pub fn spawn_run(args: &[&str], out: &Path) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let child = Command::new(env!("CARGO_BIN_EXE_probe"))
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.join("run.json").exists() {
+        assert!(Instant::now() < deadline, "no run.json within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
 /// A server binary that does not exist: a command given it that is refused proves that nothing
 /// was started.
 pub const NO_SERVER: [&str; 2] = ["--server-bin", "/nonexistent/redis-server"];
