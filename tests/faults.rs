@@ -399,9 +399,13 @@ fn reset_probe_connections_reconnect_and_the_run_completes() {
         killer.join().unwrap().unwrap() >= 2,
         "the probe connections were not killed"
     );
-    // Each thread noticed its connection closing and opened a new one. Pipelined probes are
-    // answered in microseconds, so usually none was outstanding at the kill: a reset loses only
-    // those (recorded as errors, with the reason), never the probes after it.
+    // Each thread noticed its connection closing and opened a new one. A reset loses only the
+    // probes outstanding at it (recorded as errors, with the reason), never the probes after it.
+    // How many were outstanding is the host's doing, not the tool's: a server off its core for
+    // 2 ms on a loaded 2-core machine had 3 probes of one thread unanswered when it closed the
+    // connection (a close with unread probes is a reset). So each thread's failures are judged
+    // by their shape: one unbroken run of probe numbers, every probe after it answered, all sent
+    // within 50 ms (one reset, noticed at once), and never more than 25.
     let run = read_json(&dir.path().join("run.json"));
     assert!(
         run["probe_engine"]["reconnects"].as_u64().unwrap() >= 2,
@@ -410,8 +414,36 @@ fn reset_probe_connections_reconnect_and_the_run_completes() {
     );
     let probes = read_csv(&dir.path().join("probes.csv"));
     let failed: Vec<_> = probes.iter().filter(|p| p["ok"] == "false").collect();
-    assert!(failed.len() <= 4, "{failed:?}");
-    assert!(failed.iter().all(|p| !p["error"].is_empty()));
+    assert!(failed.iter().all(|p| !p["error"].is_empty()), "{failed:?}");
+    for thread in ["0", "1"] {
+        let number =
+            |p: &std::collections::HashMap<String, String>| -> u64 { p["seq"].parse().unwrap() };
+        let mut lost: Vec<_> = failed.iter().filter(|p| p["thread"] == thread).collect();
+        lost.sort_by_key(|p| number(p));
+        let (Some(first), Some(last)) = (lost.first(), lost.last()) else {
+            continue;
+        };
+        assert!(lost.len() <= 25, "thread {thread}: {lost:?}");
+        assert_eq!(
+            number(last) - number(first) + 1,
+            lost.len() as u64,
+            "thread {thread}: failures not in one run: {lost:?}"
+        );
+        let sent: Vec<u64> = lost.iter().map(|p| p["sent_us"].parse().unwrap()).collect();
+        let span = sent.iter().max().unwrap() - sent.iter().min().unwrap();
+        assert!(
+            span <= 50_000,
+            "thread {thread}: failures over {span} µs: {lost:?}"
+        );
+        let later = probes
+            .iter()
+            .filter(|p| p["thread"] == thread && number(p) > number(last))
+            .count();
+        assert!(
+            later > 100,
+            "thread {thread}: only {later} probes after its reset"
+        );
+    }
     // Both threads went on probing after the reset.
     for thread in ["0", "1"] {
         let after = probes
