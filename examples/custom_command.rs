@@ -156,9 +156,11 @@ fn measure() -> Result<()> {
                 WriteOp::Inject => "injected stall".to_string(),
                 // The value types' ops, which this example's plan (strings, custom commands)
                 // never has.
-                other @ (WriteOp::Build | WriteOp::Read | WriteOp::Unlink | WriteOp::Expire) => {
-                    other.name().to_uppercase()
-                }
+                other @ (WriteOp::Build
+                | WriteOp::Read
+                | WriteOp::Unlink
+                | WriteOp::Expire
+                | WriteOp::Evict) => other.name().to_uppercase(),
                 WriteOp::Command => {
                     let words = commands
                         .get(next_command)

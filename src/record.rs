@@ -143,6 +143,12 @@ pub enum WriteOp {
     /// client's command frees it, so SLOWLOG has nothing; the window runs from the TTL's end
     /// until the server says the key is gone.
     Expire,
+    /// The key evicted by the server under `maxmemory` (`volatile-ttl`, the key the only one
+    /// with a TTL): `maxmemory` is lowered below what the server holds, so that its eviction
+    /// removes the key (no client's command names it); the window runs from that `CONFIG SET`
+    /// until the server says the key was evicted, and the settings are put back after it. Only
+    /// on a server the tool started: anywhere else it could evict another key.
+    Evict,
 }
 
 impl WriteOp {
@@ -158,6 +164,7 @@ impl WriteOp {
             WriteOp::Read => "read",
             WriteOp::Unlink => "unlink",
             WriteOp::Expire => "expire",
+            WriteOp::Evict => "evict",
         }
     }
 
@@ -173,6 +180,7 @@ impl WriteOp {
             WriteOp::Read => "read",
             WriteOp::Unlink => "unlink",
             WriteOp::Expire => "expire",
+            WriteOp::Evict => "evict",
         }
     }
 
@@ -188,14 +196,25 @@ impl WriteOp {
             WriteOp::Read,
             WriteOp::Unlink,
             WriteOp::Expire,
+            WriteOp::Evict,
         ]
         .into_iter()
         .find(|op| op.name() == name)
     }
 
-    /// The op takes the key away (`delete`, `unlink`, `expire`).
+    /// The op takes the key away (`delete`, `unlink`, `expire`, `evict`).
     pub fn removes_key(self) -> bool {
-        matches!(self, WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire)
+        matches!(
+            self,
+            WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire | WriteOp::Evict
+        )
+    }
+
+    /// The server removes the key by itself (an active expiry, an eviction): no command of the
+    /// writer names it, so SLOWLOG has nothing and the LATENCY monitor's event is the server's
+    /// figure.
+    pub fn server_removes(self) -> bool {
+        matches!(self, WriteOp::Expire | WriteOp::Evict)
     }
 }
 
@@ -204,7 +223,7 @@ impl WriteOp {
 pub struct WriteRecord {
     /// Write number in the run, from 1.
     pub seq: u32,
-    /// `set`, `build`, `overwrite`, `read`, `delete`, `unlink`, `expire` or `command`.
+    /// `set`, `build`, `overwrite`, `read`, `delete`, `unlink`, `expire`, `evict` or `command`.
     pub op: WriteOp,
     /// Size of the value written (or deleted, or the key's value for a custom command), in bytes.
     pub size_bytes: u64,

@@ -239,5 +239,50 @@ fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
         &[&hash[..], &["--elements", "1000", "--ops", "build,unlink"]].concat(),
         "no UNLINK command",
     );
+    // An eviction lowers maxmemory: never on a server the tool did not start.
+    refused(
+        &[&hash[..], &["--elements", "1000", "--ops", "build,evict"]].concat(),
+        "evict lowers maxmemory",
+    );
     assert!(server.keys("*").is_empty());
+}
+
+/// An evicted hash, on a server the tool started (Redis 7.0: `lazyfree-lazy-eviction no`): its
+/// window opens with the lowered `maxmemory` and closes when the server says the key was
+/// evicted, no command names it, the others' wait in it is the server's own `eviction-del`, the
+/// main thread freed it, and both settings came back (the next build, which an unrestored
+/// `maxmemory` would refuse with OOM, goes through and is evicted again).
+#[test]
+fn an_evicted_hash_freezes_others_as_the_servers_eviction_says_and_the_limit_comes_back() {
+    let (writes, summary, stdout) = run(&[
+        "--type",
+        "hash",
+        "--elements",
+        "200k",
+        "--ops",
+        "build,evict,build,evict",
+    ]);
+    assert!(writes.iter().all(|w| w["ok"] == "true"), "{writes:?}");
+    for nth in 0..2 {
+        let evict = row(&writes, "evict", nth);
+        assert_eq!(
+            evict["server_exec_us"], "",
+            "no command freed it: {evict:?}"
+        );
+        assert_eq!(evict["server_latency_event"], "eviction-del", "{evict:?}");
+        assert_eq!(evict["freed_by"], "main", "{evict:?}");
+        let server_ms = ms(evict, "server_latency_event_ms");
+        // A 200k-field hash's free: 60-100 ms on Redis 7.0 here.
+        assert!(server_ms >= 10.0, "{evict:?}");
+        let hol = ms(row(&summary, "evict", nth), "hol_delay_ms");
+        // The LATENCY monitor stamps whole ms.
+        assert!(
+            (hol - server_ms).abs() <= (0.1 * server_ms).max(2.0) + 1.0,
+            "others waited {hol} ms in the window, eviction-del {server_ms} ms"
+        );
+    }
+    assert!(
+        stdout.contains("lazyfree-lazy-eviction yes would free it in the background"),
+        "{stdout}"
+    );
 }

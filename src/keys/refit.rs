@@ -18,6 +18,7 @@ fn model_op(op: WriteOp) -> Option<ModelOp> {
         WriteOp::Delete => ModelOp::Delete,
         WriteOp::Unlink => ModelOp::Unlink,
         WriteOp::Expire => ModelOp::Expire,
+        WriteOp::Evict => ModelOp::Evict,
         WriteOp::Overwrite => ModelOp::Overwrite,
         WriteOp::Read => ModelOp::Read,
         WriteOp::Set | WriteOp::Build | WriteOp::Command | WriteOp::Inject => return None,

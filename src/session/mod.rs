@@ -374,7 +374,7 @@ impl KeyLedger {
     pub fn track(&mut self, write: &WriteRecord) {
         match write.op {
             WriteOp::Set | WriteOp::Overwrite | WriteOp::Build => self.created(&write.key),
-            WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire if write.ok => {
+            WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire | WriteOp::Evict if write.ok => {
                 self.deleted(&write.key)
             }
             // A custom command may have removed the key: the final cleanup deletes it again,
@@ -382,6 +382,7 @@ impl KeyLedger {
             WriteOp::Delete
             | WriteOp::Unlink
             | WriteOp::Expire
+            | WriteOp::Evict
             | WriteOp::Read
             | WriteOp::Command
             | WriteOp::Inject => {}

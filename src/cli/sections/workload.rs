@@ -88,8 +88,8 @@ pub struct WorkloadArgs {
     pub batch: Option<String>,
 
     /// The ops on each key, in order, each measured on its own: set (a string) or build (a
-    /// collection), overwrite, read, delete, unlink, expire, e.g. build,read,unlink [default:
-    /// set,delete; build,delete].
+    /// collection), overwrite, read, delete, unlink, expire, evict (only on a server the tool
+    /// starts), e.g. build,read,unlink [default: set,delete; build,delete].
     #[arg(long, value_name = "LIST")]
     pub ops: Option<String>,
 }
@@ -260,7 +260,7 @@ fn parse_ops(
     keep: bool,
 ) -> Result<Vec<WriteOp>, UsageError> {
     const CHOICES: &str =
-        "set (a string) or build (a collection), overwrite, read, delete, unlink, expire";
+        "set (a string) or build (a collection), overwrite, read, delete, unlink, expire, evict";
     let make = if is_string {
         WriteOp::Set
     } else {
@@ -291,7 +291,7 @@ fn parse_ops(
                     "--ops",
                     list,
                     format!(
-                        "{} again while the key still holds its value: remove it first (delete, unlink or expire), or use overwrite",
+                        "{} again while the key still holds its value: remove it first (delete, unlink, expire or evict), or use overwrite",
                         make.name()
                     ),
                 ));
@@ -316,7 +316,7 @@ fn parse_ops(
         return Err(UsageError::invalid(
             "--ops",
             list,
-            "the last op leaves the key in place until the run's end: end with delete, unlink or expire, or pass --keep",
+            "the last op leaves the key in place until the run's end: end with delete, unlink, expire or evict, or pass --keep",
         ));
     }
     Ok(ops)
@@ -368,6 +368,32 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(p.ops.len(), 4);
+        // An eviction removes the key: the value may be made again after it.
+        let p = plan(&[
+            "--elements",
+            "10",
+            "--type",
+            "hash",
+            "--ops",
+            "build,evict,build,evict",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            p.chosen_ops().unwrap(),
+            [
+                WriteOp::Build,
+                WriteOp::Evict,
+                WriteOp::Build,
+                WriteOp::Evict
+            ]
+        );
+        assert!(
+            plan(&["--writer-sizes", "1M", "--ops", "set,evict,read"])
+                .unwrap_err()
+                .to_string()
+                .contains("read before the value is made")
+        );
         // Today's flags, today's plan.
         let p = plan(&["--writer-sizes", "1M", "--overwrite"])
             .unwrap()

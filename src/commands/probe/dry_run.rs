@@ -69,7 +69,10 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
             let largest = plan.value_buffer_bytes();
             let server_peak = crate::measure::writer::plan_server_peak(plan);
             let expire = plan.has_op(crate::record::WriteOp::Expire);
-            let settings = if expire {
+            let evict = plan.has_op(crate::record::WriteOp::Evict);
+            let settings = if evict {
+                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries and evictions); around each evict op maxmemory and maxmemory-policy (put back after it)"
+            } else if expire {
                 "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries)"
             } else {
                 "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1"

@@ -77,6 +77,32 @@ pub fn check_bulk_len(
     Ok(())
 }
 
+/// Refuses an `evict` op on a server the tool did not start: the op lowers `maxmemory` until
+/// the server evicts a key with a TTL, and anywhere else that key could be someone's.
+pub fn check_evict(
+    plan: &WriterPlan,
+    server: &crate::measure::target::ServerFacts,
+) -> Result<(), crate::error::UsageError> {
+    if !plan.has_op(WriteOp::Evict) || server.embedded {
+        return Ok(());
+    }
+    let ops = plan
+        .chosen_ops()
+        .unwrap_or_default()
+        .iter()
+        .map(|op| op.name())
+        .collect::<Vec<_>>()
+        .join(",");
+    Err(crate::error::UsageError::invalid(
+        "--ops",
+        ops,
+        format!(
+            "evict lowers maxmemory until the server evicts a key with a TTL, which on {} (a server the tool did not start) could be another client's key: run it on a server the tool starts (no --url; --server-bin to choose the binary)",
+            server.address
+        ),
+    ))
+}
+
 /// Refuses, before anything is sent, a plan whose commands the server does not have (`COMMAND
 /// INFO` answers nil for an unknown or renamed command): the kind's build and read commands
 /// (`--type`), and each op's (`--ops`). A server that refuses `COMMAND` itself only loses this
@@ -105,7 +131,7 @@ pub fn check_commands(plan: &WriterPlan, conn: &ConnInfo) -> Result<()> {
             WriteOp::Read => kind.read_command().0,
             WriteOp::Delete => "DEL",
             WriteOp::Unlink => "UNLINK",
-            WriteOp::Expire => "PEXPIRE",
+            WriteOp::Expire | WriteOp::Evict => "PEXPIRE",
             WriteOp::Overwrite if !plan.is_string() => "RENAME",
             _ => continue,
         };

@@ -8,8 +8,9 @@
 //!
 //! A collection is built in pipelined batches cut from a small random fill ([`Writer::build`]),
 //! read whole with its reply thrown away as it arrives, and removed by DEL, UNLINK, a RENAME of
-//! a freshly built twin onto it (`overwrite`), or the server's active expiry (`expire`, whose
-//! window runs from the TTL's end until the server says the key is gone). Each op is a step
+//! a freshly built twin onto it (`overwrite`), or by the server itself (`server_removes.rs`: its
+//! active expiry, `expire`, whose window runs from the TTL's end until the server says the key
+//! is gone; its eviction, `evict`, from a lowered `maxmemory` until then). Each op is a step
 //! of its own, a row of the exports; around it the writer reads the server's lazyfree counters
 //! (which thread freed the value) and, after a value is made, its encoding, outside the window.
 //!
@@ -21,7 +22,7 @@ use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use crossbeam_channel::Sender;
@@ -35,7 +36,7 @@ use crate::measure::hostmem::HostMemorySampler;
 use crate::measure::keyspace::KeyEvents;
 use crate::measure::resp::{RawConn, Reply, ReplyLimits};
 use crate::measure::serverview::{Before, ServerFigures, ServerView, ViewSetup};
-use crate::measure::serverview::{Want, settings_for_key_events, settings_for_writes};
+use crate::measure::serverview::{Want, settings_for_writes};
 use crate::measure::target::{ConnInfo, info_field};
 use crate::record::{WriteOp, WriteRecord};
 use crate::units::format_size;
@@ -44,13 +45,18 @@ use crate::workload::lazyfree::FreedBy;
 
 mod checks;
 mod plan;
+mod server_removes;
 mod wire;
 
-pub use checks::{check_bulk_len, check_commands, check_plan_memory, plan_server_peak};
+pub use checks::{
+    check_bulk_len, check_commands, check_evict, check_plan_memory, plan_server_peak,
+};
 use wire::{
     MAX_REDIRECTS, Redirect, Timed, WithValue, parse_redirect, read_step_reply, send_step,
     timed_us, value_columns,
 };
+
+pub use server_removes::EVICT_TTL_MS;
 
 pub use plan::{
     COLLECTION_FILL_BYTES, CustomCommand, DEFAULT_ELEMENT_BYTES, DEFAULT_GAP, EXPIRE_TTL_MS,
@@ -125,14 +131,10 @@ impl Actor for WriterActor {
         Ok(keys)
     }
 
-    /// With an `expire` op, keyspace notifications too: the op's window ends when the server
-    /// says the key expired.
+    /// Keyspace notifications among them: an `expire` or `evict` op's window ends when the
+    /// server says the key expired or was evicted.
     fn server_settings(&self) -> Vec<(&'static str, Want)> {
-        let mut wants = settings_for_writes();
-        if self.plan.has_op(WriteOp::Expire) {
-            wants.extend(settings_for_key_events());
-        }
-        wants
+        settings_for_writes()
     }
 
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
@@ -170,7 +172,7 @@ pub fn spawn_writer(
     conn.set_limits(reply_limits(&plan));
     // An expiry is seen by the server's notification where it sends them (the run turned them
     // on, or they were on already), else by polling DBSIZE: either way without touching the key.
-    let key_events = if plan.has_op(WriteOp::Expire) {
+    let key_events = if plan.has_op(WriteOp::Expire) || plan.has_op(WriteOp::Evict) {
         KeyEvents::start_if_on(&mut conn, conn_info, clock)
             .ok()
             .flatten()
@@ -312,10 +314,7 @@ impl Writer {
         let before = self.view.before(&mut self.conn);
         // Which thread frees the value: the server's lazyfree counters around the op, read
         // after the view's reset (CONFIG RESETSTAT clears them).
-        let frees = matches!(
-            step.op,
-            WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire | WriteOp::Overwrite
-        );
+        let frees = step.op.removes_key() || step.op == WriteOp::Overwrite;
         let lazyfree_before = if frees {
             self.server_room().lazyfree_handed_over
         } else {
@@ -336,6 +335,7 @@ impl Writer {
         let timed = match step.op {
             WriteOp::Build => self.build(step),
             WriteOp::Expire => self.expire(step),
+            WriteOp::Evict => self.evict(step),
             _ => self.exchange_following_redirects(step, &mut moved_asked, &mut went_to),
         };
         let Timed {
@@ -362,6 +362,7 @@ impl Writer {
                         | WriteOp::Build
                         | WriteOp::Read
                         | WriteOp::Expire
+                        | WriteOp::Evict
                 ) =>
             {
                 (true, None)
@@ -453,8 +454,8 @@ impl Writer {
     }
 
     /// The server's own figures of a step: SLOWLOG's entry of the step's own command (a build's
-    /// last command; none for an expiry, which no command did: its figure is the LATENCY
-    /// monitor's `expire-del`), and the rest of [`ServerView::after`].
+    /// last command; none for an expiry or an eviction, which no command did: its figure is the
+    /// LATENCY monitor's `expire-del` or `eviction-del`), and the rest of [`ServerView::after`].
     fn server_figures(
         &mut self,
         step: &WriteStep,
@@ -474,6 +475,7 @@ impl Writer {
             WriteOp::Read => kind.read_command().0,
             WriteOp::Unlink => "UNLINK",
             WriteOp::Expire => "PEXPIRE",
+            WriteOp::Evict => "CONFIG",
             WriteOp::Command => step
                 .command
                 .as_ref()
@@ -490,37 +492,21 @@ impl Writer {
             .view
             .after(&mut self.conn, command, step.key.as_bytes(), before);
         self.view.slowlog_page = page;
-        if step.op == WriteOp::Expire {
+        // The expiry's or eviction's own event, not the cycle around it (which the
+        // largest-event rule would pick, being at least as long).
+        let own_event = match step.op {
+            WriteOp::Expire => Some("expire-del"),
+            WriteOp::Evict => Some("eviction-del"),
+            _ => None,
+        };
+        if let Some(event) = own_event {
             figures.exec_us = None;
-            // The expiry's own event, not the cycle around it (which the largest-event rule
-            // would pick, being at least as long).
-            if let Some(ms) = self.latest_expire_del_ms(start_unix_s) {
-                figures.latency_event = Some("expire-del".to_string());
+            if let Some(ms) = self.latest_latency_ms(event, start_unix_s) {
+                figures.latency_event = Some(event.to_string());
                 figures.latency_event_ms = Some(ms);
             }
         }
         figures
-    }
-
-    /// The latest `expire-del` sample of the LATENCY monitor stamped at or after `from_unix_s`.
-    fn latest_expire_del_ms(&mut self, from_unix_s: i64) -> Option<u64> {
-        let Ok(Reply::Array(Some(samples))) =
-            self.conn.command(&[b"LATENCY", b"HISTORY", b"expire-del"])
-        else {
-            return None;
-        };
-        samples
-            .iter()
-            .filter_map(|sample| match sample {
-                Reply::Array(Some(pair)) => match (pair.first(), pair.get(1)) {
-                    (Some(Reply::Integer(at)), Some(Reply::Integer(ms))) => Some((*at, *ms)),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .filter(|&(at, _)| at >= from_unix_s)
-            .max_by_key(|&(at, _)| at)
-            .and_then(|(_, ms)| u64::try_from(ms).ok())
     }
 
     /// One command and its reply, sent again where a cluster's redirect says (`MOVED` for
@@ -635,86 +621,6 @@ impl Writer {
         Timed {
             start,
             sent,
-            reply,
-            outcome,
-        }
-    }
-
-    /// An expiry: `PEXPIRE key` [`EXPIRE_TTL_MS`], then, without touching the key (an access
-    /// would expire it on this client's command instead of the server's active expiry), wait
-    /// until the server says it is gone: its keyspace notification where it sends them, else
-    /// `DBSIZE` falling below what it was before. The window runs from the TTL's end (its
-    /// earliest: the PEXPIRE's send plus the TTL) to that moment.
-    fn expire(&mut self, step: &WriteStep) -> Timed {
-        let key = step.key.as_bytes();
-        let ttl = EXPIRE_TTL_MS.to_string();
-        let keys_before = match self.key_events {
-            Some(ref events) => {
-                // Notifications of earlier keys are of no use now.
-                while events.events().try_recv().is_ok() {}
-                None
-            }
-            None => match self.conn.command(&[b"DBSIZE"]) {
-                Ok(Reply::Integer(n)) => Some(n),
-                Ok(other) => {
-                    return Timed::failed(Ok(other));
-                }
-                Err(err) => return Timed::failed(Err(err)),
-            },
-        };
-        let asked = Instant::now();
-        match self.conn.command(&[b"PEXPIRE", key, ttl.as_bytes()]) {
-            Ok(Reply::Integer(1)) => {}
-            Ok(Reply::Integer(_)) => {
-                return Timed::failed(Ok(Reply::Error(
-                    "PEXPIRE found no key to expire".to_string(),
-                )));
-            }
-            other => return Timed::failed(other),
-        }
-        let ttl_end = asked + Duration::from_millis(EXPIRE_TTL_MS);
-        let give_up = ttl_end + self.conn_info.command_timeout.max(Duration::from_secs(10));
-        // The window opens at the TTL's end: nothing is sent in it.
-        let now = Instant::now();
-        if ttl_end > now {
-            std::thread::sleep(ttl_end - now);
-        }
-        let gone: std::io::Result<Option<Instant>> = match (&self.key_events, keys_before) {
-            (Some(events), _) => loop {
-                let left = give_up.saturating_duration_since(Instant::now());
-                match events.events().recv_timeout(left) {
-                    Ok(event) if event.key == key && event.event == "expired" => {
-                        break Ok(Some(self.clock.instant_at(event.at_us)));
-                    }
-                    Ok(_) => {}
-                    Err(_) => break Ok(None),
-                }
-            },
-            (None, Some(before)) => loop {
-                match self.conn.command(&[b"DBSIZE"]) {
-                    Ok(Reply::Integer(n)) if n < before => break Ok(Some(Instant::now())),
-                    Ok(_) if Instant::now() >= give_up => break Ok(None),
-                    Ok(_) => std::thread::sleep(Duration::from_millis(1)),
-                    Err(err) => break Err(err),
-                }
-            },
-            (None, None) => Ok(None),
-        };
-        // The notification's stamp, or the DBSIZE reply that showed the key gone.
-        let reply = match &gone {
-            Ok(Some(at)) => *at,
-            _ => Instant::now(),
-        };
-        let outcome = gone.map(|at| match at {
-            Some(_) => Reply::Integer(1),
-            None => Reply::Error(format!(
-                "the key had not expired {:.1}s after its TTL ended",
-                give_up.duration_since(ttl_end).as_secs_f64()
-            )),
-        });
-        Timed {
-            start: ttl_end,
-            sent: ttl_end,
             reply,
             outcome,
         }

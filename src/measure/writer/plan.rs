@@ -502,6 +502,10 @@ impl WriteStep {
             (WriteOp::Expire, None) => format!(
                 "PEXPIRE {key} {EXPIRE_TTL_MS}, then no command to the key: its window runs from the TTL's end until the server's notification (or DBSIZE) says it expired"
             ),
+            (WriteOp::Evict, None) => format!(
+                "PEXPIRE {key} {}, CONFIG SET maxmemory-policy volatile-ttl, then CONFIG SET maxmemory <half the key's MEMORY USAGE under used_memory>: its window runs from there until the server's notification (or DBSIZE) says it evicted the key; both settings put back after it",
+                super::EVICT_TTL_MS
+            ),
             (WriteOp::Read, None) => {
                 let (command, args) = kind.read_command();
                 let mut text = format!("{command} {key}");

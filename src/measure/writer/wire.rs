@@ -58,6 +58,13 @@ pub(super) fn send_step(conn: &mut RawConn, step: &WriteStep, value: &[u8]) -> s
             key,
             EXPIRE_TTL_MS.to_string().as_bytes(),
         ])),
+        // Its own exchange too ([`super::Writer::evict`]); sent alone, it only makes the key
+        // one the server may evict.
+        WriteOp::Evict => conn.send_raw(&encode(&[
+            b"PEXPIRE",
+            key,
+            super::EVICT_TTL_MS.to_string().as_bytes(),
+        ])),
         WriteOp::Read => {
             let (command, args) = step.shape.value_kind().read_command();
             let mut all: Vec<&[u8]> = vec![command.as_bytes(), key];

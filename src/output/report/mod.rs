@@ -141,10 +141,8 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
         let Some(hol) = write.hol_delay_ms.filter(|&ms| ms >= AVOIDABLE_FROM_MS) else {
             continue;
         };
-        if !matches!(
-            write.op,
-            WriteOp::Delete | WriteOp::Unlink | WriteOp::Expire | WriteOp::Overwrite
-        ) || write.freed_by == Some(FreedBy::Background)
+        if !(write.op.removes_key() || write.op == WriteOp::Overwrite)
+            || write.freed_by == Some(FreedBy::Background)
         {
             continue;
         }
@@ -165,6 +163,7 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
             WriteOp::Delete => Removal::Delete,
             WriteOp::Unlink => Removal::Unlink,
             WriteOp::Expire => Removal::Expire,
+            WriteOp::Evict => Removal::Evict,
             _ => Removal::Overwrite,
         };
         let hol = write.hol_delay_ms.unwrap_or(0.0);

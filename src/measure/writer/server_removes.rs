@@ -1,0 +1,303 @@
+//! The ops where the server removes the key by itself, with no command of the writer naming it:
+//! `expire` (its active expiry) and `evict` (its eviction under `maxmemory`). Both open their
+//! window at the moment the server may begin, and close it when the server says the key is
+//! gone (its keyspace notification, else `DBSIZE` falling), never touching the key in between:
+//! an access would remove it on this client's command instead. The server's own figure is the
+//! LATENCY monitor's event (`expire-del`, `eviction-del`): SLOWLOG has no command to log.
+
+use std::time::{Duration, Instant};
+
+use super::wire::Timed;
+use super::{EXPIRE_TTL_MS, WriteStep, Writer};
+use crate::measure::resp::Reply;
+use crate::measure::target::info_field;
+
+/// The TTL an `evict` op gives its key, ms: `volatile-ttl` evicts only keys with one, and this
+/// one must outlive the op by far (an expiry is not an eviction).
+pub const EVICT_TTL_MS: u64 = 3_600_000;
+
+/// The policy an `evict` op sets for its window: the key is the only one with a TTL on a server
+/// the tool started, so it is the only key the server may evict.
+const EVICT_POLICY: &str = "volatile-ttl";
+
+/// How far under what the server holds an `evict` op sets `maxmemory`: half the key's memory
+/// (`MEMORY USAGE`), at least this, so that the key's eviction alone brings the server under.
+const EVICT_MARGIN_MIN_BYTES: u64 = 256 * 1024;
+
+/// What the server was seen to do with the key.
+enum Gone {
+    /// The key was removed, at this moment (the notification's stamp, or the `DBSIZE` reply
+    /// that showed it gone).
+    At(Instant),
+    /// It was still there when the wait gave up.
+    NotYet,
+}
+
+/// How the writer will see the key go: by notification, or by `DBSIZE` falling below this.
+enum Watch {
+    Notified,
+    Dbsize(i64),
+}
+
+impl Writer {
+    /// An expiry: `PEXPIRE key` [`EXPIRE_TTL_MS`], then, without touching the key (an access
+    /// would expire it on this client's command instead of the server's active expiry), wait
+    /// until the server says it is gone: its keyspace notification where it sends them, else
+    /// `DBSIZE` falling below what it was before. The window runs from the TTL's end (its
+    /// earliest: the PEXPIRE's send plus the TTL) to that moment.
+    pub(super) fn expire(&mut self, step: &WriteStep) -> Timed {
+        let key = step.key.as_bytes();
+        let ttl = EXPIRE_TTL_MS.to_string();
+        let watch = match self.watch_removal() {
+            Ok(watch) => watch,
+            Err(failed) => return failed,
+        };
+        let asked = Instant::now();
+        match self.conn.command(&[b"PEXPIRE", key, ttl.as_bytes()]) {
+            Ok(Reply::Integer(1)) => {}
+            Ok(Reply::Integer(_)) => {
+                return Timed::failed(Ok(Reply::Error(
+                    "PEXPIRE found no key to expire".to_string(),
+                )));
+            }
+            other => return Timed::failed(other),
+        }
+        let ttl_end = asked + Duration::from_millis(EXPIRE_TTL_MS);
+        let give_up = ttl_end + self.conn_info.command_timeout.max(Duration::from_secs(10));
+        // The window opens at the TTL's end: nothing is sent in it.
+        let now = Instant::now();
+        if ttl_end > now {
+            std::thread::sleep(ttl_end - now);
+        }
+        let gone = self.wait_removed(key, "expired", &watch, give_up);
+        let outcome_of = |gone: &Gone| match gone {
+            Gone::At(_) => Reply::Integer(1),
+            Gone::NotYet => Reply::Error(format!(
+                "the key had not expired {:.1}s after its TTL ended",
+                give_up.duration_since(ttl_end).as_secs_f64()
+            )),
+        };
+        let reply = match &gone {
+            Ok(Gone::At(at)) => *at,
+            _ => Instant::now(),
+        };
+        Timed {
+            start: ttl_end,
+            sent: ttl_end,
+            reply,
+            outcome: gone.map(|g| outcome_of(&g)),
+        }
+    }
+
+    /// An eviction. Outside the window: the key gets a TTL of [`EVICT_TTL_MS`] (on a server the
+    /// tool started it is then the only key with one), `maxmemory-policy` becomes
+    /// [`EVICT_POLICY`], and the server's memory and the key's are read. The window opens with
+    /// `CONFIG SET maxmemory` at half the key's memory under what the server holds: the server
+    /// evicts the key in that command, or at the next command of any client (a probe), and the
+    /// window closes when it says the key was evicted. Both settings are put back after it,
+    /// whatever happened; a failure to put them back fails the op, with what is left.
+    pub(super) fn evict(&mut self, step: &WriteStep) -> Timed {
+        let key = step.key.as_bytes();
+        let settings = match (
+            self.config_get("maxmemory"),
+            self.config_get("maxmemory-policy"),
+        ) {
+            (Ok(maxmemory), Ok(policy)) => (maxmemory, policy),
+            (Err(failed), _) | (_, Err(failed)) => return failed,
+        };
+        let ttl = EVICT_TTL_MS.to_string();
+        match self.conn.command(&[b"PEXPIRE", key, ttl.as_bytes()]) {
+            Ok(Reply::Integer(1)) => {}
+            Ok(Reply::Integer(_)) => {
+                return Timed::failed(Ok(Reply::Error(
+                    "PEXPIRE found no key to evict".to_string(),
+                )));
+            }
+            other => return Timed::failed(other),
+        }
+        // A few samples: never `SAMPLES 0`, which walks the whole value.
+        let key_bytes = match self
+            .conn
+            .command(&[b"MEMORY", b"USAGE", key, b"SAMPLES", b"5"])
+        {
+            Ok(Reply::Integer(n)) if n > 0 => n as u64,
+            _ => step.shape.server_bytes_estimate(),
+        };
+        let used = match self.conn.command(&[b"INFO", b"memory"]) {
+            Ok(Reply::Bulk(Some(text))) => {
+                info_field(&String::from_utf8_lossy(&text), "used_memory")
+                    .and_then(|v| v.parse::<u64>().ok())
+            }
+            _ => None,
+        };
+        let Some(used) = used else {
+            return Timed::failed(Ok(Reply::Error(
+                "INFO memory gave no used_memory: no maxmemory to set".to_string(),
+            )));
+        };
+        let limit = used.saturating_sub((key_bytes / 2).max(EVICT_MARGIN_MIN_BYTES));
+        if limit == 0 {
+            return Timed::failed(Ok(Reply::Error(format!(
+                "the server holds {used} bytes, too little under the key's {key_bytes} to set a maxmemory that evicts it"
+            ))));
+        }
+        let watch = match self.watch_removal() {
+            Ok(watch) => watch,
+            Err(failed) => return failed,
+        };
+        if let Err(failed) = self.config_set("maxmemory-policy", EVICT_POLICY) {
+            return self.restored(failed, &settings);
+        }
+        let limit = limit.to_string();
+        let start = Instant::now();
+        let set = self
+            .conn
+            .command(&[b"CONFIG", b"SET", b"maxmemory", limit.as_bytes()]);
+        let sent = start;
+        match set {
+            Ok(Reply::Status(ref ok)) if ok == "OK" => {}
+            other => return self.restored(Timed::failed(other), &settings),
+        }
+        let give_up = start + self.conn_info.command_timeout.max(Duration::from_secs(10));
+        let gone = self.wait_removed(key, "evicted", &watch, give_up);
+        let reply = match &gone {
+            Ok(Gone::At(at)) => *at,
+            _ => Instant::now(),
+        };
+        let outcome = gone.map(|gone| match gone {
+            Gone::At(_) => Reply::Integer(1),
+            Gone::NotYet => Reply::Error(format!(
+                "the key was not evicted {:.1}s after maxmemory was set to {limit} (the server held {used} bytes)",
+                give_up.duration_since(start).as_secs_f64()
+            )),
+        });
+        self.restored(
+            Timed {
+                start,
+                sent,
+                reply,
+                outcome,
+            },
+            &settings,
+        )
+    }
+
+    /// `timed`, after `maxmemory` and `maxmemory-policy` were put back to `settings`; an op that
+    /// went well fails when they could not be (naming what is left), one that failed keeps its
+    /// own error.
+    fn restored(&mut self, timed: Timed, (maxmemory, policy): &(String, String)) -> Timed {
+        let mut left = Vec::new();
+        if self.config_set("maxmemory", maxmemory).is_err() {
+            left.push(format!("maxmemory (to {maxmemory})"));
+        }
+        if self.config_set("maxmemory-policy", policy).is_err() {
+            left.push(format!("maxmemory-policy (to {policy})"));
+        }
+        if left.is_empty() {
+            return timed;
+        }
+        let left = left.join(" and ");
+        let outcome = match timed.outcome {
+            Ok(Reply::Integer(_)) => Ok(Reply::Error(format!(
+                "evicted, but could not put back {left}"
+            ))),
+            Ok(Reply::Error(text)) => {
+                Ok(Reply::Error(format!("{text}; could not put back {left}")))
+            }
+            other => other,
+        };
+        Timed { outcome, ..timed }
+    }
+
+    /// `CONFIG GET name`'s value, or the failed op that says why not.
+    fn config_get(&mut self, name: &str) -> Result<String, Timed> {
+        match self.conn.command(&[b"CONFIG", b"GET", name.as_bytes()]) {
+            Ok(Reply::Array(Some(pair))) => match pair.get(1) {
+                Some(Reply::Bulk(Some(value))) => Ok(String::from_utf8_lossy(value).into_owned()),
+                _ => Err(Timed::failed(Ok(Reply::Error(format!(
+                    "CONFIG GET {name} gave no value"
+                ))))),
+            },
+            other => Err(Timed::failed(other)),
+        }
+    }
+
+    /// `CONFIG SET name value`, or the failed op that says why not.
+    fn config_set(&mut self, name: &str, value: &str) -> Result<(), Timed> {
+        match self
+            .conn
+            .command(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()])
+        {
+            Ok(Reply::Status(ok)) if ok == "OK" => Ok(()),
+            other => Err(Timed::failed(other)),
+        }
+    }
+
+    /// Gets ready to see a key go: the notifications already queued thrown away (they are of
+    /// earlier keys), or, without notifications, the number of keys now.
+    fn watch_removal(&mut self) -> Result<Watch, Timed> {
+        match self.key_events {
+            Some(ref events) => {
+                while events.events().try_recv().is_ok() {}
+                Ok(Watch::Notified)
+            }
+            None => match self.conn.command(&[b"DBSIZE"]) {
+                Ok(Reply::Integer(n)) => Ok(Watch::Dbsize(n)),
+                other => Err(Timed::failed(other)),
+            },
+        }
+    }
+
+    /// Waits until the server says `key` is gone (`event`: `expired`, `evicted`), or `give_up`.
+    fn wait_removed(
+        &mut self,
+        key: &[u8],
+        event: &str,
+        watch: &Watch,
+        give_up: Instant,
+    ) -> std::io::Result<Gone> {
+        match (watch, &self.key_events) {
+            (Watch::Notified, Some(events)) => loop {
+                let left = give_up.saturating_duration_since(Instant::now());
+                match events.events().recv_timeout(left) {
+                    Ok(seen) if seen.key == key && seen.event == event => {
+                        break Ok(Gone::At(self.clock.instant_at(seen.at_us)));
+                    }
+                    Ok(_) => {}
+                    Err(_) => break Ok(Gone::NotYet),
+                }
+            },
+            (Watch::Dbsize(before), _) => loop {
+                match self.conn.command(&[b"DBSIZE"]) {
+                    Ok(Reply::Integer(n)) if n < *before => break Ok(Gone::At(Instant::now())),
+                    Ok(_) if Instant::now() >= give_up => break Ok(Gone::NotYet),
+                    Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+                    Err(err) => break Err(err),
+                }
+            },
+            (Watch::Notified, None) => Ok(Gone::NotYet),
+        }
+    }
+
+    /// The latest sample of the LATENCY monitor's `event` stamped at or after `from_unix_s`.
+    pub(super) fn latest_latency_ms(&mut self, event: &str, from_unix_s: i64) -> Option<u64> {
+        let Ok(Reply::Array(Some(samples))) =
+            self.conn
+                .command(&[b"LATENCY", b"HISTORY", event.as_bytes()])
+        else {
+            return None;
+        };
+        samples
+            .iter()
+            .filter_map(|sample| match sample {
+                Reply::Array(Some(pair)) => match (pair.first(), pair.get(1)) {
+                    (Some(Reply::Integer(at)), Some(Reply::Integer(ms))) => Some((*at, *ms)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .filter(|&(at, _)| at >= from_unix_s)
+            .max_by_key(|&(at, _)| at)
+            .and_then(|(_, ms)| u64::try_from(ms).ok())
+    }
+}
