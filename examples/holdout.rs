@@ -185,6 +185,13 @@ fn main() -> Result<()> {
             "{}",
             summary_line(&format!("{server} DEL/UNLINK/expiry"), &summarize(removals))
         );
+        let evictions = entries.iter().filter(|e| e.op == ModelOp::Evict);
+        if entries.iter().any(|e| e.op == ModelOp::Evict) {
+            println!(
+                "{}",
+                summary_line(&format!("{server} eviction"), &summarize(evictions))
+            );
+        }
         println!();
         all.extend(entries);
     }
@@ -196,5 +203,12 @@ fn main() -> Result<()> {
         "{}",
         summary_line("all servers DEL/UNLINK/expiry", &summarize(removals))
     );
+    if all.iter().any(|e| e.op == ModelOp::Evict) {
+        let evictions = all.iter().filter(|e| e.op == ModelOp::Evict);
+        println!(
+            "{}",
+            summary_line("all servers eviction", &summarize(evictions))
+        );
+    }
     Ok(())
 }

@@ -146,7 +146,9 @@ pub enum WriteOp {
     /// The key evicted by the server under `maxmemory` (`volatile-ttl`, the key the only one
     /// with a TTL): `maxmemory` is lowered below what the server holds, so that its eviction
     /// removes the key (no client's command names it); the window runs from that `CONFIG SET`
-    /// until the server says the key was evicted, and the settings are put back after it. Only
+    /// until the server has said the key was evicted and holds no more than `maxmemory` again
+    /// (a background free leaves it over the limit, and the server waits for it at every
+    /// command), and the settings are put back after it. Only
     /// on a server the tool started: anywhere else it could evict another key.
     Evict,
 }

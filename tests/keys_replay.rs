@@ -251,7 +251,12 @@ fn the_worst_keys_are_replayed_and_the_user_s_server_is_only_read() {
         "hash DEL {hash_del} ms, string DEL {string_del} ms"
     );
     assert!(!hash["delete_measured_ms"].is_empty(), "{hash:?}");
-    for op in ["unlink", "expire", "read"] {
+    // The hash's eviction froze the replay server too (Redis 7.0: freed on the main thread).
+    assert!(
+        !hash["evict_measured_ms"].is_empty() && measured(hash, "evict") > string_del,
+        "{hash:?}"
+    );
+    for op in ["unlink", "expire", "evict", "read"] {
         measured(hash, op);
         measured(string, op);
     }

@@ -282,7 +282,7 @@ fn an_evicted_hash_freezes_others_as_the_servers_eviction_says_and_the_limit_com
         );
     }
     assert!(
-        stdout.contains("lazyfree-lazy-eviction yes would free it in the background"),
+        stdout.contains("lazyfree-lazy-eviction yes frees it in the background"),
         "{stdout}"
     );
 }

@@ -55,6 +55,11 @@ pub struct ReplayRow {
     pub expire_measured_ms: Option<f64>,
     /// The thread the expiry freed it on, as the replay server's counters told.
     pub expire_freed_by: Option<String>,
+    /// Predicted freeze of its eviction under `maxmemory`, ms.
+    pub evict_predicted_ms: Option<f64>,
+    /// Measured freeze of its eviction, ms (the replay server's `maxmemory` lowered under
+    /// what it held, `volatile-ttl`, the key the only one with a TTL).
+    pub evict_measured_ms: Option<f64>,
     /// Predicted freeze of reading it whole, ms.
     pub read_predicted_ms: Option<f64>,
     /// Measured freeze of reading it whole, ms.
@@ -151,6 +156,8 @@ pub fn unmeasured_row(
         expire_predicted_ms: key.expire_ms,
         expire_measured_ms: None,
         expire_freed_by: None,
+        evict_predicted_ms: key.evict_ms,
+        evict_measured_ms: None,
         read_predicted_ms: key.read_ms,
         read_measured_ms: None,
         under_one_interval: String::new(),
@@ -176,7 +183,7 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
             "replay on {server}: each key's shape built (never its contents), predicted / measured freeze, ms"
         ),
         format!(
-            "{:<24} {:<6} {:<10} {:>9} {:>7} {:<10} {:>17} {:>17} {:>17} {:>17}",
+            "{:<24} {:<6} {:<10} {:>9} {:>7} {:<10} {:>17} {:>17} {:>17} {:>17} {:>17}",
             "key",
             "type",
             "encoding",
@@ -186,6 +193,7 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
             "DEL",
             "UNLINK",
             "expiry",
+            "eviction",
             "read"
         ),
     ];
@@ -203,7 +211,7 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
             key = key.chars().take(23).collect::<String>() + "…";
         }
         lines.push(format!(
-            "{:<24} {:<6} {:<10} {:>9} {:>7} {:<10} {:>17} {:>17} {:>17} {:>17}",
+            "{:<24} {:<6} {:<10} {:>9} {:>7} {:<10} {:>17} {:>17} {:>17} {:>17} {:>17}",
             key,
             r.kind,
             r.encoding,
@@ -213,6 +221,7 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
             pair(r.delete_predicted_ms, r.delete_measured_ms, "delete"),
             pair(r.unlink_predicted_ms, r.unlink_measured_ms, "unlink"),
             pair(r.expire_predicted_ms, r.expire_measured_ms, "expire"),
+            pair(r.evict_predicted_ms, r.evict_measured_ms, "evict"),
             pair(r.read_predicted_ms, r.read_measured_ms, "read"),
         ));
         if let Some(error) = &r.error {

@@ -397,15 +397,21 @@ impl KeyLedger {
     pub fn remove_all(&mut self, conn: &ConnInfo, key_prefix: &str, warnings: &mut Vec<String>) {
         let elsewhere = std::mem::take(&mut self.elsewhere);
         let live = &mut self.live;
+        let remove_one = |server: &ConnInfo, key: &String| {
+            delete_keys(server, &[key])
+                .err()
+                .map(|err| format!("could not remove {key} from {server}: {err:#}"))
+        };
         let failed_elsewhere: Vec<String> = std::thread::scope(|scope| {
+            // A thread that cannot be made (the system's limit) leaves its key to this one,
+            // after the run's own: slower, never a panic.
             let others: Vec<_> = elsewhere
                 .iter()
                 .map(|(server, key)| {
-                    scope.spawn(move || {
-                        delete_keys(server, &[key])
-                            .err()
-                            .map(|err| format!("could not remove {key} from {server}: {err:#}"))
-                    })
+                    std::thread::Builder::new()
+                        .name("cleanup".into())
+                        .spawn_scoped(scope, move || remove_one(server, key))
+                        .map_err(|_| (server, key))
                 })
                 .collect();
             if !live.is_empty() {
@@ -420,10 +426,11 @@ impl KeyLedger {
             }
             others
                 .into_iter()
-                .filter_map(|handle| {
-                    handle.join().unwrap_or_else(|_| {
+                .filter_map(|other| match other {
+                    Ok(handle) => handle.join().unwrap_or_else(|_| {
                         Some(format!("removing a key from another server panicked{BUG}"))
-                    })
+                    }),
+                    Err((server, key)) => remove_one(server, key),
                 })
                 .collect()
         });

@@ -25,9 +25,9 @@ use crate::run::{self, Notice, RunOptions};
 use crate::workload::ValueKind;
 
 /// A collection's ops: each way `--replay` measures it, the value built again before each.
-pub const REPLAY_OPS: &str = "build,read,delete,build,unlink,build,expire";
+pub const REPLAY_OPS: &str = "build,read,delete,build,unlink,build,expire,build,evict";
 /// A string's.
-pub const REPLAY_STRING_OPS: &str = "set,read,delete,set,unlink,set,expire";
+pub const REPLAY_STRING_OPS: &str = "set,read,delete,set,unlink,set,expire,set,evict";
 /// The quiet gap around each op.
 pub const REPLAY_GAP: &str = "200ms";
 /// The most keys `--replay` takes: each is a run of its own (seconds for a big one).
@@ -246,6 +246,7 @@ fn measured_row(
     let delete = measured(WriteOp::Delete);
     let unlink = measured(WriteOp::Unlink);
     let expire = measured(WriteOp::Expire);
+    let evict = measured(WriteOp::Evict);
     let read = measured(WriteOp::Read);
     if report.status != RunStatus::Complete {
         errors.push(
@@ -268,6 +269,7 @@ fn measured_row(
         expire_freed_by: summary(WriteOp::Expire)
             .and_then(|w| w.freed_by)
             .map(|t| t.name().to_string()),
+        evict_measured_ms: evict,
         read_measured_ms: read,
         under_one_interval: under.join(";"),
         run_id: Some(report.run_id.clone()),
@@ -418,7 +420,9 @@ mod tests {
                 WriteOp::Build,
                 WriteOp::Unlink,
                 WriteOp::Build,
-                WriteOp::Expire
+                WriteOp::Expire,
+                WriteOp::Build,
+                WriteOp::Evict
             ]
         );
         let plan = writer_plan(kind_named("string").unwrap(), 1, 1 << 20).unwrap();

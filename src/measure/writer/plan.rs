@@ -503,7 +503,7 @@ impl WriteStep {
                 "PEXPIRE {key} {EXPIRE_TTL_MS}, then no command to the key: its window runs from the TTL's end until the server's notification (or DBSIZE) says it expired"
             ),
             (WriteOp::Evict, None) => format!(
-                "PEXPIRE {key} {}, CONFIG SET maxmemory-policy volatile-ttl, then CONFIG SET maxmemory <half the key's MEMORY USAGE under used_memory>: its window runs from there until the server's notification (or DBSIZE) says it evicted the key; both settings put back after it",
+                "PEXPIRE {key} {}, CONFIG SET maxmemory-policy volatile-ttl, then CONFIG SET maxmemory <half the key's MEMORY USAGE under used_memory>: its window runs from there until the server's notification (or DBSIZE) says it evicted the key and INFO memory says used_memory is under maxmemory again; both settings put back after it",
                 super::EVICT_TTL_MS
             ),
             (WriteOp::Read, None) => {

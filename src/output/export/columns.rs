@@ -218,6 +218,8 @@ pub const REPLAY: &[&str] = &[
     "expire_predicted_ms",
     "expire_measured_ms",
     "expire_freed_by",
+    "evict_predicted_ms",
+    "evict_measured_ms",
     "read_predicted_ms",
     "read_measured_ms",
     "under_one_interval",
