@@ -6,7 +6,8 @@
 For every op of the runs under the directories given (a directory with run.json and
 summary.csv): delete, unlink, overwrite and read against SLOWLOG's execution time of the command
 (`server_exec_us`), else the LATENCY monitor's figure of it (`server_latency_event_ms`, whole ms);
-expire against LATENCY `expire-del` and evict against `eviction-del` (`server_latency_event_ms`;
+expire against LATENCY `expire-del` and evict against `eviction-del` (`evict-del` on Redis 8.2;
+`server_latency_event_ms`;
 no command of the writer's removed either). The goal (issue 20): within
 max(2 ms, 10%) of the server's figure for every freeze. Printed per server × type × op: rows
 with a server figure, rows within the goal, the median and the worst ratio hol / server, and the

@@ -813,5 +813,22 @@ fn the_shipped_collection_entries_are_the_tool_s_ops() {
             assert_eq!(read.source, Source::Tool, "{name} {kind}");
             assert!(read.rows >= 6, "{name} {kind}: {read:?}");
         }
+        // Evictions are priced from the tool's own `--ops build,evict` runs
+        // (data/collections/<server>/<type>/evict/, data/record_evictions.sh): 3 sizes × 3
+        // repeats of each collection, 4 × 3 of a string.
+        for kind in ["hash", "set", "zset", "list", "string"] {
+            let evict: Vec<_> = shipped
+                .entries
+                .iter()
+                .filter(|e| e.kind == kind && e.op == ModelOp::Evict)
+                .collect();
+            assert!(!evict.is_empty(), "{name} {kind}: no eviction entry");
+            let rows: usize = evict
+                .iter()
+                .filter(|e| e.source == Source::Tool)
+                .map(|e| e.rows)
+                .sum();
+            assert!(rows >= 9, "{name} {kind}: {evict:?}");
+        }
     }
 }

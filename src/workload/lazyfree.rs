@@ -143,8 +143,8 @@ pub fn avoidable_by(removal: Removal, effort: u64) -> Option<String> {
         Removal::Unlink => return None,
         // Measured with `--ops evict`: the server stays over its maxmemory until the background
         // thread has freed the value, and where nothing else can be evicted every command
-        // meanwhile waits for that thread (Redis 7.0, a 1M-field hash: others held 88-101 ms
-        // against 406-566 ms on the main thread; Valkey 9.1, a 4M-field one: 1.05 s).
+        // meanwhile waits for that thread (Redis 7.0, a 1M-field hash: others held 66-89 ms
+        // against its DEL's 285-396 ms; Valkey 9.1, a 4M-field one: 0.9-1.1 s).
         Removal::Evict => "lazyfree-lazy-eviction yes frees it in the background, but commands \
              may still wait for that free (the server stays over maxmemory until it ends)"
             .to_string(),

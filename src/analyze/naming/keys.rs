@@ -78,7 +78,7 @@ pub fn key_label(stall: WallSpan, removed: &[RemovedKey]) -> Option<String> {
 pub fn event_cause(event: &str) -> &str {
     match event {
         "expire-cycle" | "expire-del" | "expire-fast-cycle" => "active expiry",
-        "eviction-cycle" | "eviction-del" | "eviction-lazyfree" => "eviction",
+        "eviction-cycle" | "eviction-del" | "evict-del" | "eviction-lazyfree" => "eviction",
         "fork" => "fork (a snapshot or AOF rewrite)",
         "command" | "fast-command" => "a slow command",
         "active-defrag-cycle" => "active defragmentation",

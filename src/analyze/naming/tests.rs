@@ -311,6 +311,11 @@ fn a_latency_event_reads_as_what_the_server_was_doing() {
         cause_of("latency eviction-del 30ms, command 2ms; event loop max 31.0ms").as_deref(),
         Some("eviction 30ms (eviction-del)")
     );
+    // Redis 8.2's name for the same event.
+    assert_eq!(
+        cause_of("latency evict-del 120ms, eviction-cycle 120ms").as_deref(),
+        Some("eviction 120ms (evict-del, eviction-cycle)")
+    );
     assert_eq!(
         cause_of("latency fork 12ms").as_deref(),
         Some("fork (a snapshot or AOF rewrite) 12ms (fork)")

@@ -455,7 +455,7 @@ impl Writer {
 
     /// The server's own figures of a step: SLOWLOG's entry of the step's own command (a build's
     /// last command; none for an expiry or an eviction, which no command did: its figure is the
-    /// LATENCY monitor's `expire-del` or `eviction-del`), and the rest of [`ServerView::after`].
+    /// LATENCY monitor's `expire-del`, or `eviction-del` (`evict-del` on Redis 8.2)), and the rest of [`ServerView::after`].
     fn server_figures(
         &mut self,
         step: &WriteStep,
@@ -494,12 +494,14 @@ impl Writer {
         self.view.slowlog_page = page;
         // The expiry's or eviction's own event, not the cycle around it (which the
         // largest-event rule would pick, being at least as long).
-        let own_event = match step.op {
-            WriteOp::Expire => Some("expire-del"),
-            WriteOp::Evict => Some("eviction-del"),
-            _ => None,
+        // Redis 8.2 logs an eviction's free as `evict-del` (seen on 8.2.3: LATENCY LATEST
+        // `evict-del` and `eviction-cycle`), earlier servers and Valkey as `eviction-del`.
+        let own_events: &[&str] = match step.op {
+            WriteOp::Expire => &["expire-del"],
+            WriteOp::Evict => &["eviction-del", "evict-del"],
+            _ => &[],
         };
-        if let Some(event) = own_event {
+        if !own_events.is_empty() {
             figures.exec_us = None;
             // An eviction's figure is its own event or none: the largest other event of
             // LATENCY LATEST was an earlier build's `command` (21-27 ms beside a 0.3 ms list
@@ -508,9 +510,12 @@ impl Writer {
                 figures.latency_event = None;
                 figures.latency_event_ms = None;
             }
-            if let Some(ms) = self.latest_latency_ms(event, start_unix_s) {
-                figures.latency_event = Some(event.to_string());
-                figures.latency_event_ms = Some(ms);
+            for event in own_events {
+                if let Some(ms) = self.latest_latency_ms(event, start_unix_s) {
+                    figures.latency_event = Some(event.to_string());
+                    figures.latency_event_ms = Some(ms);
+                    break;
+                }
             }
         }
         figures

@@ -3,7 +3,8 @@
 //! window at the moment the server may begin, and close it when the server says the key is
 //! gone (its keyspace notification, else `DBSIZE` falling), never touching the key in between:
 //! an access would remove it on this client's command instead. The server's own figure is the
-//! LATENCY monitor's event (`expire-del`, `eviction-del`): SLOWLOG has no command to log.
+//! LATENCY monitor's event (`expire-del`, `eviction-del`; `evict-del` on Redis 8.2): SLOWLOG has
+//! no command to log.
 
 use std::time::{Duration, Instant};
 
