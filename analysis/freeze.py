@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """How long each way of removing or reading a large value froze the server for other clients
 (hol_delay_ms), against the value's element count, from the summary.csv of one or more
-`probe --type ... --ops ... --out` runs: one panel per op (delete, unlink, expire, overwrite,
-read), one line per server version and value type (the median over the repeats at each element
+`probe --type ... --ops ... --out` runs: one panel per op (delete, unlink, expire, evict,
+overwrite, read), one line per server version and value type (the median over the repeats at each element
 count, the repeats as faint points), log-log axes. A string counts as one element and is drawn
 against its size in MiB on the same axis, marked as such. Rows whose value was freed in the
 background (freed_by = background) are drawn hollow: what they show is the unlink of the key,
@@ -25,7 +25,7 @@ import holprobe_data as hd
 import matplotlib.pyplot as plt
 import numpy as np
 
-OPS = ["delete", "unlink", "expire", "overwrite", "read"]
+OPS = ["delete", "unlink", "expire", "evict", "overwrite", "read"]
 TYPE_MARKERS = {"string": "*", "hash": "o", "set": "s", "zset": "^", "list": "D", "stream": "v"}
 COLOURS = plt.get_cmap("tab10").colors
 REQUIRED = ["op", "hol_delay_ms", "ok", "value_type", "elements", "size_bytes"]
@@ -114,8 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     servers = sorted({k[0] for k in series})
     colour = {s: COLOURS[i % len(COLOURS)] for i, s in enumerate(servers)}
-    fig, axes = plt.subplots(1, len(drawn_ops), figsize=(4.2 * len(drawn_ops), 4.2), squeeze=False, sharey=True)
-    for ax, op in zip(axes[0], drawn_ops):
+    # At most three panels a row, so that six ops stay readable.
+    ncols = min(3, len(drawn_ops))
+    nrows = math.ceil(len(drawn_ops) / ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 4.2 * nrows + 1.2), squeeze=False, sharey=True)
+    panels = [ax for row in grid for ax in row]
+    for ax in panels[len(drawn_ops):]:
+        ax.set_visible(False)
+    for ax, op in zip(panels, drawn_ops):
         for key in sorted(k for k in series if k[2] == op):
             server, kind, _ = key
             points = series[key]
@@ -133,17 +139,19 @@ def main(argv: list[str] | None = None) -> int:
         ax.set_title(op)
         ax.set_xlabel("elements (a string: MiB)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("others blocked, hol_delay_ms (ms)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes[0][1:]:
+    for row in grid:
+        row[0].set_ylabel("others blocked, hol_delay_ms (ms)")
+    handles, labels = panels[0].get_legend_handles_labels()
+    for ax in panels[1 : len(drawn_ops)]:
         h, lab = ax.get_legend_handles_labels()
         for hh, ll in zip(h, lab):
             if ll not in labels:
                 handles.append(hh)
                 labels.append(ll)
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(labels) // 4)))
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
     fig.suptitle(args.title or "What freeing or reading one large value cost the other clients (hollow: freed in the background)")
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    legend_rows = math.ceil(len(labels) / 4)
+    fig.tight_layout(rect=(0, min(0.45, 0.01 + 0.022 * legend_rows * 2 / nrows), 1, 0.96))
     hd.save(fig, out)
     return 0
 

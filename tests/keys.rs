@@ -639,6 +639,17 @@ fn a_refit_writes_a_model_of_the_binary() {
     assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["hash", "set"]);
     assert!(out.join("hash/summary.csv").exists() && out.join("set/run.json").exists());
     assert!(model.measured_how.iter().any(|l| l.contains("--refit")));
+    // Evictions are among the ops measured: each type has an eviction entry of its own rows.
+    for kind in ["hash", "set"] {
+        assert!(
+            model
+                .entries
+                .iter()
+                .any(|e| e.kind == kind && e.op == ModelOp::Evict && e.rows >= 2),
+            "{kind}: {:?}",
+            model.entries
+        );
+    }
     let shape = |n: u64| holprobe::keys::model::KeyShape {
         kind: kind_named("hash").unwrap(),
         encoding: Some("hashtable".into()),

@@ -81,9 +81,9 @@ pub struct KeysArgs {
     pub read_from: String,
 
     /// Instead of scanning: refit the cost model on a server started from --server-bin, from
-    /// the tool's own measured ops (each type built, read, deleted, unlinked, expired and
-    /// overwritten under the probes), and write it to --out as model.json (--format json
-    /// prints it). About a minute with the defaults.
+    /// the tool's own measured ops (each type built, read, deleted, unlinked, expired,
+    /// overwritten and evicted under the probes), and write it to --out as model.json
+    /// (--format json prints it). About a minute with the defaults.
     #[arg(long)]
     pub refit: bool,
 
@@ -101,7 +101,7 @@ pub struct KeysArgs {
 
     /// After the scan: build the N worst keys' shapes (type, element count and element size,
     /// never their contents) on a server the tool starts from --server-bin, measure their DEL,
-    /// UNLINK, expiry and whole read under the probes, and print predicted against measured
+    /// UNLINK, expiry, eviction and whole read under the probes, and print predicted against measured
     /// beside each key (replay.csv in --out). The server scanned is only read.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub replay: Option<String>,

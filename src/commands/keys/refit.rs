@@ -28,7 +28,8 @@ use crate::run::{self, Notice};
 
 /// The ops of every collection run: each way the tool frees or reads a value, the value built
 /// again before each (the plan of data/collections).
-pub const REFIT_OPS: &str = "build,read,delete,build,unlink,build,expire,build,overwrite,delete";
+pub const REFIT_OPS: &str =
+    "build,read,delete,build,unlink,build,expire,build,overwrite,delete,build,evict";
 /// A string's sizes: its DEL is per MiB, and these take a fraction of a second each.
 pub const REFIT_STRING_SIZES: &str = "16M,64M";
 /// The quiet gap around each op.
