@@ -1564,3 +1564,38 @@ fn the_slow_log_pollers_reconnection_waits_no_limit_twice() {
     thread::sleep(Duration::from_millis(2100));
     poller.poll().unwrap();
 }
+
+/// A library caller's `evict` op against a server the tool did not start is refused before
+/// the writer sends anything (the command line refuses it earlier, with `--ops`): its
+/// `maxmemory` stays as it was and no key is written.
+#[test]
+fn a_library_evict_on_someone_elses_server_is_refused_before_a_command() {
+    use std::sync::atomic::AtomicBool;
+
+    use holprobe::measure::target::{Target, TargetSpec};
+    use holprobe::measure::writer::WriterPlan;
+    use holprobe::record::WriteOp;
+    use holprobe::run::{RunOptions, run};
+
+    let server = TestServer::start(&[]);
+    let target = Target::open(&TargetSpec::External(server.server.conn_info())).unwrap();
+    let options = RunOptions {
+        writer: Some(WriterPlan {
+            sizes: vec![1 << 20],
+            ops: vec![WriteOp::Set, WriteOp::Evict],
+            ..WriterPlan::default()
+        }),
+        ..RunOptions::default()
+    };
+    let Err(err) = run(&options, &target, &AtomicBool::new(false), &mut |_| {}) else {
+        panic!("an evict op on a server the tool did not start ran");
+    };
+    assert!(format!("{err:#}").contains("evict"), "{err:#}");
+    let maxmemory: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(maxmemory[1], "0");
+    assert!(server.keys("holprobe:*:w*").is_empty());
+}

@@ -349,3 +349,26 @@ fn valkey_s_background_eviction_still_holds_the_others() {
         "others held {evict_ms} ms by the eviction"
     );
 }
+
+/// A key of a few KiB is evicted too: its window closes once the server has nothing left to
+/// free, though the server's other memory may have grown past a limit set so little under it
+/// (before: no end until --timeout, 30 s, and a failed op).
+#[test]
+fn a_small_key_is_evicted_without_waiting_out_the_timeout() {
+    let started = std::time::Instant::now();
+    let (writes, _, _) = run(&[
+        "--type",
+        "hash",
+        "--elements",
+        "500",
+        "--ops",
+        "build,evict,build,evict",
+    ]);
+    assert!(writes.iter().all(|w| w["ok"] == "true"), "{writes:?}");
+    assert_eq!(row(&writes, "evict", 1)["freed_by"], "main");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -58,6 +58,8 @@ pub struct ActorContext {
     pub view: ViewSetup,
     /// The server runs on this host.
     pub server_local: bool,
+    /// The tool started the server: the only one an `evict` op may lower `maxmemory` on.
+    pub server_embedded: bool,
     /// In a cluster, every node (where to go when the written master fails over); empty
     /// otherwise.
     pub cluster_nodes: Vec<ConnInfo>,

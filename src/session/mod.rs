@@ -605,6 +605,7 @@ impl<'t> Session<'t> {
             mark: Arc::clone(&self.write_mark),
             view,
             server_local: self.target.server.local,
+            server_embedded: self.target.server.embedded,
             cluster_nodes,
             replicas,
         })?;

@@ -138,6 +138,14 @@ impl Actor for WriterActor {
     }
 
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
+        // The command line refuses it before anything starts (check_evict); a library caller
+        // is refused here, before the writer's first command.
+        if self.plan.has_op(WriteOp::Evict) && !ctx.server_embedded {
+            anyhow::bail!(
+                "an evict op lowers maxmemory until the server evicts a key with a TTL, which on {} (a server the tool did not start) could be another client's key",
+                ctx.conn.address()
+            );
+        }
         let checks = WriterChecks {
             view: ctx.view,
             server_local: ctx.server_local,

@@ -6,6 +6,7 @@
 //! LATENCY monitor's event (`expire-del`, `eviction-del`; `evict-del` on Redis 8.2): SLOWLOG has
 //! no command to log.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::wire::Timed;
@@ -22,8 +23,16 @@ pub const EVICT_TTL_MS: u64 = 3_600_000;
 const EVICT_POLICY: &str = "volatile-ttl";
 
 /// How far under what the server holds an `evict` op sets `maxmemory`: half the key's memory
-/// (`MEMORY USAGE`), at least this, so that the key's eviction alone brings the server under.
+/// (`MEMORY USAGE`), at least this (what the server's own bookkeeping may grow by meanwhile),
+/// but at most three quarters of the key, so that the key's eviction alone can bring the server
+/// under. A key of a few hundred KiB or less leaves little room: its eviction may not.
 const EVICT_MARGIN_MIN_BYTES: u64 = 256 * 1024;
+
+/// How long a wait for the server's notification goes without looking at the run's stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(100);
+
+/// How often an `evict` op asks whether the server is back under its `maxmemory`.
+const UNDER_MAXMEMORY_POLL: Duration = Duration::from_millis(10);
 
 /// What the server was seen to do with the key.
 enum Gone {
@@ -137,7 +146,10 @@ impl Writer {
                 "INFO memory gave no used_memory: no maxmemory to set".to_string(),
             )));
         };
-        let limit = used.saturating_sub((key_bytes / 2).max(EVICT_MARGIN_MIN_BYTES));
+        let margin = (key_bytes / 2)
+            .max(EVICT_MARGIN_MIN_BYTES)
+            .min(key_bytes.saturating_mul(3) / 4);
+        let limit = used.saturating_sub(margin);
         if limit == 0 {
             return Timed::failed(Ok(Reply::Error(format!(
                 "the server holds {used} bytes, too little under the key's {key_bytes} to set a maxmemory that evicts it"
@@ -160,7 +172,8 @@ impl Writer {
             Ok(Reply::Status(ref ok)) if ok == "OK" => {}
             other => return self.restored(Timed::failed(other), &settings),
         }
-        let give_up = start + self.conn_info.command_timeout.max(Duration::from_secs(10));
+        // The server evicts at its next command: the wait is the user's --timeout, no more.
+        let give_up = start + self.conn_info.command_timeout;
         let gone = self
             .wait_removed(key, "evicted", &watch, give_up)
             .and_then(|gone| match gone {
@@ -176,8 +189,11 @@ impl Writer {
         };
         let outcome = gone.map(|gone| match gone {
             Gone::At(_) => Reply::Integer(1),
+            Gone::NotYet if self.stop.load(Ordering::Relaxed) => {
+                Reply::Error("the run was stopped while the server evicted the key".to_string())
+            }
             Gone::NotYet => Reply::Error(format!(
-                "the key was not evicted, or the server not back under maxmemory, {:.1}s after maxmemory was set to {limit} (the server held {used} bytes)",
+                "the key was not evicted, or the server not back under maxmemory, {:.1}s after maxmemory was set to {limit} (the server held {used} bytes, the key {key_bytes})",
                 give_up.duration_since(start).as_secs_f64()
             )),
         });
@@ -192,13 +208,14 @@ impl Writer {
         )
     }
 
-    /// Waits until the server holds no more than its `maxmemory` again (`INFO memory`), or
-    /// `give_up`: the moment of the reply that says so. An eviction is over only then. Where
+    /// Waits until the server holds no more than its `maxmemory` again, or its background
+    /// thread has nothing left to free (`INFO memory`: `used_memory`, `maxmemory`,
+    /// `lazyfree_pending_objects`), or `give_up`: the moment of the reply that says so. An eviction is over only then. Where
     /// the key is freed on the main thread that is the first reply; where it went to the
     /// background (`lazyfree-lazy-eviction yes`), the server is still over its limit until the
     /// background thread has freed it, and every command meanwhile (this `INFO` among them)
     /// runs the eviction again, which finds nothing more to evict and waits for that thread:
-    /// on Valkey 9.1 a 4M-field hash's "background" eviction held every client 1.1-1.2 s right
+    /// on Valkey 9.1 a 4M-field hash's "background" eviction held every client 0.9-1.2 s right
     /// after the key was gone.
     fn wait_under_maxmemory(&mut self, give_up: Instant) -> std::io::Result<Gone> {
         loop {
@@ -209,14 +226,25 @@ impl Writer {
             };
             let at = Instant::now();
             let number = |name: &str| info_field(&text, name).and_then(|v| v.parse::<u64>().ok());
-            match (number("used_memory"), number("maxmemory")) {
-                (Some(used), Some(max)) if max > 0 && used > max => {}
+            match (
+                number("used_memory"),
+                number("maxmemory"),
+                number("lazyfree_pending_objects"),
+            ) {
+                // Nothing left for the background thread to free: the eviction is over, even
+                // where the server's other memory grew past the lowered limit meanwhile (a key
+                // of a few KiB leaves little room under it).
+                (_, _, Some(0)) => return Ok(Gone::At(at)),
+                (Some(used), Some(max), _) if max > 0 && used > max => {}
                 _ => return Ok(Gone::At(at)),
             }
-            if at >= give_up {
+            if at >= give_up || self.stop.load(Ordering::Relaxed) {
                 return Ok(Gone::NotYet);
             }
-            std::thread::sleep(Duration::from_millis(1));
+            // Each INFO is a command the server runs while over its limit: with lazy eviction it
+            // waits up to the eviction time limit in it, so asking every ms would be the tool's
+            // own load on what it measures (a third of it at 2 x 1000 probes/s).
+            std::thread::sleep(UNDER_MAXMEMORY_POLL);
         }
     }
 
@@ -224,6 +252,14 @@ impl Writer {
     /// went well fails when they could not be (naming what is left), one that failed keeps its
     /// own error.
     fn restored(&mut self, timed: Timed, (maxmemory, policy): &(String, String)) -> Timed {
+        // A connection the op broke (no reply within --timeout, a reset) cannot carry the
+        // restore: a new one does.
+        if self.conn.broken().is_some()
+            && let Ok(mut conn) = self.reconnect()
+        {
+            conn.set_limits(super::reply_limits(&self.plan));
+            self.conn = conn;
+        }
         let mut left = Vec::new();
         if self.config_set("maxmemory", maxmemory).is_err() {
             left.push(format!("maxmemory (to {maxmemory})"));
@@ -242,6 +278,10 @@ impl Writer {
             Ok(Reply::Error(text)) => {
                 Ok(Reply::Error(format!("{text}; could not put back {left}")))
             }
+            Err(err) => Err(std::io::Error::new(
+                err.kind(),
+                format!("{err}; could not put back {left}"),
+            )),
             other => other,
         };
         Timed { outcome, ..timed }
@@ -297,18 +337,26 @@ impl Writer {
         match (watch, &self.key_events) {
             (Watch::Notified, Some(events)) => loop {
                 let left = give_up.saturating_duration_since(Instant::now());
-                match events.events().recv_timeout(left) {
+                if left.is_zero() || self.stop.load(Ordering::Relaxed) {
+                    break Ok(Gone::NotYet);
+                }
+                // A tenth of a second at a time, so that a stopped run does not wait it out.
+                match events.events().recv_timeout(left.min(STOP_CHECK)) {
                     Ok(seen) if seen.key == key && seen.event == event => {
                         break Ok(Gone::At(self.clock.instant_at(seen.at_us)));
                     }
-                    Ok(_) => {}
-                    Err(_) => break Ok(Gone::NotYet),
+                    Ok(_) | Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                        break Ok(Gone::NotYet);
+                    }
                 }
             },
             (Watch::Dbsize(before), _) => loop {
                 match self.conn.command(&[b"DBSIZE"]) {
                     Ok(Reply::Integer(n)) if n < *before => break Ok(Gone::At(Instant::now())),
-                    Ok(_) if Instant::now() >= give_up => break Ok(Gone::NotYet),
+                    Ok(_) if Instant::now() >= give_up || self.stop.load(Ordering::Relaxed) => {
+                        break Ok(Gone::NotYet);
+                    }
                     Ok(_) => std::thread::sleep(Duration::from_millis(1)),
                     Err(err) => break Err(err),
                 }

@@ -197,6 +197,7 @@ pub const KEYS: &[&str] = &[
     "read_ms",
     "worst_ms",
     "expire_freed_by",
+    "evict_freed_by",
     "basis",
     "provisional",
 ];
