@@ -485,7 +485,7 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
         }
         // Without such rows, a background eviction is priced as the main thread's: an upper
         // bound (Redis 7.0, a 1M-field hash with `lazyfree-lazy-eviction yes`: others held
-        // 84-136 ms at 2 x 1000 probes/s, 1 ms at 2 x 50/s, its DEL 285-396 ms), said as such.
+        // 58-139 ms at 2 x 1000 probes/s, 1 ms at 2 x 50/s, its DEL 285-396 ms), said as such.
         let waited_eviction = thread == Some(FreedBy::Background) && op == ModelOp::Evict;
         if thread == Some(FreedBy::Background) && !waited_eviction {
             // The main thread only unlinks the key: the model's background figure where it has

@@ -273,7 +273,7 @@ impl Tally {
                 change: "lazyfree-lazy-eviction yes".into(),
                 keys: self.evictions_lazy_would_help,
                 effect: format!(
-                    "would evict {} of those keys in the background; but while the server is still over maxmemory with nothing else to evict, each command waits up to the eviction time limit (0.5 ms at maxmemory-eviction-tenacity 10), so a busy server falls behind until the free ends (Redis 7.0, a 1M hash: others held 84-136 ms at 2,000 probes/s, 1 ms at 100/s; Valkey 9.1: about a main-thread free's time at any rate)",
+                    "would evict {} of those keys in the background; but while the server is still over maxmemory with nothing else to evict, each command waits up to the eviction time limit (0.5 ms at maxmemory-eviction-tenacity 10), so a busy server falls behind until the free ends (a 1M hash: others held 58-139 ms at 2,000 probes/s and 1 ms at 100/s on Redis 7.0, 245-316 and 108-142 ms on Valkey 9.1)",
                     self.evictions_lazy_would_help
                 ),
             });

@@ -143,9 +143,9 @@ pub fn avoidable_by(removal: Removal, effort: u64) -> Option<String> {
         Removal::Unlink => return None,
         // Measured with `--ops evict`: the server stays over its maxmemory until the background
         // thread has freed the value, and where nothing else can be evicted each command
-        // meanwhile waits up to the eviction time limit (evict.c's `cant_free`): Redis 7.0, a
-        // 1M-field hash, others held 84-136 ms at 2 x 1000 probes/s and 1 ms at 2 x 50/s;
-        // Valkey 9.1 (glibc) 243-304 ms at either rate, its DEL 0.
+        // meanwhile waits up to the eviction time limit (evict.c's `cant_free`): a 1M-field
+        // hash, others held 58-139 ms at 2 x 1000 probes/s and 1 ms at 2 x 50/s on Redis 7.0,
+        // 245-316 and 108-142 ms on Valkey 9.1 (glibc), its DEL 0.
         Removal::Evict => "lazyfree-lazy-eviction yes frees it in the background, but while the \
              server stays over maxmemory with nothing else to evict, each command waits up to \
              the eviction time limit for that free (a busy server falls behind until it ends)"
