@@ -251,9 +251,10 @@ fn the_worst_keys_are_replayed_and_the_user_s_server_is_only_read() {
         "hash DEL {hash_del} ms, string DEL {string_del} ms"
     );
     assert!(!hash["delete_measured_ms"].is_empty(), "{hash:?}");
-    // The hash's eviction froze the replay server too (Redis 7.0: freed on the main thread).
+    // The hash's eviction froze the replay server too (Redis 7.0: freed on the main thread, the
+    // same work as its DEL; a 300k-field hash's took 68-87 ms in data/heldout/redis-7.0).
     assert!(
-        !hash["evict_measured_ms"].is_empty() && measured(hash, "evict") > string_del,
+        !hash["evict_measured_ms"].is_empty() && measured(hash, "evict") >= 10.0,
         "{hash:?}"
     );
     for op in ["unlink", "expire", "evict", "read"] {

@@ -471,9 +471,10 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
         let encoding = shape.encoding.as_deref().unwrap_or("");
         let kind = shape.kind.name();
         // The op's own background rows, where the tool measured them: a background eviction is
-        // not cheap. While the server is over `maxmemory` with the free still queued, every
-        // command waits for the background thread (evict.c's `cant_free`): on Valkey 9.1 a
-        // 4M-field hash's eviction held others 0.9 s, its DEL (also in the background) 0.
+        // not cheap. While the server is over `maxmemory` with the free still queued and nothing
+        // else to evict, each command waits up to the eviction time limit for the background
+        // thread (evict.c's `cant_free`): on Valkey 9.1 a 4M-field hash's eviction held others
+        // 0.9 s at 2 x 1000 probes/s, its DEL (also in the background) 0.
         let measured_background = (thread == Some(FreedBy::Background) && op != ModelOp::Unlink)
             .then(|| model.entry(kind, encoding, op, thread))
             .flatten()
