@@ -247,6 +247,37 @@ fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
     assert!(server.keys("*").is_empty());
 }
 
+/// A hash of `elements` built and evicted (`ops`, `build,evict` at least) on a server the tool
+/// starts from `bin` (none: redis-server on PATH): every write ok; the writes, the summary rows
+/// and stdout.
+fn evicted_hash(bin: Option<&Path>, elements: &str, ops: &str) -> (Vec<Row>, Vec<Row>, String) {
+    let bin = bin.map(|b| b.to_str().unwrap().to_string());
+    let mut args: Vec<&str> = Vec::new();
+    if let Some(bin) = &bin {
+        args.extend(["--server-bin", bin]);
+    }
+    args.extend(["--type", "hash", "--elements", elements, "--ops", ops]);
+    let (writes, summary, stdout) = run(&args);
+    assert!(writes.iter().all(|w| w["ok"] == "true"), "{writes:?}");
+    (writes, summary, stdout)
+}
+
+/// The `nth` eviction's others' wait against the server's own figure of it, LATENCY `event`
+/// (whole ms): the main thread freed it, the figure is at least 10 ms, and the two agree within
+/// max(2 ms, 10%), plus the monitor's 1 ms resolution.
+fn assert_eviction_agrees(writes: &[Row], summary: &[Row], nth: usize, event: &str) {
+    let evict = row(writes, "evict", nth);
+    assert_eq!(evict["server_latency_event"], event, "{evict:?}");
+    assert_eq!(evict["freed_by"], "main", "{evict:?}");
+    let server_ms = ms(evict, "server_latency_event_ms");
+    assert!(server_ms >= 10.0, "{evict:?}");
+    let hol = ms(row(summary, "evict", nth), "hol_delay_ms");
+    assert!(
+        (hol - server_ms).abs() <= (0.1 * server_ms).max(2.0) + 1.0,
+        "others waited {hol} ms in the window, {event} {server_ms} ms"
+    );
+}
+
 /// An evicted hash, on a server the tool started (Redis 7.0: `lazyfree-lazy-eviction no`): its
 /// window opens with the lowered `maxmemory` and closes when the server says the key was
 /// evicted, no command names it, the others' wait in it is the server's own `eviction-del`, the
@@ -254,32 +285,15 @@ fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
 /// `maxmemory` would refuse with OOM, goes through and is evicted again).
 #[test]
 fn an_evicted_hash_freezes_others_as_the_servers_eviction_says_and_the_limit_comes_back() {
-    let (writes, summary, stdout) = run(&[
-        "--type",
-        "hash",
-        "--elements",
-        "200k",
-        "--ops",
-        "build,evict,build,evict",
-    ]);
-    assert!(writes.iter().all(|w| w["ok"] == "true"), "{writes:?}");
+    // A 200k-field hash's free: 60-100 ms on Redis 7.0 here.
+    let (writes, summary, stdout) = evicted_hash(None, "200k", "build,evict,build,evict");
     for nth in 0..2 {
         let evict = row(&writes, "evict", nth);
         assert_eq!(
             evict["server_exec_us"], "",
             "no command freed it: {evict:?}"
         );
-        assert_eq!(evict["server_latency_event"], "eviction-del", "{evict:?}");
-        assert_eq!(evict["freed_by"], "main", "{evict:?}");
-        let server_ms = ms(evict, "server_latency_event_ms");
-        // A 200k-field hash's free: 60-100 ms on Redis 7.0 here.
-        assert!(server_ms >= 10.0, "{evict:?}");
-        let hol = ms(row(&summary, "evict", nth), "hol_delay_ms");
-        // The LATENCY monitor stamps whole ms.
-        assert!(
-            (hol - server_ms).abs() <= (0.1 * server_ms).max(2.0) + 1.0,
-            "others waited {hol} ms in the window, eviction-del {server_ms} ms"
-        );
+        assert_eviction_agrees(&writes, &summary, nth, "eviction-del");
     }
     assert!(
         stdout.contains("lazyfree-lazy-eviction yes frees it in the background"),
@@ -294,27 +308,8 @@ fn redis_8_s_eviction_is_its_evict_del() {
     let Some(bin) = common::server("redis-8.2") else {
         return;
     };
-    let (writes, summary, _) = run(&[
-        "--server-bin",
-        bin.to_str().unwrap(),
-        "--type",
-        "hash",
-        "--elements",
-        "200k",
-        "--ops",
-        "build,evict",
-    ]);
-    assert!(writes.iter().all(|w| w["ok"] == "true"), "{writes:?}");
-    let evict = row(&writes, "evict", 0);
-    assert_eq!(evict["server_latency_event"], "evict-del", "{evict:?}");
-    assert_eq!(evict["freed_by"], "main", "{evict:?}");
-    let server_ms = ms(evict, "server_latency_event_ms");
-    assert!(server_ms >= 10.0, "{evict:?}");
-    let hol = ms(row(&summary, "evict", 0), "hol_delay_ms");
-    assert!(
-        (hol - server_ms).abs() <= (0.1 * server_ms).max(2.0) + 1.0,
-        "others waited {hol} ms in the window, evict-del {server_ms} ms"
-    );
+    let (writes, summary, _) = evicted_hash(Some(&bin), "200k", "build,evict");
+    assert_eviction_agrees(&writes, &summary, 0, "evict-del");
 }
 
 /// Valkey 9.1 evicts in the background (`lazyfree-lazy-eviction yes` by default), yet the
@@ -330,17 +325,7 @@ fn valkey_s_background_eviction_still_holds_the_others() {
     let Some(bin) = common::server("valkey-9.1") else {
         return;
     };
-    let (writes, summary, _) = run(&[
-        "--server-bin",
-        bin.to_str().unwrap(),
-        "--type",
-        "hash",
-        "--elements",
-        "500k",
-        "--ops",
-        "build,evict",
-    ]);
-    assert!(writes.iter().all(|w| w["ok"] == "true"), "{writes:?}");
+    let (writes, summary, _) = evicted_hash(Some(&bin), "500k", "build,evict");
     let evict = row(&writes, "evict", 0);
     assert_eq!(evict["freed_by"], "background", "{evict:?}");
     let evict_ms = ms(row(&summary, "evict", 0), "hol_delay_ms");
@@ -356,15 +341,7 @@ fn valkey_s_background_eviction_still_holds_the_others() {
 #[test]
 fn a_small_key_is_evicted_without_waiting_out_the_timeout() {
     let started = std::time::Instant::now();
-    let (writes, _, _) = run(&[
-        "--type",
-        "hash",
-        "--elements",
-        "500",
-        "--ops",
-        "build,evict,build,evict",
-    ]);
-    assert!(writes.iter().all(|w| w["ok"] == "true"), "{writes:?}");
+    let (writes, _, _) = evicted_hash(None, "500", "build,evict,build,evict");
     assert_eq!(row(&writes, "evict", 1)["freed_by"], "main");
     assert!(
         started.elapsed() < Duration::from_secs(20),

@@ -101,8 +101,8 @@ pub struct KeysArgs {
 
     /// After the scan: build the N worst keys' shapes (type, element count and element size,
     /// never their contents) on a server the tool starts from --server-bin, measure their DEL,
-    /// UNLINK, expiry, eviction and whole read under the probes, and print predicted against measured
-    /// beside each key (replay.csv in --out). The server scanned is only read.
+    /// UNLINK, expiry, eviction and whole read under the probes, and print predicted against
+    /// measured beside each key (replay.csv in --out). The server scanned is only read.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub replay: Option<String>,
 

@@ -1,10 +1,11 @@
 //! `probe keys --replay N`: the scan's N worst keys checked without touching the user's data.
 //! Each key's shape (type, element count, element size; never its contents) is built on a
 //! server the tool starts from `--server-bin`, with the scanned server's `lazyfree-lazy-*` and
-//! encoding settings copied onto it, and its DEL, UNLINK, expiry, eviction and whole read measured under
-//! the probes by the main job's writer (one run per key, its `--type/--elements/--element-size
-//! /--ops` plan). Predicted and measured go side by side on the screen and in replay.csv; the
-//! rows, the shapes and the table are pure, in [`crate::keys::replay`].
+//! encoding settings copied onto it, and its DEL, UNLINK, expiry, eviction and whole read
+//! measured under the probes by the main job's writer (one run per key, its
+//! `--type/--elements/--element-size/--ops` plan). Predicted and measured go side by side on
+//! the screen and in replay.csv; the rows, the shapes and the table are pure, in
+//! [`crate::keys::replay`].
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

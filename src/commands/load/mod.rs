@@ -399,7 +399,7 @@ fn preflight_writer(options: &LoadOptions, opened: &[Target], out: &Output) -> R
     };
     let target = &opened[0];
     crate::measure::writer::check_bulk_len(writer, &target.server)?;
-    crate::measure::writer::check_evict(writer, &target.server)?;
+    crate::measure::writer::check_evict(writer, target.server.embedded, &target.server.address)?;
     crate::measure::writer::check_commands(writer, &target.conn)?;
     if !target.server.embedded {
         out.warn(&format!(

@@ -77,13 +77,16 @@ pub fn check_bulk_len(
     Ok(())
 }
 
-/// Refuses an `evict` op on a server the tool did not start: the op lowers `maxmemory` until
-/// the server evicts a key with a TTL, and anywhere else that key could be someone's.
+/// Refuses an `evict` op on a server the tool did not start (`embedded` false; `address`, as
+/// the message names it): the op lowers `maxmemory` until the server evicts a key with a TTL,
+/// and anywhere else that key could be someone's. The command line asks before anything
+/// starts; the writer again before its first command, for a library caller.
 pub fn check_evict(
     plan: &WriterPlan,
-    server: &crate::measure::target::ServerFacts,
+    embedded: bool,
+    address: &str,
 ) -> Result<(), crate::error::UsageError> {
-    if !plan.has_op(WriteOp::Evict) || server.embedded {
+    if !plan.has_op(WriteOp::Evict) || embedded {
         return Ok(());
     }
     let ops = plan
@@ -97,8 +100,7 @@ pub fn check_evict(
         "--ops",
         ops,
         format!(
-            "evict lowers maxmemory until the server evicts a key with a TTL, which on {} (a server the tool did not start) could be another client's key: run it on a server the tool starts (no --url; --server-bin to choose the binary)",
-            server.address
+            "evict lowers maxmemory until the server evicts a key with a TTL, which on {address} (a server the tool did not start) could be another client's key: run it on a server the tool starts (no --url; --server-bin to choose the binary)"
         ),
     ))
 }

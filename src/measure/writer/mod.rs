@@ -138,14 +138,8 @@ impl Actor for WriterActor {
     }
 
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
-        // The command line refuses it before anything starts (check_evict); a library caller
-        // is refused here, before the writer's first command.
-        if self.plan.has_op(WriteOp::Evict) && !ctx.server_embedded {
-            anyhow::bail!(
-                "an evict op lowers maxmemory until the server evicts a key with a TTL, which on {} (a server the tool did not start) could be another client's key",
-                ctx.conn.address()
-            );
-        }
+        // A library caller is refused here, before the writer's first command.
+        check_evict(&self.plan, ctx.server_embedded, &ctx.conn.address())?;
         let checks = WriterChecks {
             view: ctx.view,
             server_local: ctx.server_local,
@@ -248,7 +242,7 @@ impl Writer {
             return;
         }
         for (index, step) in self.steps.clone().into_iter().enumerate() {
-            if self.stop.load(Ordering::Relaxed) {
+            if self.stopped() {
                 break;
             }
             crate::measure::test_panic_point("writer");
@@ -293,6 +287,11 @@ impl Writer {
             }
         }
         let _ = self.events.send(Event::WriterDone);
+    }
+
+    /// The run was stopped (Ctrl-C, `--duration`, a failed thread): no more waiting.
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 
     /// Sleeps one gap, waking early when the run is stopped. False when stopped.
@@ -463,7 +462,8 @@ impl Writer {
 
     /// The server's own figures of a step: SLOWLOG's entry of the step's own command (a build's
     /// last command; none for an expiry or an eviction, which no command did: its figure is the
-    /// LATENCY monitor's `expire-del`, or `eviction-del` (`evict-del` on Redis 8.2)), and the rest of [`ServerView::after`].
+    /// LATENCY monitor's `expire-del`, or `eviction-del` (`evict-del` on Redis 8.2)), and the
+    /// rest of [`ServerView::after`].
     fn server_figures(
         &mut self,
         step: &WriteStep,

@@ -6,7 +6,6 @@
 //! LATENCY monitor's event (`expire-del`, `eviction-del`; `evict-del` on Redis 8.2): SLOWLOG has
 //! no command to log.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::wire::Timed;
@@ -189,7 +188,7 @@ impl Writer {
         };
         let outcome = gone.map(|gone| match gone {
             Gone::At(_) => Reply::Integer(1),
-            Gone::NotYet if self.stop.load(Ordering::Relaxed) => {
+            Gone::NotYet if self.stopped() => {
                 Reply::Error("the run was stopped while the server evicted the key".to_string())
             }
             Gone::NotYet => Reply::Error(format!(
@@ -210,13 +209,13 @@ impl Writer {
 
     /// Waits until the server holds no more than its `maxmemory` again, or its background
     /// thread has nothing left to free (`INFO memory`: `used_memory`, `maxmemory`,
-    /// `lazyfree_pending_objects`), or `give_up`: the moment of the reply that says so. An eviction is over only then. Where
-    /// the key is freed on the main thread that is the first reply; where it went to the
-    /// background (`lazyfree-lazy-eviction yes`), the server is still over its limit until the
-    /// background thread has freed it, and every command meanwhile (this `INFO` among them)
-    /// runs the eviction again, which finds nothing more to evict and waits for that thread:
-    /// on Valkey 9.1 a 4M-field hash's "background" eviction held every client 0.9-1.2 s right
-    /// after the key was gone.
+    /// `lazyfree_pending_objects`), or `give_up`: the moment of the reply that says so. An
+    /// eviction is over only then. Where the key is freed on the main thread that is the first
+    /// reply; where it went to the background (`lazyfree-lazy-eviction yes`), the server is
+    /// still over its limit until the background thread has freed it, and every command
+    /// meanwhile (this `INFO` among them) runs the eviction again, which finds nothing more to
+    /// evict and waits for that thread: on Valkey 9.1 a 4M-field hash's "background" eviction
+    /// held every client 0.9-1.2 s right after the key was gone.
     fn wait_under_maxmemory(&mut self, give_up: Instant) -> std::io::Result<Gone> {
         loop {
             let text = match self.conn.command(&[b"INFO", b"memory"])? {
@@ -238,7 +237,7 @@ impl Writer {
                 (Some(used), Some(max), _) if max > 0 && used > max => {}
                 _ => return Ok(Gone::At(at)),
             }
-            if at >= give_up || self.stop.load(Ordering::Relaxed) {
+            if at >= give_up || self.stopped() {
                 return Ok(Gone::NotYet);
             }
             // Each INFO is a command the server runs while over its limit: with lazy eviction it
@@ -337,7 +336,7 @@ impl Writer {
         match (watch, &self.key_events) {
             (Watch::Notified, Some(events)) => loop {
                 let left = give_up.saturating_duration_since(Instant::now());
-                if left.is_zero() || self.stop.load(Ordering::Relaxed) {
+                if left.is_zero() || self.stopped() {
                     break Ok(Gone::NotYet);
                 }
                 // A tenth of a second at a time, so that a stopped run does not wait it out.
@@ -354,7 +353,7 @@ impl Writer {
             (Watch::Dbsize(before), _) => loop {
                 match self.conn.command(&[b"DBSIZE"]) {
                     Ok(Reply::Integer(n)) if n < *before => break Ok(Gone::At(Instant::now())),
-                    Ok(_) if Instant::now() >= give_up || self.stop.load(Ordering::Relaxed) => {
+                    Ok(_) if Instant::now() >= give_up || self.stopped() => {
                         break Ok(Gone::NotYet);
                     }
                     Ok(_) => std::thread::sleep(Duration::from_millis(1)),
