@@ -395,7 +395,7 @@ struct InjectorThread {
     key_prefix: String,
     conn: RawConn,
     clock: RunClock,
-    events: crossbeam_channel::Sender<Event>,
+    events: crate::measure::event::EventSender,
     stop: Arc<AtomicBool>,
     mark: Arc<crate::measure::actor::WriteMark>,
     view: ServerView,

@@ -7,11 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::measure::event::EventSender;
 use anyhow::Result;
-use crossbeam_channel::Sender;
 
 use crate::measure::clock::RunClock;
-use crate::measure::event::Event;
 use crate::measure::serverview::{ViewSetup, Want, settings_for_writes};
 use crate::measure::target::ConnInfo;
 
@@ -49,7 +48,7 @@ pub struct ActorContext {
     /// The run's clock.
     pub clock: RunClock,
     /// The run's event channel.
-    pub events: Sender<Event>,
+    pub events: EventSender,
     /// Set when the run stops.
     pub stop: Arc<AtomicBool>,
     /// Marked from before a write's start is taken until its record has been sent.

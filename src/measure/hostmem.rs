@@ -94,7 +94,7 @@ pub const MEMORY_SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_
 /// its own thread, so a slow read never delays a probe.
 pub fn spawn_memory_sampler(
     clock: crate::measure::clock::RunClock,
-    events: crossbeam_channel::Sender<crate::measure::event::Event>,
+    events: crate::measure::event::EventSender,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     period: std::time::Duration,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {

@@ -19,8 +19,8 @@ use std::sync::atomic::AtomicBool;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::measure::event::EventSender;
 use anyhow::{Context, Result};
-use crossbeam_channel::Sender;
 use redis::Value;
 
 use crate::measure::clock::RunClock;
@@ -350,7 +350,7 @@ fn describe_changes(
 pub fn spawn_topology_watch(
     mut watcher: TopologyWatcher,
     clock: RunClock,
-    events: Sender<Event>,
+    events: EventSender,
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()

@@ -37,13 +37,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
+use crate::measure::event::EventSender;
 use anyhow::{Context, Result};
-use crossbeam_channel::Sender;
 use rand::{Rng, SeedableRng};
 
 use super::keyspace::{KeyNaming, ValueSize};
 use crate::measure::clock::RunClock;
-use crate::measure::event::Event;
 pub use crate::measure::generator::{EngineMsg, Sample, SecondAgg, ThreadSecond, ThreadSummary};
 use crate::measure::target::ConnInfo;
 pub use os::{ThreadTimes, thread_cpu_us, thread_run_delay_us};
@@ -152,7 +151,7 @@ pub fn start(
     clock: RunClock,
     start_us: impl FnOnce(&RunClock) -> u64,
     control: Arc<Control>,
-    tx: Sender<Event>,
+    tx: EventSender,
 ) -> Result<(u64, Vec<JoinHandle<()>>)> {
     os::raise_open_files_limit(u64::from(config.clients) + 256);
     let threads = config.threads.max(1) as usize;

@@ -4,7 +4,8 @@
 
 use std::collections::VecDeque;
 
-use crossbeam_channel::{Sender, TrySendError};
+use crate::measure::event::EventSender;
+use crossbeam_channel::TrySendError;
 
 use super::os::ThreadTimes;
 use super::{EngineConfig, EngineMsg, Sample, SecondAgg, ThreadSecond};
@@ -252,7 +253,7 @@ impl Recorder {
     }
 
     /// Hands queued messages to the collector without ever blocking.
-    pub(super) fn deliver(&mut self, tx: &Sender<Event>) {
+    pub(super) fn deliver(&mut self, tx: &EventSender) {
         while let Some(msg) = self.outbox.pop_front() {
             match tx.try_send(Event::Load(Box::new(msg))) {
                 Ok(()) => {}

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::measure::event::EventSender;
 use anyhow::{Context, Result};
-use crossbeam_channel::Sender;
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -118,7 +118,7 @@ pub(super) struct Worker {
     config: Arc<EngineConfig>,
     clock: RunClock,
     control: Arc<Control>,
-    tx: Sender<Event>,
+    tx: EventSender,
     poll: Poll,
     clients: Vec<Client>,
     rng: rand::rngs::SmallRng,
@@ -150,7 +150,7 @@ impl Worker {
         clock: RunClock,
         start_us: u64,
         control: Arc<Control>,
-        tx: Sender<Event>,
+        tx: EventSender,
         clients: Vec<Client>,
         pool: Arc<Vec<u8>>,
     ) -> Result<Worker> {

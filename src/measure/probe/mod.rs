@@ -26,8 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::measure::event::EventSender;
 use anyhow::{Context, Result};
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::TrySendError;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::clock::{RunClock, tighten_timer_slack};
@@ -176,7 +177,7 @@ pub fn spawn_probes(
     conn_info: &ConnInfo,
     clock: RunClock,
     schedule_start_us: u64,
-    events: Sender<Event>,
+    events: EventSender,
     shared: Arc<ProbeShared>,
 ) -> Result<Vec<JoinHandle<()>>> {
     let mut socks = Vec::with_capacity(config.threads as usize);
@@ -227,14 +228,15 @@ pub fn spawn_probes(
 
 /// The thread wakes this long before a probe is due and spins the rest.
 const SPIN: Duration = Duration::from_micros(20);
-/// Longest sleep in `poll`, so a stop is noticed soon at low rates.
-const MAX_WAIT: Duration = Duration::from_millis(20);
+/// Longest sleep in `poll`, so a stop is noticed soon at low rates (each wake-up costs CPU:
+/// at 10 probes/s a thread woke 50 times a second at 20 ms).
+const MAX_WAIT: Duration = Duration::from_millis(50);
 /// Finished records wait in their thread at most this long before they go to the collector
 /// together. One channel send per record woke the collector once per probe (10 000 times a second
 /// at 2 × 5000/s, each wake-up a futex call and the channel's yields: more CPU than the probes
 /// themselves); in batches it wakes a few hundred times a second. Half the session's settle
-/// ([`crate::session`], every 20 ms), so the correlator's horizon moves on as before.
-const FLUSH_EVERY: Duration = Duration::from_millis(10);
+/// ([`crate::session`], every 50 ms), so the correlator's horizon moves on as before.
+const FLUSH_EVERY: Duration = Duration::from_millis(25);
 /// Records that go to the collector at once whatever [`FLUSH_EVERY`] says, so that a burst of
 /// replies does not fill the channel in one go.
 const FLUSH_BATCH: usize = 256;
@@ -257,7 +259,7 @@ struct ProbeWorker {
     first_ns: f64,
     period_ns: f64,
     timeout_us: u64,
-    events: Sender<Event>,
+    events: EventSender,
     shared: Arc<ProbeShared>,
     realtime: bool,
     keep_going: bool,

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::measure::event::EventSender;
 use anyhow::{Context, Result};
-use crossbeam_channel::Sender;
 use rand::{Rng, SeedableRng};
 
 use crate::analyze::pressure::{ServerRoom, check_host, check_maxmemory, server_growth_bytes};
@@ -162,7 +162,7 @@ pub fn spawn_writer(
     value: Arc<Vec<u8>>,
     conn_info: &ConnInfo,
     clock: RunClock,
-    events: Sender<Event>,
+    events: EventSender,
     stop: Arc<AtomicBool>,
     mark: Arc<WriteMark>,
     checks: WriterChecks,
@@ -223,7 +223,7 @@ struct Writer {
     /// The server the run gave the writer (`host:port`); after a failover it writes elsewhere.
     home: String,
     clock: RunClock,
-    events: Sender<Event>,
+    events: EventSender,
     stop: Arc<AtomicBool>,
     mark: Arc<WriteMark>,
     memory: HostMemorySampler,

@@ -10,12 +10,11 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::measure::event::EventSender;
 use anyhow::{Context, Result};
-use crossbeam_channel::Sender;
 
 use super::nodes::{Probed, ProbedNode};
 use crate::measure::clock::RunClock;
-use crate::measure::event::Event;
 use crate::measure::probe::{ProbeConfig, ProbeShared, spawn_probes};
 use crate::measure::topology_watch::JoinedNode;
 
@@ -32,7 +31,7 @@ pub(super) struct Joiner<'a> {
     /// The other shards' GET keys set at the start.
     pub(super) homed_keys: Vec<String>,
     pub(super) clock: RunClock,
-    pub(super) events: Sender<Event>,
+    pub(super) events: EventSender,
 }
 
 /// A joined node's probes, started.

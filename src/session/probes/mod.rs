@@ -6,7 +6,7 @@
 //! # The way of a probe
 //! A probe thread sends its record into the session's channel; the collector here files it in
 //! probes.csv (as `--probes` says), hands it to the [`Correlator`] and counts it for the
-//! metrics endpoint. At each of the session's settles (about every 20 ms) the correlator's
+//! metrics endpoint. At each of the session's settles (about every 50 ms) the correlator's
 //! horizon moves on (the slowest probe thread's last intended send; the actor's
 //! [`crate::measure::actor::WriteMark`]) and the findings that became final are filed: stalls go
 //! to stalls.csv (once the server's logs could name them), writes to summary.csv and the
@@ -200,8 +200,9 @@ pub fn measure_nodes(
             }
         }
     }
-    // 65536 slots of ~100 bytes, allocated up front: about 6 MiB, half a minute of headroom
-    // at the default rates if the collector stalls (what does not fit is counted as dropped).
+    // Up to 65536 probe records of ~100 bytes may wait (about 6 MiB, half a minute of headroom
+    // at the default rates if the collector stalls; what does not fit is counted as dropped),
+    // the memory taken only as they do.
     let mut session = Session::start(target, scope, name, spec, 1 << 16);
     let run = session.run.clone();
     let clock = run.clock;

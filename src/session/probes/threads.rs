@@ -90,7 +90,7 @@ const WATCHER_JOIN_WAIT: std::time::Duration = std::time::Duration::from_millis(
 /// of the run.
 pub fn spawn_poller(
     mut poller: ServerLogPoller,
-    events: crossbeam_channel::Sender<Event>,
+    events: crate::measure::event::EventSender,
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
@@ -138,10 +138,9 @@ pub fn spawn_poller(
                     poll,
                     notes,
                 };
-                // Never blocks for long: at the end nobody may drain a full channel.
-                if events
-                    .send_timeout(Event::ServerLog(Box::new(batch)), POLL_EVERY * 4)
-                    .is_err()
+                // Never blocks (the channel takes the writer's and the poller's events whatever
+                // it holds): at the end nobody may drain it.
+                if events.send(Event::ServerLog(Box::new(batch))).is_err()
                     || last
                 {
                     return;
