@@ -406,3 +406,35 @@ fn redis_7_0_has_no_event_loop_figure() {
         .resetting_stats();
     assert_eq!(poller.poll().expect("a poll").eventloop_max_us, None);
 }
+
+/// A write's server figure is its own command's SLOWLOG entry, never an earlier one of the same
+/// key: a run's second DEL of a key that the server did not log (faster than
+/// `slowlog-log-slower-than`) took the first DEL's entry as its own before the view read the
+/// newest id ahead of each write.
+#[test]
+fn a_write_the_server_did_not_log_gets_no_figure_of_an_earlier_one() {
+    use holprobe::measure::resp::RawConn;
+    use holprobe::measure::serverview::{ServerView, ViewSetup};
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let key = "holprobe:test:twice";
+    // The first DEL is logged (everything is, at 0).
+    config_set(&mut conn, "slowlog-log-slower-than", "0");
+    redis::cmd("SET").arg(key).arg("x").exec(&mut conn).unwrap();
+    let mut raw = RawConn::connect(&server.server.conn_info()).expect("connect");
+    let mut view = ServerView::new(ViewSetup {
+        reset_stats: false,
+        reset_latency: false,
+    });
+    let before = view.before(&mut raw);
+    raw.command(&[b"DEL", key.as_bytes()]).unwrap();
+    let first = view.after(&mut raw, "DEL", key.as_bytes(), &before);
+    assert!(first.exec_us.is_some(), "{first:?}");
+    // The second is not (nothing is, at 10 s).
+    config_set(&mut conn, "slowlog-log-slower-than", "10000000");
+    redis::cmd("SET").arg(key).arg("x").exec(&mut conn).unwrap();
+    let before = view.before(&mut raw);
+    raw.command(&[b"DEL", key.as_bytes()]).unwrap();
+    let second = view.after(&mut raw, "DEL", key.as_bytes(), &before);
+    assert_eq!(second.exec_us, None, "{second:?}");
+}

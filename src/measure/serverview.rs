@@ -444,10 +444,24 @@ pub fn parse_log_entries(reply: &Reply) -> Vec<LogEntry> {
 
 /// The newest entry whose command is `command` (any case) and one of whose arguments is `arg`.
 pub fn find_entry<'a>(entries: &'a [LogEntry], command: &str, arg: &[u8]) -> Option<&'a LogEntry> {
+    find_entry_after(entries, command, arg, None)
+}
+
+/// [`find_entry`] among the entries newer than `after_id` (the newest id logged before the
+/// command was sent; `None`: any). A command the server did not log (faster than
+/// `slowlog-log-slower-than`) is then not matched to an earlier one of the same key: the run's
+/// second DEL of a key, say, to its first.
+pub fn find_entry_after<'a>(
+    entries: &'a [LogEntry],
+    command: &str,
+    arg: &[u8],
+    after_id: Option<i64>,
+) -> Option<&'a LogEntry> {
     entries
         .iter()
         .filter(|e| {
-            crate::analyze::naming::is_command(&e.args, command)
+            after_id.is_none_or(|after| e.id > after)
+                && crate::analyze::naming::is_command(&e.args, command)
                 && e.args.iter().skip(1).any(|a| a.as_slice() == arg)
         })
         .max_by_key(|e| e.id)
@@ -555,6 +569,8 @@ pub struct ServerFigures {
 /// Readings taken right before a write.
 #[derive(Debug, Clone, Default)]
 pub struct Before {
+    /// The newest SLOWLOG entry's id before the write (`None`: the log was empty or unread).
+    slowlog_newest_id: Option<i64>,
     eventloop_max_us: Option<u64>,
     latency: Vec<LatencyEvent>,
     reset: bool,
@@ -591,6 +607,11 @@ impl ServerView {
     /// Readings right before a write (resets where allowed).
     pub fn before(&mut self, conn: &mut RawConn) -> Before {
         let mut before = Before::default();
+        if self.slowlog
+            && let Ok(reply @ Reply::Array(_)) = conn.command(&[b"SLOWLOG", b"GET", b"1"])
+        {
+            before.slowlog_newest_id = parse_log_entries(&reply).first().map(|e| e.id);
+        }
         if self.setup.reset_stats && self.eventloop {
             before.reset = matches!(
                 conn.command(&[b"CONFIG", b"RESETSTAT"]),
@@ -630,7 +651,8 @@ impl ServerView {
                 match conn.command(&[b"SLOWLOG", b"GET", asked.as_bytes()]) {
                     Ok(reply @ Reply::Array(_)) => {
                         let entries = parse_log_entries(&reply);
-                        let found = find_entry(&entries, command, arg);
+                        let found =
+                            find_entry_after(&entries, command, arg, before.slowlog_newest_id);
                         // A full page without the entry: the probes answered after a long
                         // freeze (thousands queued behind it) were logged after it. Once more,
                         // further back.
@@ -777,6 +799,12 @@ mod tests {
         let del = find_entry(&entries, "del", b"holprobe:ab:w1:64M:1").unwrap();
         assert_eq!(del.value, 4_100);
         assert!(find_entry(&entries, "SET", b"other").is_none());
+        // Entries logged before the write are not its own: the older SET (id 9) is not taken
+        // for a write sent after id 10, nor anything for one sent after id 11.
+        let set = find_entry_after(&entries, "SET", b"holprobe:ab:w1:64M:1", Some(10)).unwrap();
+        assert_eq!(set.id, 11);
+        assert!(find_entry_after(&entries, "DEL", b"holprobe:ab:w1:64M:1", Some(8)).is_none());
+        assert!(find_entry_after(&entries, "SET", b"holprobe:ab:w1:64M:1", Some(11)).is_none());
         // The command name alone does not match: an argument must.
         assert!(find_entry(&entries, "PING", b"PING").is_none());
         assert!(parse_log_entries(&Reply::Error("ERR unknown".into())).is_empty());

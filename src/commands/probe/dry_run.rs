@@ -60,7 +60,7 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
                 ""
             };
             lines.push(format!(
-                "writes: {} events, each followed by {:?} of quiet probing (at least {:.1} s); around each, the server-view reads (before: INFO memory, INFO debug, LATENCY LATEST{resets}; after: SLOWLOG GET 256, COMMANDLOG GET 16 large-request, LATENCY LATEST, INFO debug, INFO memory):",
+                "writes: {} events, each followed by {:?} of quiet probing (at least {:.1} s); around each, the server-view reads (before: INFO memory, SLOWLOG GET 1, INFO debug, LATENCY LATEST{resets}; after: SLOWLOG GET 256, COMMANDLOG GET 16 large-request, LATENCY LATEST, INFO debug, INFO memory):",
                 steps.len(),
                 plan.gap,
                 plan.minimum_duration().as_secs_f64()
