@@ -137,7 +137,9 @@ pub enum WriteOp {
     /// The whole value read in one command (`GET`, `HGETALL`, `LRANGE 0 -1`, ...), its reply
     /// thrown away as it arrives: the server must write all of it out.
     Read,
-    /// `UNLINK`: frees a collection in the background, a string on the main thread.
+    /// `UNLINK`: frees a collection in the background, a string on the main thread. (On a
+    /// server built with libc malloc, any removal whose value the background thread took keeps
+    /// its window open until that thread is done: the main thread merges the freed chunks then.)
     Unlink,
     /// The key given a short TTL (`PEXPIRE`) and removed by the server's active expiry: no
     /// client's command frees it, so SLOWLOG has nothing; the window runs from the TTL's end

@@ -348,10 +348,20 @@ impl Writer {
         let Timed {
             start,
             sent,
-            reply,
+            mut reply,
             outcome,
         } = timed;
         let (moved, asked) = moved_asked;
+        // A value handed to the background thread of a libc-malloc server: the window runs
+        // until that thread has freed it (its main thread pays then: `wait_background_free`).
+        if frees
+            && moved_asked == (0, 0)
+            && matches!(&outcome, Ok(reply) if !matches!(reply, Reply::Error(_)))
+            && let Some(end) =
+                self.wait_background_free(lazyfree_before, reply + self.conn_info.command_timeout)
+        {
+            reply = end;
+        }
         // The replicas apply the write once the master has executed it: wait until they have,
         // so that their figures of the write cover it (a WAIT blocks this client only).
         let written = matches!(&outcome, Ok(reply) if !matches!(reply, Reply::Error(_)));

@@ -211,10 +211,13 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
             "{background_frees} collection(s) freed in the background, but this server uses libc malloc: its"
         ));
         lines.push(
-            "  main thread merges the freed chunks after the op (Valkey 9.1, a 1M-member set: ~200 ms)"
+            "  main thread merges the freed chunks once the background thread is done (Valkey 9.1,"
                 .into(),
         );
-        lines.push("  in stalls tied to no write (stalls.csv)".into());
+        lines.push(
+            "  a 1M-member set: ~200 ms): each such op's window runs until then, its figure includes it"
+                .into(),
+        );
     }
     if advised_background && allocator == Some("libc") {
         lines.push(
@@ -222,7 +225,7 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
                 .into(),
         );
         lines.push(
-            "  thread freed, after the op (Valkey 9.1, a 1M-member set: ~200 ms; untied stalls)"
+            "  thread freed, once it is done (Valkey 9.1, a 1M-member set: ~200 ms, in the op's window)"
                 .into(),
         );
     }
