@@ -60,7 +60,7 @@ pub enum Event {
 /// [`EventSender::try_send`] once `capacity` events wait in it. Bounded as a crossbeam
 /// `bounded` channel would be, but its memory grows with what waits rather than being
 /// allocated and written up front (a 65536-slot `bounded` channel touched 6 MiB at every
-/// run's start, about 1600 page faults: a fifth of a short run's fixed CPU).
+/// run's start, about 1,700 page faults: a fifth of a short run's fixed CPU).
 #[derive(Clone, Debug)]
 pub struct EventSender {
     tx: crossbeam_channel::Sender<Event>,

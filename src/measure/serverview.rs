@@ -656,7 +656,16 @@ impl ServerView {
                         // A full page without the entry: the probes answered after a long
                         // freeze (thousands queued behind it) were logged after it. Once more,
                         // further back.
-                        if found.is_none() && entries.len() >= page && page < MAX_SLOWLOG_PAGE {
+                        // Not when the page already reaches back to the entries logged before
+                        // the write: the write's own was not logged.
+                        let reaches_back = before
+                            .slowlog_newest_id
+                            .is_some_and(|newest| entries.iter().any(|e| e.id <= newest));
+                        if found.is_none()
+                            && !reaches_back
+                            && entries.len() >= page
+                            && page < MAX_SLOWLOG_PAGE
+                        {
                             page = (page * 16).min(MAX_SLOWLOG_PAGE);
                             continue;
                         }

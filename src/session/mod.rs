@@ -588,7 +588,11 @@ impl<'t> Session<'t> {
     /// A sender into the run's channel, for a thread of the instrument's (once the loop has
     /// begun, one into a closed channel: no thread may start then).
     pub fn events(&self) -> EventSender {
-        self.events.clone().unwrap_or_else(|| event_channel(0).0)
+        self.events.clone().unwrap_or_else(|| {
+            // Its receiver dropped: every send says the channel is closed.
+            let (closed, _) = event_channel(usize::MAX);
+            closed
+        })
     }
 
     /// Starts the actor's thread on the target (`replicas`: the target's replicas the run
@@ -666,7 +670,11 @@ impl<'t> Session<'t> {
                     let next = last_settle + SETTLE_EVERY;
                     let now = Instant::now();
                     if next > now {
-                        std::thread::sleep(next - now);
+                        // Not past the run's end (`--duration`).
+                        let left = limits.deadline_us.map_or(Duration::MAX, |deadline| {
+                            Duration::from_micros(deadline.saturating_sub(self.run.clock.now_us()))
+                        });
+                        std::thread::sleep((next - now).min(left));
                     }
                 }
                 Err(TryRecvError::Disconnected) => break,
@@ -732,7 +740,7 @@ impl<'t> Session<'t> {
         };
 
         // The actor first: a write under way is finished and recorded while the instrument
-        // still measures. Its events keep being taken meanwhile (it sends them blocking).
+        // still measures. Its events keep being taken meanwhile (it sends them whatever the channel holds).
         self.actor_stop.store(true, Ordering::Relaxed);
         let late = Limits {
             ends_with_actor: true,

@@ -874,7 +874,7 @@ impl Correlator {
     }
 }
 
-/// Room a probe heap keeps however far it drains: what a few 20 ms steps bring at 2 x 10000/s.
+/// Room a probe heap keeps however far it drains: what a few of the session's 50 ms settles bring at 2 x 10000/s.
 const HEAP_ROOM_KEPT: usize = 4096;
 
 /// Shrinks a heap's room to twice what it holds (at least [`HEAP_ROOM_KEPT`]) once it is a

@@ -323,7 +323,7 @@ impl Worker {
             samples_dropped: self.rec.samples_dropped,
         };
         self.rec.outbox.push_back(EngineMsg::Done(summary));
-        // The collector is waiting for exactly these: block until they are in.
+        // The collector is waiting for exactly these: sent whatever the channel holds.
         for msg in self.rec.outbox.drain(..) {
             if self.tx.send(Event::Load(Box::new(msg))).is_err() {
                 break;

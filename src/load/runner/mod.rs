@@ -286,7 +286,7 @@ impl Instrument for LoadInstrument<'_, '_> {
     fn stop(&mut self, events: &Receiver<Event>, keys: &mut KeyLedger) -> Option<String> {
         let now = self.meta.run.clock.now_us().max(self.meta.load_start_us);
         self.control.stop_at_us.fetch_min(now, Ordering::SeqCst);
-        // The threads send their last reports blocking: take them while waiting.
+        // The threads send their last reports whatever the channel holds: take them while waiting.
         while self.handles.iter().flatten().any(|h| !h.is_finished()) {
             if let Ok(event) = events.recv_timeout(SETTLE_EVERY) {
                 let _ = self.take(event, keys);

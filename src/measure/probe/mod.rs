@@ -344,7 +344,7 @@ impl ProbeWorker {
     /// tries to connect again, says when it is back. False when the run stopped meanwhile.
     fn ride_out(&mut self, error: String, seq: &mut u64) -> bool {
         let send = |worker: &Self, event: Event| {
-            // Blocking: rare, and the collector must not miss the state of a node.
+            // Never refused: rare, and the collector must not miss the state of a node.
             let _ = worker.events.send(event);
         };
         send(

@@ -18,9 +18,9 @@
 //! # Its threads at the end
 //! The session stops the actor first and drains the channel; then the probes and the memory
 //! sampler, the topology watcher, and the slow-log poller last (its final poll names the last
-//! stalls). They are joined without draining the channel: a probe record never blocks (a full
-//! channel counts it as dropped), and what may (a node's outage, a topology change, the poller's
-//! batch, for at most a second) is rare and finds a channel just drained.
+//! stalls). They are joined without draining the channel: no send blocks (a probe record past
+//! the channel's capacity is counted as dropped; a node's outage, a topology change and the
+//! poller's batch are rare and always go in).
 //!
 //! # A node that joins
 //! The topology watcher (a cluster's, or a standalone master's replicas) also says when a node
@@ -521,7 +521,7 @@ impl Instrument for ProbeInstrument<'_, '_> {
         }
         // Nor may a memory sampler that ended hold the writes' figures; one that panicked
         // fails the run, as does a slow-log poller that did (it ends on its own only when the
-        // channel stays full).
+        // channel is closed).
         if threads.sampler.as_ref().is_some_and(|h| h.is_finished()) {
             for node in &mut self.state.nodes {
                 node.correlator.memory_ended();
