@@ -352,11 +352,13 @@ impl Writer {
             outcome,
         } = timed;
         let (moved, asked) = moved_asked;
+        let written = matches!(&outcome, Ok(reply) if !matches!(reply, Reply::Error(_)));
         // A value handed to the background thread of a libc-malloc server: the window runs
         // until that thread has freed it (its main thread pays then: `wait_background_free`).
         if frees
-            && moved_asked == (0, 0)
-            && matches!(&outcome, Ok(reply) if !matches!(reply, Reply::Error(_)))
+            && written
+            && room.libc_malloc
+            && moved + asked == 0
             && let Some(end) =
                 self.wait_background_free(lazyfree_before, reply + self.conn_info.command_timeout)
         {
@@ -364,7 +366,6 @@ impl Writer {
         }
         // The replicas apply the write once the master has executed it: wait until they have,
         // so that their figures of the write cover it (a WAIT blocks this client only).
-        let written = matches!(&outcome, Ok(reply) if !matches!(reply, Reply::Error(_)));
         let replicated = (moved + asked == 0 && written && self.checks.replicas > 0)
             .then(|| self.wait_for_replicas())
             .flatten();
@@ -721,6 +722,8 @@ impl Writer {
             lazyfree_handed_over: number("lazyfreed_objects")
                 .zip(number("lazyfree_pending_objects"))
                 .map(|(freed, pending)| freed + pending),
+            lazyfree_pending: number("lazyfree_pending_objects"),
+            libc_malloc: info_field(&text, "mem_allocator") == Some("libc"),
             rss_bytes: number("used_memory_rss"),
             server: number("used_memory").map(|used_bytes| ServerRoom {
                 used_bytes,
@@ -791,6 +794,11 @@ struct Room {
     /// its lazyfree thread so far (a hand-over raises the pending count, a finished free moves
     /// it to the freed count), `None` where it reports neither.
     lazyfree_handed_over: Option<u64>,
+    /// `lazyfree_pending_objects`: what the lazyfree thread has still to free.
+    lazyfree_pending: Option<u64>,
+    /// `mem_allocator:libc`: the main thread merges what a background free freed
+    /// ([`Writer::wait_background_free`]).
+    libc_malloc: bool,
 }
 
 #[cfg(test)]

