@@ -100,8 +100,17 @@ impl Coefficients {
 pub const ELEMENTS_REF: f64 = 1e6;
 
 /// The exponents a power law may take: beyond them a fit on a few sizes is noise, and the line is
-/// fitted instead.
-pub const EXPONENT_RANGE: (f64, f64) = (0.5, 2.0);
+/// fitted instead. Under [`GROWING_FROM`] only from three felt element counts or more.
+pub const EXPONENT_RANGE: (f64, f64) = (0.0, 2.0);
+
+/// The least exponent a power law fitted on two felt element counts may take: two points fix any
+/// exponent exactly, and a flat one there is as likely the [`RELATIVE_FROM_MS`] floor both were
+/// raised to as a freeze that does not grow. From three counts up a freeze that barely grows
+/// with the size is fitted as such (Valkey 9.1's sorted sets freed in the background, a libc
+/// build's merge: DEL 11, 33 and 28 ms at 100k, 1M and 4M members; on their held-out sizes,
+/// 50k, 300k and 2M, the line through the origin missed their DEL, UNLINK, expiry and overwrite
+/// by a median 85%, the fitted exponents of 0.29-0.39 by 13%).
+pub const GROWING_FROM: f64 = 0.5;
 
 /// The element term of a freeze, ms: `per_element_us` µs per element at [`ELEMENTS_REF`]
 /// elements, growing as `elements ^ exponent` (linear at 1).
@@ -227,8 +236,13 @@ fn coefficients_of(points: &[(f64, f64, f64)], regressors: Regressors) -> Coeffi
                 (ys[ys.len() / 2] >= RELATIVE_FROM_MS).then_some(())
             })
             .count();
+        let least = if felt >= 3 {
+            EXPONENT_RANGE.0
+        } else {
+            GROWING_FROM
+        };
         if felt >= 2
-            && let Some(power) = power_law(points)
+            && let Some(power) = power_law(points, least)
         {
             return power;
         }
@@ -238,13 +252,13 @@ fn coefficients_of(points: &[(f64, f64, f64)], regressors: Regressors) -> Coeffi
 
 /// `freeze = c × elements ^ b`, by least squares of `ln freeze` on `ln elements` (so each
 /// size's relative error counts alike, as in [`weight`]), a freeze under [`RELATIVE_FROM_MS`]
-/// taken as that; `None` where `b` falls outside [`EXPONENT_RANGE`]: freezes that do not grow
+/// taken as that; `None` where `b` falls outside `least` ..= [`EXPONENT_RANGE`]`.1`: freezes that do not grow
 /// with the size as a cost per element does (a list's expiry, a millisecond or two at any size)
 /// are the line's, not an exponent fitted to their noise. The cost per
 /// element of a large collection grows with its size (on Redis 7.0 a 300k-field hash's DEL took
 /// 0.31 µs a field, a 2M one's 0.42 (data/heldout): the larger table misses the caches more), which a line
 /// through the origin, fitted on 100k to 4M, overpredicts at the small end and misses between.
-fn power_law(points: &[(f64, f64, f64)]) -> Option<Coefficients> {
+fn power_law(points: &[(f64, f64, f64)], least: f64) -> Option<Coefficients> {
     let logs: Vec<(f64, f64)> = points
         .iter()
         .map(|p| (p.0.ln(), p.2.max(RELATIVE_FROM_MS).ln()))
@@ -255,7 +269,7 @@ fn power_law(points: &[(f64, f64, f64)]) -> Option<Coefficients> {
     let sxx: f64 = logs.iter().map(|l| (l.0 - mean_x).powi(2)).sum();
     let sxy: f64 = logs.iter().map(|l| (l.0 - mean_x) * (l.1 - mean_y)).sum();
     let exponent = sxy / sxx;
-    if !(EXPONENT_RANGE.0..=EXPONENT_RANGE.1).contains(&exponent) {
+    if !(least..=EXPONENT_RANGE.1).contains(&exponent) {
         return None;
     }
     let ln_c = mean_y - exponent * mean_x;
@@ -430,6 +444,28 @@ mod tests {
             .map(|&(n, ms)| row("list", "quicklist", n, 16, ms))
             .collect();
         assert_eq!(fit(&rows)[0].elements_exponent, 1.0);
+    }
+
+    #[test]
+    fn a_freeze_that_hardly_grows_is_flat_from_three_sizes_and_the_line_from_two() {
+        // Valkey 9.1's sorted sets freed in the background: about 11 × (n / 100k) ^ 0.3 ms.
+        let truth = |n: u64| 11.0 * (n as f64 / 1e5).powf(0.3);
+        let three: Vec<FitRow> = [100_000u64, 1_000_000, 4_000_000]
+            .iter()
+            .map(|&n| row("zset", "skiplist", n, 16, truth(n)))
+            .collect();
+        let e = &fit(&three)[0];
+        assert!((e.elements_exponent - 0.3).abs() < 1e-9, "{e:?}");
+        assert!((e.freeze_ms(300_000.0, 0.0) - truth(300_000)).abs() < 1e-6);
+        // Two sizes fix any exponent exactly: under GROWING_FROM they are the line's.
+        let e = &fit(&three[..2])[0];
+        assert_eq!(e.elements_exponent, 1.0, "{e:?}");
+        // Exactly at the bound, two sizes keep their power law.
+        let two: Vec<FitRow> = [100_000u64, 1_000_000]
+            .iter()
+            .map(|&n| row("zset", "skiplist", n, 16, 11.0 * (n as f64 / 1e5).powf(0.6)))
+            .collect();
+        assert!((fit(&two)[0].elements_exponent - 0.6).abs() < 1e-9);
     }
 
     #[test]
