@@ -93,7 +93,7 @@ mod tests {
     use crate::output::export::columns;
     use crate::output::export::columns::tests::{derived_header, probe_row};
     use crate::record::{WriteOp, WriteRecord};
-    use crate::session::late_probe_note;
+    use crate::session::{cpu_wait_note, late_probe_note};
 
     #[test]
     fn column_constants_match_the_structs() {
@@ -159,6 +159,37 @@ mod tests {
         assert!(note.contains("--realtime"), "{note}");
         let note = late_probe_note(&late, true).expect("a note");
         assert!(!note.contains("--realtime"), "{note}");
+    }
+
+    #[test]
+    fn a_run_says_when_the_server_waited_for_a_cpu() {
+        let summary = |held_ms: Option<f64>, wait_us: Option<u64>| WriteSummary {
+            hol_delay_ms: held_ms,
+            server_cpu_wait_us: wait_us,
+            ..blank_summary()
+        };
+        // Under 1 ms, under a tenth of the figure, or unknown: nothing to say.
+        let fine = [
+            summary(Some(5.0), Some(900)),
+            summary(Some(150.0), Some(14_000)),
+            summary(None, Some(30_000)),
+            summary(Some(80.0), None),
+        ];
+        assert_eq!(cpu_wait_note(&fine), None);
+        let short = [
+            summary(Some(150.0), Some(57_000)),
+            summary(Some(8.0), Some(1_000)),
+            summary(Some(150.0), Some(14_000)),
+            // A long window's wait counts up to the figure at most.
+            summary(Some(20.0), Some(140_000)),
+        ];
+        let note = cpu_wait_note(&short).expect("a note");
+        assert!(note.starts_with("in 3 of 4 writes"), "{note}");
+        assert!(note.contains("up to 57.0 ms of a figure"), "{note}");
+        let long = [summary(Some(20.0), Some(140_000))];
+        let note = cpu_wait_note(&long).expect("a note");
+        assert!(note.contains("up to 20.0 ms of a figure"), "{note}");
+        assert!(note.contains("server_cpu_wait_us"), "{note}");
     }
 
     /// The library's defaults (what examples and other programs start from) are the CLI's.

@@ -425,6 +425,7 @@ fn a_write_the_server_did_not_log_gets_no_figure_of_an_earlier_one() {
     let mut view = ServerView::new(ViewSetup {
         reset_stats: false,
         reset_latency: false,
+        ..ViewSetup::default()
     });
     let before = view.before(&mut raw);
     raw.command(&[b"DEL", key.as_bytes()]).unwrap();

@@ -380,3 +380,84 @@ fn a_small_key_is_evicted_without_waiting_out_the_timeout() {
         started.elapsed()
     );
 }
+
+/// A busy thread kept on one CPU for as long as it lives.
+struct Hog(std::process::Child);
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The server's main thread's wait for a CPU is read around each write of a server the tool
+/// started: with the tool, its server and a busy loop on one CPU, a 300k-field hash's DEL
+/// (tens of ms on the main thread) shows the server waiting for that CPU; with `--url` the
+/// column is empty (the server's process is not the tool's to read).
+#[test]
+fn the_servers_wait_for_a_cpu_is_read_around_each_write() {
+    if std::process::Command::new("taskset")
+        .args(["-c", "0", "true"])
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        eprintln!("no taskset: skipped");
+        return;
+    }
+    let _hog = Hog(std::process::Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .expect("a busy loop"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let probe = assert_cmd::cargo::cargo_bin("probe");
+    let status = std::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(&probe)
+        .args([
+            "--type",
+            "hash",
+            "--elements",
+            "300k",
+            "--ops",
+            "build,delete",
+        ])
+        .args(["--gap", "150ms", "--probe-rate", "200", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let writes = read_csv(&out.join("writes.csv"));
+    let summary = read_csv(&out.join("summary.csv"));
+    let delete = row(&writes, "delete", 0);
+    let held = ms(row(&summary, "delete", 0), "hol_delay_ms");
+    let waited_ms = delete["server_cpu_wait_us"]
+        .parse::<f64>()
+        .unwrap_or_else(|_| panic!("no CPU wait read: {delete:?}"))
+        / 1e3;
+    // Sharing one CPU with a busy loop, the main thread waits about as long as it runs.
+    assert!(
+        waited_ms >= 5.0 && waited_ms >= 0.2 * held,
+        "the DEL held others {held} ms, its server waited {waited_ms} ms for the CPU"
+    );
+    assert_eq!(
+        row(&summary, "delete", 0)["server_cpu_wait_us"],
+        delete["server_cpu_wait_us"]
+    );
+    drop(_hog);
+
+    let server = TestServer::start(&[]);
+    let (writes, _, _) = run(&[
+        "--url",
+        &server.url(),
+        "--type",
+        "hash",
+        "--elements",
+        "2000",
+    ]);
+    for write in &writes {
+        assert_eq!(write["server_cpu_wait_us"], "", "{write:?}");
+    }
+}

@@ -12,6 +12,7 @@ pub mod keyspace;
 pub mod local_cluster;
 pub mod probe;
 pub mod resp;
+pub mod schedstat;
 pub mod serverview;
 pub mod slots;
 pub mod target;

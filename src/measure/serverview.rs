@@ -377,6 +377,9 @@ pub struct ViewSetup {
     /// `LATENCY RESET` before each write (the embedded server, or when the tool switched the
     /// monitor on and the history holds nothing but the run's own events).
     pub reset_latency: bool,
+    /// The server's process when the tool started it on this host: the writer reads how long
+    /// its main thread waited for a CPU during each write ([`crate::measure::schedstat`]).
+    pub server_pid: Option<u32>,
 }
 
 /// One SLOWLOG or COMMANDLOG entry.

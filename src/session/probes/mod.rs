@@ -67,11 +67,11 @@ use collector::{Collector, Correlation, Meta, NodeState, run_json};
 use joins::Joiner;
 use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
-#[cfg(test)]
-pub(crate) use report::late_probe_note;
-#[cfg(not(test))]
-use report::late_probe_note;
 pub use report::{KEEP_STALLS, Notice, RunReport};
+#[cfg(test)]
+pub(crate) use report::{cpu_wait_note, late_probe_note};
+#[cfg(not(test))]
+use report::{cpu_wait_note, late_probe_note};
 use sinks::{MetricsSink, ProbeFiles, ProbeFinding, ProbeSinks, ProbeTerminal};
 use threads::Threads;
 pub use threads::spawn_poller;
@@ -129,6 +129,7 @@ pub fn measure_nodes(
     let view = ViewSetup {
         reset_stats: target.server.embedded,
         reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
+        server_pid: target.embedded.as_ref().and_then(|server| server.pid()),
     };
     let server_settings = scope.server_settings();
 
@@ -676,6 +677,9 @@ impl ProbeInstrument<'_, '_> {
             );
         }
         if let Some(note) = late_probe_note(&state.nodes[0].analysis.writes, options.realtime) {
+            warnings.push(note);
+        }
+        if let Some(note) = cpu_wait_note(&state.nodes[0].analysis.writes) {
             warnings.push(note);
         }
         let dropped = shared.dropped.load(Ordering::Relaxed);

@@ -121,6 +121,35 @@ pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option
     })
 }
 
+/// A note when the server's main thread waited for a CPU during some writes for a good part of
+/// what others waited (`server_cpu_wait_us`): on this host its CPUs were short, and up to that
+/// part of those figures is the host's, not the server's. A write's part is at most its
+/// `hol_delay_ms` (the wait of a whole window may be spread over many probes).
+pub(crate) fn cpu_wait_note(writes: &[WriteSummary]) -> Option<String> {
+    let short: Vec<f64> = writes
+        .iter()
+        .filter_map(|w| {
+            let held_ms = w.hol_delay_ms?;
+            let part_ms = (w.server_cpu_wait_us? as f64 / 1e3).min(held_ms);
+            (part_ms >= CPU_WAIT_NOTE_MS && part_ms >= CPU_WAIT_NOTE_SHARE * held_ms)
+                .then_some(part_ms)
+        })
+        .collect();
+    let worst = short.iter().copied().fold(0.0, f64::max);
+    (!short.is_empty()).then(|| {
+        format!(
+            "in {} of {} writes the server's main thread waited {CPU_WAIT_NOTE_MS} ms or more for a CPU, a tenth or more of 'others blocked' (up to {worst:.1} ms of a figure): this host's CPUs were short (the server's threads, the probes' and anything else running), so up to that much of those figures is the host's, not the server's (server_cpu_wait_us in summary.csv)",
+            short.len(),
+            writes.len(),
+        )
+    })
+}
+
+/// How long the server's main thread must have waited for a CPU during a write, and which share
+/// of its `hol_delay_ms` that must be, before the run says so.
+const CPU_WAIT_NOTE_MS: f64 = 1.0;
+const CPU_WAIT_NOTE_SHARE: f64 = 0.1;
+
 /// How late the worst probe of a write must have left before the run says so.
 const LATE_PROBE_NOTE_MS: f64 = 1.0;
 
