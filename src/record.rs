@@ -307,9 +307,10 @@ pub struct WriteRecord {
     pub freed_by: Option<crate::workload::lazyfree::FreedBy>,
     /// How long the server's main thread was runnable but waiting for a CPU during the write,
     /// µs (`/proc/PID/task/PID/schedstat`, read right before the op's first command and right
-    /// after its window; an expiry's also spans its TTL): this host's CPU shortage, not the server's work. Where others were held about
-    /// as long, that part of their wait is the host's (the probes' own threads count). Only for
-    /// a server the tool started (empty with `--url`, and in runs recorded before it was read).
+    /// after its window; an expiry's also spans its TTL): this host's CPU shortage, not the
+    /// server's work. Where others were held about as long, that part of their wait is the
+    /// host's (the probes' own threads count). Only for a server the tool started (empty with
+    /// `--url`, and in runs recorded before it was read).
     #[serde(default)]
     pub server_cpu_wait_us: Option<u64>,
     /// Where a redirected write went in the end (`host:port`), when not to the run's written

@@ -252,12 +252,13 @@ fn coefficients_of(points: &[(f64, f64, f64)], regressors: Regressors) -> Coeffi
 
 /// `freeze = c × elements ^ b`, by least squares of `ln freeze` on `ln elements` (so each
 /// size's relative error counts alike, as in [`weight`]), a freeze under [`RELATIVE_FROM_MS`]
-/// taken as that; `None` where `b` falls outside `least` ..= [`EXPONENT_RANGE`]`.1`: freezes that do not grow
-/// with the size as a cost per element does (a list's expiry, a millisecond or two at any size)
-/// are the line's, not an exponent fitted to their noise. The cost per
-/// element of a large collection grows with its size (on Redis 7.0 a 300k-field hash's DEL took
-/// 0.31 µs a field, a 2M one's 0.42 (data/heldout): the larger table misses the caches more), which a line
-/// through the origin, fitted on 100k to 4M, overpredicts at the small end and misses between.
+/// taken as that; `None` where `b` falls outside `least` to [`EXPONENT_RANGE`]'s top: freezes
+/// that do not grow with the size as a cost per element does (a list's expiry, a millisecond or
+/// two at any size) are the line's, not an exponent fitted to their noise, unless three sizes
+/// or more show it ([`GROWING_FROM`]). The cost per element of a large collection grows with
+/// its size (on Redis 7.0 a 300k-field hash's DEL took 0.31 µs a field, a 2M one's 0.42
+/// (data/heldout): the larger table misses the caches more), which a line through the origin,
+/// fitted on 100k to 4M, overpredicts at the small end and misses between.
 fn power_law(points: &[(f64, f64, f64)], least: f64) -> Option<Coefficients> {
     let logs: Vec<(f64, f64)> = points
         .iter()
