@@ -9,8 +9,13 @@
 /// where the file is not there (not Linux, another host's server, the process gone) or does
 /// not parse.
 pub fn main_thread_wait_ns(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/schedstat")).ok()?;
-    parse_wait_ns(&text)
+    wait_ns_at(&format!("/proc/{pid}/task/{pid}/schedstat"))
+}
+
+/// The run-queue wait of the thread whose schedstat file is `path` (`/proc/thread-self/schedstat`
+/// for the calling thread), ns; `None` where it is not there or does not parse.
+pub fn wait_ns_at(path: &str) -> Option<u64> {
+    parse_wait_ns(&std::fs::read_to_string(path).ok()?)
 }
 
 /// The second field of a schedstat line.
