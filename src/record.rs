@@ -305,6 +305,15 @@ pub struct WriteRecord {
     /// does not report the counters.
     #[serde(default)]
     pub freed_by: Option<crate::workload::lazyfree::FreedBy>,
+    /// How long the server's main thread ran on a CPU during the write, µs (the same reading as
+    /// `server_cpu_wait_us`, its first field): everything its event loop did in the window,
+    /// in a command or not, so it sees what SLOWLOG does not (a libc build's merge of freed
+    /// chunks, in later cycles). It holds the probes' own commands too (a few µs each). Where it
+    /// is well above `hol_delay_ms`, the op's work came in pieces with others served between
+    /// them. Only for a server the tool started (empty with `--url`, and in runs recorded
+    /// before it was read).
+    #[serde(default)]
+    pub server_cpu_run_us: Option<u64>,
     /// How long the server's main thread was runnable but waiting for a CPU during the write,
     /// µs (`/proc/PID/task/PID/schedstat`, read right before the op's first command and right
     /// after its window; an expiry's also spans its TTL): this host's CPU shortage, not the
@@ -357,6 +366,7 @@ impl WriteRecord {
             element_bytes: None,
             encoding: None,
             freed_by: None,
+            server_cpu_run_us: None,
             server_cpu_wait_us: None,
             sent_to: None,
         }

@@ -459,5 +459,51 @@ fn the_servers_wait_for_a_cpu_is_read_around_each_write() {
     ]);
     for write in &writes {
         assert_eq!(write["server_cpu_wait_us"], "", "{write:?}");
+        assert_eq!(write["server_cpu_run_us"], "", "{write:?}");
     }
+}
+
+/// `server_cpu_run_us` is the server's main thread's CPU time in the write's window, from the
+/// kernel, so it sees work SLOWLOG does not time. A free that held everyone for all of it (a
+/// 300k-field hash's DEL on Redis 7.0) reads about its `hol_delay_ms`; a fresh 64M SET, which
+/// the server reads between other clients' requests, far more (measured: 45 ms busy, others 6 ms
+/// at most at once), and the run says so in its closing lines.
+#[test]
+fn the_servers_busy_time_is_read_around_each_write() {
+    let (_, summary, _) = run(&[
+        "--type",
+        "hash",
+        "--elements",
+        "300k",
+        "--ops",
+        "build,delete",
+    ]);
+    let delete = row(&summary, "delete", 0);
+    let held = ms(delete, "hol_delay_ms");
+    let busy = delete["server_cpu_run_us"]
+        .parse::<f64>()
+        .unwrap_or_else(|_| panic!("no busy time read: {delete:?}"))
+        / 1e3;
+    assert!(held >= 20.0, "a 300k hash's DEL held others {held} ms");
+    assert!(
+        busy >= 0.7 * held && busy <= 1.5 * held + 10.0,
+        "the DEL held others {held} ms, the server's main thread ran {busy} ms in its window"
+    );
+
+    let (writes, summary, stdout) = run(&["--writer-sizes", "64M"]);
+    let set = row(&summary, "set", 0);
+    let held = ms(set, "hol_delay_ms");
+    let busy = ms(set, "server_cpu_run_us") / 1e3;
+    assert!(
+        busy >= 15.0 && busy >= 2.0 * held,
+        "a fresh 64M SET: others held {held} ms at once, the server busy {busy} ms"
+    );
+    assert_eq!(
+        row(&writes, "set", 0)["server_cpu_run_us"],
+        set["server_cpu_run_us"]
+    );
+    assert!(
+        stdout.contains("64M string set kept the server's main thread busy"),
+        "{stdout}"
+    );
 }

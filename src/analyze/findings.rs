@@ -146,6 +146,10 @@ pub struct WriteSummary {
     /// Which thread freed the value (`main`, `background`), as the server's counters tell.
     #[serde(default)]
     pub freed_by: Option<crate::workload::lazyfree::FreedBy>,
+    /// How long the server's main thread ran during the write, µs (see
+    /// [`crate::record::WriteRecord::server_cpu_run_us`]).
+    #[serde(default)]
+    pub server_cpu_run_us: Option<u64>,
     /// How long the server's main thread waited for a CPU during the write, µs (see
     /// [`crate::record::WriteRecord::server_cpu_wait_us`]).
     #[serde(default)]
@@ -160,6 +164,7 @@ impl WriteSummary {
         self.element_bytes = record.element_bytes;
         self.encoding = record.encoding.clone();
         self.freed_by = record.freed_by;
+        self.server_cpu_run_us = record.server_cpu_run_us;
         self.server_cpu_wait_us = record.server_cpu_wait_us;
         self
     }

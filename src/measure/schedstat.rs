@@ -1,26 +1,57 @@
-//! How long a process's main thread waited for a CPU, from Linux's
+//! How long a process's main thread ran and waited for a CPU, from Linux's
 //! `/proc/PID/task/PID/schedstat` (its fields: time on a CPU, time runnable but waiting for one,
-//! and time slices, in ns). On a host with fewer free CPUs than the server's busy threads and
-//! the tool's own, the server's main thread waits for a CPU during a write, and others wait on
-//! it: that part of a write's figure is the host's, not the server's (docs/methodology.md: a
-//! libc build's background free, whose main and background threads both want a CPU).
+//! and time slices, in ns).
+//!
+//! - The wait: on a host with fewer free CPUs than the server's busy threads and the tool's own,
+//!   the server's main thread waits for a CPU during a write, and others wait on it: that part
+//!   of a write's figure is the host's, not the server's (docs/methodology.md: a libc build's
+//!   background free, whose main and background threads both want a CPU).
+//! - The run time: what the server's single-threaded event loop spent on a write, whatever it
+//!   was doing, in a command or not: the kernel's account, which sees the part of a free that
+//!   SLOWLOG and LATENCY do not (a libc build's merge of the freed chunks, in later cycles).
 
-/// The main thread of `pid`'s time runnable but not running, ns since it started; `None`
-/// where the file is not there (not Linux, another host's server, the process gone) or does
-/// not parse.
-pub fn main_thread_wait_ns(pid: u32) -> Option<u64> {
-    wait_ns_at(&format!("/proc/{pid}/task/{pid}/schedstat"))
+use std::ops::Sub;
+
+/// A thread's CPU time and run-queue wait, ns since it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadTimes {
+    /// On a CPU.
+    pub run_ns: u64,
+    /// Runnable, waiting for a CPU.
+    pub wait_ns: u64,
 }
 
-/// The run-queue wait of the thread whose schedstat file is `path` (`/proc/thread-self/schedstat`
-/// for the calling thread), ns; `None` where it is not there or does not parse.
-pub fn wait_ns_at(path: &str) -> Option<u64> {
-    parse_wait_ns(&std::fs::read_to_string(path).ok()?)
+impl Sub for ThreadTimes {
+    type Output = ThreadTimes;
+
+    /// What passed between two readings (`self` the later); 0 where a figure went back.
+    fn sub(self, earlier: ThreadTimes) -> ThreadTimes {
+        ThreadTimes {
+            run_ns: self.run_ns.saturating_sub(earlier.run_ns),
+            wait_ns: self.wait_ns.saturating_sub(earlier.wait_ns),
+        }
+    }
 }
 
-/// The second field of a schedstat line.
-fn parse_wait_ns(text: &str) -> Option<u64> {
-    text.split_whitespace().nth(1)?.parse().ok()
+/// The main thread of `pid`'s times; `None` where the file is not there (not Linux, another
+/// host's server, the process gone) or does not parse.
+pub fn main_thread_times(pid: u32) -> Option<ThreadTimes> {
+    times_at(&format!("/proc/{pid}/task/{pid}/schedstat"))
+}
+
+/// The times of the thread whose schedstat file is `path` (`/proc/thread-self/schedstat` for
+/// the calling thread); `None` where it is not there or does not parse.
+pub fn times_at(path: &str) -> Option<ThreadTimes> {
+    parse_times(&std::fs::read_to_string(path).ok()?)
+}
+
+/// The first two fields of a schedstat line.
+fn parse_times(text: &str) -> Option<ThreadTimes> {
+    let mut fields = text.split_whitespace();
+    Some(ThreadTimes {
+        run_ns: fields.next()?.parse().ok()?,
+        wait_ns: fields.next()?.parse().ok()?,
+    })
 }
 
 #[cfg(test)]
@@ -28,16 +59,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_second_field_is_the_wait() {
-        assert_eq!(parse_wait_ns("1234 5678 9\n"), Some(5678));
-        assert_eq!(parse_wait_ns("1234"), None);
-        assert_eq!(parse_wait_ns("x y z"), None);
+    fn the_first_field_is_the_run_time_and_the_second_the_wait() {
+        assert_eq!(
+            parse_times("1234 5678 9\n"),
+            Some(ThreadTimes {
+                run_ns: 1234,
+                wait_ns: 5678
+            })
+        );
+        assert_eq!(parse_times("1234"), None);
+        assert_eq!(parse_times("x y z"), None);
+    }
+
+    #[test]
+    fn a_difference_never_goes_below_zero() {
+        let early = ThreadTimes {
+            run_ns: 10,
+            wait_ns: 7,
+        };
+        let late = ThreadTimes {
+            run_ns: 25,
+            wait_ns: 5,
+        };
+        assert_eq!(
+            late - early,
+            ThreadTimes {
+                run_ns: 15,
+                wait_ns: 0
+            }
+        );
     }
 
     #[test]
     fn this_process_has_one() {
         // Read on Linux, where every test here runs.
-        assert!(main_thread_wait_ns(std::process::id()).is_some());
-        assert_eq!(main_thread_wait_ns(u32::MAX), None);
+        let times = main_thread_times(std::process::id()).expect("this process's times");
+        assert!(times.run_ns > 0, "{times:?}");
+        assert_eq!(main_thread_times(u32::MAX), None);
     }
 }

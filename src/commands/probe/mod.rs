@@ -213,6 +213,9 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
             for line in report::avoidable_lines(&report.analysis.writes, allocator.as_deref()) {
                 out.line(&line);
             }
+            for line in report::pieces_lines(&report.analysis.writes) {
+                out.line(&line);
+            }
             if !report.nodes.is_empty() {
                 out.line(&format!(
                     "the other nodes ({}; their stalls are in stalls.csv and run.json):",

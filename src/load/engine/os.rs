@@ -65,7 +65,7 @@ pub fn thread_cpu_us() -> Option<u64> {
 /// This thread's time spent runnable but not running (waiting for a CPU), µs: the second field
 /// of `/proc/thread-self/schedstat` (ns). `None` where the kernel does not provide it.
 pub fn thread_run_delay_us() -> Option<u64> {
-    crate::measure::schedstat::wait_ns_at("/proc/thread-self/schedstat").map(|ns| ns / 1000)
+    crate::measure::schedstat::times_at("/proc/thread-self/schedstat").map(|t| t.wait_ns / 1000)
 }
 
 pub(super) mod timer {

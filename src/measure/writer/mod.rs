@@ -35,7 +35,7 @@ use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
 use crate::measure::keyspace::KeyEvents;
 use crate::measure::resp::{RawConn, Reply, ReplyLimits};
-use crate::measure::schedstat::main_thread_wait_ns;
+use crate::measure::schedstat::main_thread_times;
 use crate::measure::serverview::{Before, ServerFigures, ServerView, ViewSetup};
 use crate::measure::serverview::{Want, settings_for_writes};
 use crate::measure::target::{ConnInfo, info_field};
@@ -340,9 +340,9 @@ impl Writer {
         }
         let mut moved_asked = (0u32, 0u32);
         let mut went_to: Option<String> = None;
-        // The server's main thread's wait for a CPU, read right around the window (a file of
-        // this host, no command).
-        let cpu_wait_before = self.checks.view.server_pid.and_then(main_thread_wait_ns);
+        // The server's main thread's CPU time and wait for a CPU, read right around the window
+        // (a file of this host, no command).
+        let cpu_before = self.checks.view.server_pid.and_then(main_thread_times);
         let timed = match step.op {
             WriteOp::Build => self.build(step),
             WriteOp::Expire => self.expire(step),
@@ -368,11 +368,11 @@ impl Writer {
         {
             reply = end;
         }
-        let server_cpu_wait_us = match (
-            cpu_wait_before,
-            self.checks.view.server_pid.and_then(main_thread_wait_ns),
+        let server_cpu = match (
+            cpu_before,
+            self.checks.view.server_pid.and_then(main_thread_times),
         ) {
-            (Some(before), Some(after)) => Some(after.saturating_sub(before) / 1_000),
+            (Some(before), Some(after)) => Some(after - before),
             _ => None,
         };
         // The replicas apply the write once the master has executed it: wait until they have,
@@ -477,7 +477,10 @@ impl Writer {
             }),
             encoding,
             freed_by,
-            server_cpu_wait_us: server_cpu_wait_us.filter(|_| same_server),
+            server_cpu_run_us: server_cpu.filter(|_| same_server).map(|t| t.run_ns / 1_000),
+            server_cpu_wait_us: server_cpu
+                .filter(|_| same_server)
+                .map(|t| t.wait_ns / 1_000),
             ..value_columns(step)
         };
         (record, io_error)

@@ -232,6 +232,53 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
     lines
 }
 
+/// Two lines on the write whose server's main thread was busy longest beyond what others
+/// waited at once (`server_cpu_run_us` against `hol_delay_ms`), when one was busy
+/// [`PIECES_FROM_MS`] or more and [`PIECES_RATIO`] times that or more, e.g. `128M string set kept
+/// the server's main thread busy 110.1ms in its window, others 5.1ms at most at once`: its work
+/// came in pieces with others served between them (a fresh SET read between other clients'
+/// requests; a libc build's merge of a background free, spread over its next cycles), so the
+/// server's cost is more than the headline says. Empty when the run has no such write, or
+/// does not know the server's times (a `--url` server).
+pub fn pieces_lines(writes: &[WriteSummary]) -> Vec<String> {
+    let busy = |w: &WriteSummary| Some((w.server_cpu_run_us? as f64 / 1e3, w.hol_delay_ms?));
+    let pieces: Vec<(&WriteSummary, f64, f64)> = writes
+        .iter()
+        .filter(|w| w.ok)
+        .filter_map(|w| busy(w).map(|(run, hol)| (w, run, hol)))
+        .filter(|&(_, run, hol)| run >= PIECES_FROM_MS && run >= PIECES_RATIO * hol)
+        .collect();
+    let Some(&(write, run, hol)) = pieces
+        .iter()
+        .max_by(|a, b| (a.1 - a.2).total_cmp(&(b.1 - b.2)))
+    else {
+        return Vec::new();
+    };
+    let what = match (&write.value_type, write.elements) {
+        (Some(kind), Some(elements)) if kind != "string" => {
+            format!("{} {kind}", format_count(elements))
+        }
+        _ => format!("{} string", format_size(write.size_bytes)),
+    };
+    vec![
+        format!(
+            "{what} {} kept the server's main thread busy {run:.1}ms in its window, others {hol:.1}ms",
+            write.op.name()
+        ),
+        format!(
+            "  at most at once: its work came in pieces ({} of {} writes so; server_cpu_run_us)",
+            pieces.len(),
+            writes.len()
+        ),
+    ]
+}
+
+/// The least busy time, ms, and how many times the wait of others it must be, before
+/// [`pieces_lines`] speaks (the probes' own commands in a window are a few ms at most at the
+/// default rate).
+pub const PIECES_FROM_MS: f64 = 10.0;
+pub const PIECES_RATIO: f64 = 1.5;
+
 /// The shortest freeze [`avoidable_lines`] speaks of, ms.
 pub const AVOIDABLE_FROM_MS: f64 = 10.0;
 
@@ -467,6 +514,9 @@ pub fn server_view_part(summary: &WriteSummary) -> String {
     }
     if let Some(us) = summary.server_eventloop_max_us {
         parts.push(format!("loop max {us}us"));
+    }
+    if let Some(us) = summary.server_cpu_run_us {
+        parts.push(format!("main thread busy {}", fmt_us(us)));
     }
     if parts.is_empty() {
         "  server: -".to_string()

@@ -381,3 +381,43 @@ fn an_interval_that_is_the_range_is_said_once() {
         "{text}"
     );
 }
+
+#[test]
+fn a_write_whose_server_was_busy_far_longer_than_others_waited_is_said_once() {
+    let write = |seq: u32, op: WriteOp, hol: f64, run_us: Option<u64>| WriteSummary {
+        op,
+        size_bytes: 128 << 20,
+        server_cpu_run_us: run_us,
+        ..summary(seq, hol)
+    };
+    // A fresh SET read between others' requests: busy 110 ms, others 5 ms at once; a DEL that
+    // froze them all the time it worked; a write whose server's times are unknown (`--url`).
+    let writes = [
+        write(1, WriteOp::Set, 5.1, Some(110_100)),
+        write(2, WriteOp::Delete, 12.2, Some(11_300)),
+        write(3, WriteOp::Set, 4.0, None),
+    ];
+    let lines = pieces_lines(&writes);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with(
+            "128M string set kept the server's main thread busy 110.1ms in its window, others 5.1ms"
+        ),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("(1 of 3 writes so;"), "{lines:?}");
+    assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:?}");
+    // Busy about as long as others waited, or under the floor: nothing to say.
+    assert!(pieces_lines(&writes[1..]).is_empty());
+    assert!(pieces_lines(&[write(4, WriteOp::Set, 1.0, Some(9_000))]).is_empty());
+    // A collection is named by its elements.
+    let hash = WriteSummary {
+        value_type: Some("hash".into()),
+        elements: Some(1_000_000),
+        ..write(5, WriteOp::Unlink, 30.0, Some(90_000))
+    };
+    assert!(
+        pieces_lines(&[hash])[0].starts_with("1M hash unlink kept"),
+        "the collection's line"
+    );
+}

@@ -246,6 +246,7 @@ pub(crate) mod sample {
             host_mem_peak_pct: 43.25,
             host_swap_grew_bytes: 4096,
             hol_probe_send_lag_ms: Some(0.125),
+            server_cpu_run_us: Some(9_000),
             server_cpu_wait_us: Some(2_500),
             ..Default::default()
         };
@@ -438,6 +439,7 @@ pub(crate) mod sample {
         ("/summary", "element_bytes"),
         ("/summary", "encoding"),
         ("/summary", "freed_by"),
+        ("/summary", "server_cpu_run_us"),
         ("/summary", "server_cpu_wait_us"),
     ];
 }
@@ -529,6 +531,7 @@ mod tests {
         assert!(read.server.mem_allocator.is_none());
         assert!(write.value_type.is_none() && write.freed_by.is_none());
         assert_eq!(write.server_cpu_wait_us, None);
+        assert_eq!(write.server_cpu_run_us, None);
         // What the first release had is still read.
         assert_eq!(write.set_ms, 7.25);
         assert_eq!(read.options.probe_threads, 3);
