@@ -310,16 +310,16 @@ pub struct WriteRecord {
     /// in a command or not, so it sees what SLOWLOG does not (a libc build's merge of freed
     /// chunks, in later cycles). It holds the probes' own commands too (a few µs each). Where it
     /// is well above `hol_delay_ms`, the op's work came in pieces with others served between
-    /// them. Only for a server the tool started (empty with `--url`, and in runs recorded
-    /// before it was read).
+    /// them. Only for a server the tool started or a `--url` server found on this host
+    /// ([`crate::measure::target::ServerFacts::local_pid`]); empty otherwise, and in runs
+    /// recorded before it was read.
     #[serde(default)]
     pub server_cpu_run_us: Option<u64>,
     /// How long the server's main thread was runnable but waiting for a CPU during the write,
     /// µs (`/proc/PID/task/PID/schedstat`, read right before the op's first command and right
     /// after its window; an expiry's also spans its TTL): this host's CPU shortage, not the
     /// server's work. Where others were held about as long, that part of their wait is the
-    /// host's (the probes' own threads count). Only for a server the tool started (empty with
-    /// `--url`, and in runs recorded before it was read).
+    /// host's (the probes' own threads count). Only where `server_cpu_run_us` is read.
     #[serde(default)]
     pub server_cpu_wait_us: Option<u64>,
     /// Where a redirected write went in the end (`host:port`), when not to the run's written

@@ -54,6 +54,49 @@ fn parse_times(text: &str) -> Option<ThreadTimes> {
     })
 }
 
+/// True when process `pid` of this host holds a socket listening on TCP `port` (IPv4 or
+/// IPv6): a `--url` server's `INFO` `process_id` is taken as its process only so (in another
+/// container the number names some other process, or none). False where `/proc` cannot say
+/// (not Linux, another network namespace, a process whose descriptors this user may not read).
+pub fn pid_listens_on(pid: u32, port: u16) -> bool {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        if let Ok(text) = std::fs::read_to_string(table) {
+            inodes.extend(listening_inodes(&text, port));
+        }
+    }
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| {
+            let target = target.to_string_lossy();
+            inodes
+                .iter()
+                .any(|inode| target == format!("socket:[{inode}]"))
+        })
+    })
+}
+
+/// The inodes of the sockets a `/proc/net/tcp` (or `tcp6`) table lists as listening (state
+/// `0A`) on `port`.
+fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields.get(1)?.rsplit(':').next()?;
+            (u16::from_str_radix(local_port, 16).ok()? == port && *fields.get(3)? == "0A")
+                .then(|| fields.get(9)?.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +131,27 @@ mod tests {
                 wait_ns: 0
             }
         );
+    }
+
+    #[test]
+    fn a_listening_socket_is_found_by_its_port() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1E77 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 52 1 0000000009a65f65 100 0 0 10 0\n   1: 0100007F:1E77 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 77 1 0000000009a65f65 100 0 0 10 0\n";
+        // 0x1E77 is 7799; the second row is a connection to it, not the listener.
+        assert_eq!(listening_inodes(table, 7799), vec![52]);
+        assert!(listening_inodes(table, 7798).is_empty());
+        assert!(listening_inodes("garbage\nmore garbage", 7799).is_empty());
+    }
+
+    #[test]
+    fn this_process_listens_where_it_listens_and_nowhere_else() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(pid_listens_on(std::process::id(), port));
+        drop(listener);
+        assert!(!pid_listens_on(std::process::id(), port));
+        let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // Another process (init) does not hold this process's socket.
+        assert!(!pid_listens_on(1, other.local_addr().unwrap().port()));
     }
 
     #[test]

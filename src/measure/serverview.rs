@@ -377,8 +377,9 @@ pub struct ViewSetup {
     /// `LATENCY RESET` before each write (the embedded server, or when the tool switched the
     /// monitor on and the history holds nothing but the run's own events).
     pub reset_latency: bool,
-    /// The server's process when the tool started it on this host: the writer reads how long
-    /// its main thread waited for a CPU during each write ([`crate::measure::schedstat`]).
+    /// The server's process when the tool started it, or a `--url` server's found on this host
+    /// ([`crate::measure::target::ServerFacts::local_pid`]): the writer reads its main thread's
+    /// CPU time and wait for a CPU around each write ([`crate::measure::schedstat`]).
     pub server_pid: Option<u32>,
 }
 

