@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Others' wait against the kernel's account of the server's main thread, per removal (issue 20).
 #
-#   benchmarks/busy_agreement.sh [SERVER ...]      # default: redis-6.2 valkey-9.1 redis-7.0
+#   benchmarks/busy_agreement.sh [SERVER ...]      # default: redis-6.2 valkey-9.1 redis-7.0 redis-8.2
 #
 # Why: on a libc-malloc build (Redis 6.2, Valkey 9.1) a big collection's removal freezes others
 # partly after its command (the main thread merges the freed chunks on its next allocations, in
@@ -37,7 +37,7 @@ ELEMENTS="${ELEMENTS:-1M}"
 REPEAT="${REPEAT:-3}"
 TYPES="${TYPES:-hash set zset}"
 names=("$@")
-[[ ${#names[@]} -eq 0 ]] && names=(redis-6.2 valkey-9.1 redis-7.0)
+[[ ${#names[@]} -eq 0 ]] && names=(redis-6.2 valkey-9.1 redis-7.0 redis-8.2)
 out=$(mktemp -d)
 cleanup() {
   if [[ "${KEEP:-0}" = 1 ]]; then echo "runs kept in $out" >&2; else rm -rf "$out"; fi
