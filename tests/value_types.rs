@@ -39,6 +39,14 @@ fn ms(row: &Row, column: &str) -> f64 {
     row[column].parse().unwrap_or(0.0)
 }
 
+/// A column in µs that must have been read, as ms.
+fn read_us_as_ms(row: &Row, column: &str) -> f64 {
+    row[column]
+        .parse::<f64>()
+        .unwrap_or_else(|_| panic!("no {column} read: {row:?}"))
+        / 1e3
+}
+
 fn row<'a>(rows: &'a [Row], op: &str, nth: usize) -> &'a Row {
     rows.iter()
         .filter(|r| r["op"] == op)
@@ -433,10 +441,7 @@ fn the_servers_wait_for_a_cpu_is_read_around_each_write() {
     let summary = read_csv(&out.join("summary.csv"));
     let delete = row(&writes, "delete", 0);
     let held = ms(row(&summary, "delete", 0), "hol_delay_ms");
-    let waited_ms = delete["server_cpu_wait_us"]
-        .parse::<f64>()
-        .unwrap_or_else(|_| panic!("no CPU wait read: {delete:?}"))
-        / 1e3;
+    let waited_ms = read_us_as_ms(delete, "server_cpu_wait_us");
     // Sharing one CPU with a busy loop, the main thread waits about as long as it runs.
     assert!(
         waited_ms >= 5.0 && waited_ms >= 0.2 * held,
@@ -490,10 +495,7 @@ fn the_servers_busy_time_is_read_around_each_write() {
     ]);
     let delete = row(&summary, "delete", 0);
     let held = ms(delete, "hol_delay_ms");
-    let busy = delete["server_cpu_run_us"]
-        .parse::<f64>()
-        .unwrap_or_else(|_| panic!("no busy time read: {delete:?}"))
-        / 1e3;
+    let busy = read_us_as_ms(delete, "server_cpu_run_us");
     assert!(held >= 20.0, "a 300k hash's DEL held others {held} ms");
     assert!(
         busy >= 0.7 * held && busy <= 1.5 * held + 10.0,
@@ -503,7 +505,7 @@ fn the_servers_busy_time_is_read_around_each_write() {
     let (writes, summary, stdout) = run(&["--writer-sizes", "64M"]);
     let set = row(&summary, "set", 0);
     let held = ms(set, "hol_delay_ms");
-    let busy = ms(set, "server_cpu_run_us") / 1e3;
+    let busy = read_us_as_ms(set, "server_cpu_run_us");
     assert!(
         busy >= 15.0 && busy >= 2.0 * held,
         "a fresh 64M SET: others held {held} ms at once, the server busy {busy} ms"

@@ -405,6 +405,8 @@ impl Writer {
         let io_error = outcome.as_ref().err().map(std::io::Error::kind);
         // After a redirect the counters read before the write were another server's.
         let same_server = io_error.is_none() && moved + asked == 0;
+        // The readings are of the run's server: a redirected write's work was another's.
+        let server_cpu = server_cpu.filter(|_| same_server);
         let (server_rss_bytes, figures, freed_by) = if same_server {
             // The second the window opened (LATENCY stamps whole seconds).
             let start_unix_s =
@@ -477,10 +479,8 @@ impl Writer {
             }),
             encoding,
             freed_by,
-            server_cpu_run_us: server_cpu.filter(|_| same_server).map(|t| t.run_ns / 1_000),
-            server_cpu_wait_us: server_cpu
-                .filter(|_| same_server)
-                .map(|t| t.wait_ns / 1_000),
+            server_cpu_run_us: server_cpu.map(|t| t.run_ns / 1_000),
+            server_cpu_wait_us: server_cpu.map(|t| t.wait_ns / 1_000),
             ..value_columns(step)
         };
         (record, io_error)

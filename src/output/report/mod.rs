@@ -239,13 +239,12 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
 /// came in pieces with others served between them (a fresh SET read between other clients'
 /// requests; a libc build's merge of a background free, spread over its next cycles), so the
 /// server's cost is more than the headline says. Empty when the run has no such write, or
-/// does not know the server's times (a `--url` server).
+/// does not know the server's times (a server not on this host).
 pub fn pieces_lines(writes: &[WriteSummary]) -> Vec<String> {
-    let busy = |w: &WriteSummary| Some((w.server_cpu_run_us? as f64 / 1e3, w.hol_delay_ms?));
     let pieces: Vec<(&WriteSummary, f64, f64)> = writes
         .iter()
         .filter(|w| w.ok)
-        .filter_map(|w| busy(w).map(|(run, hol)| (w, run, hol)))
+        .filter_map(|w| Some((w, w.server_cpu_run_us? as f64 / 1e3, w.hol_delay_ms?)))
         .filter(|&(_, run, hol)| run >= PIECES_FROM_MS && run >= PIECES_RATIO * hol)
         .collect();
     let Some(&(write, run, hol)) = pieces
@@ -254,12 +253,11 @@ pub fn pieces_lines(writes: &[WriteSummary]) -> Vec<String> {
     else {
         return Vec::new();
     };
-    let what = match (&write.value_type, write.elements) {
-        (Some(kind), Some(elements)) if kind != "string" => {
-            format!("{} {kind}", format_count(elements))
-        }
-        _ => format!("{} string", format_size(write.size_bytes)),
-    };
+    let what = format!(
+        "{} {}",
+        size_cell(write),
+        collection_kind(write).unwrap_or("string")
+    );
     vec![
         format!(
             "{what} {} kept the server's main thread busy {run:.1}ms in its window, others {hol:.1}ms",
