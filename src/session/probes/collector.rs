@@ -317,6 +317,12 @@ impl Collector {
         }
         self.file_findings(sinks)?;
         self.file_named(false, sinks)?;
+        self.file_node_events(sinks)
+    }
+
+    /// Says the node events that came since the last call (a node down or back, a failover):
+    /// on every settle, and once more at the run's end, so that one seen last is said too.
+    pub(super) fn file_node_events(&mut self, sinks: &mut ProbeSinks<'_>) -> Result<()> {
         let first_new = self.node_events.len() - self.new_node_events;
         for event in &self.node_events[first_new..] {
             sinks.emit(&ProbeFinding::NodeEvent(event))?;
@@ -503,6 +509,7 @@ pub(super) fn run_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::sink::Sink;
 
     fn stall(start_us: u64, duration_ms: f64, write_seq: Option<u32>) -> Stall {
         Stall {
@@ -512,6 +519,54 @@ mod tests {
             write_seq,
             ..Stall::default()
         }
+    }
+
+    /// Keeps the node events it is handed.
+    struct NodeEvents(std::rc::Rc<std::cell::RefCell<Vec<String>>>);
+
+    impl<'f> Sink<ProbeFinding<'f>> for NodeEvents {
+        fn emit(&mut self, finding: &ProbeFinding<'f>) -> Result<()> {
+            if let ProbeFinding::NodeEvent(event) = finding {
+                let detail = event.detail.clone().unwrap_or_default();
+                self.0.borrow_mut().push(format!("{} {detail}", event.node));
+            }
+            Ok(())
+        }
+    }
+
+    /// A failover seen in the last drain, after the last settle, is said at the run's end
+    /// (it was in run.json but never on the terminal), and a node event is said once.
+    #[test]
+    fn a_node_event_that_came_last_is_said_once() {
+        let mut state = Collector {
+            nodes: Vec::new(),
+            thread_node: Vec::new(),
+            writes: Vec::new(),
+            last_intended: Vec::new(),
+            probes_recorded: 0,
+            wrote_since_checkpoint: false,
+            unix_start_us: 0,
+            naming: None,
+            notes: Vec::new(),
+            node_events: Vec::new(),
+            new_node_events: 0,
+        };
+        let said = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut sinks = ProbeSinks::new();
+        sinks.push(Box::new(NodeEvents(said.clone())));
+        let failover = Event::Topology {
+            at_us: 9_000_000,
+            changes: vec![("127.0.0.1:7001".into(), "replica -> master".into())],
+            joined: Vec::new(),
+        };
+        state
+            .take(failover, &mut sinks, &mut KeyLedger::default())
+            .unwrap();
+        assert!(said.borrow().is_empty(), "said before it was filed");
+        state.file_node_events(&mut sinks).unwrap();
+        state.file_node_events(&mut sinks).unwrap();
+        assert_eq!(*said.borrow(), ["127.0.0.1:7001 replica -> master"]);
+        assert!(state.wrote_since_checkpoint);
     }
 
     #[test]

@@ -629,6 +629,7 @@ impl ProbeInstrument<'_, '_> {
             state.finish();
             let _ = state.file_findings(sinks);
             let _ = state.file_named(true, sinks);
+            let _ = state.file_node_events(sinks);
             state.take_baselines();
             if sinks.take_checkpoints() {
                 let run_json = run_json(
@@ -663,6 +664,7 @@ impl ProbeInstrument<'_, '_> {
         state.finish();
         state.file_findings(sinks)?;
         state.file_named(true, sinks)?;
+        state.file_node_events(sinks)?;
         for note in std::mem::take(&mut state.notes) {
             if !warnings.contains(&note) {
                 warnings.push(note);
