@@ -10,10 +10,13 @@
  * Waiting is what a careful prober does: it sleeps in ppoll on its socket until SPIN_US before the
  * next intended time (timer slack 1 ns, so the sleep ends when asked), taking replies that arrive
  * meanwhile, and spins the rest (SPIN_US 0: no spin, the send follows the ppoll wake-up).
+ * With DEFER 1 it does what the probe engine does at 200 probes a second per thread or more: it
+ * sleeps (clock_nanosleep) until SPIN_US before the next intended time without waking for
+ * replies, reads every reply that came, spins the rest and sends: one wake-up per probe.
  * It reads one reply's length at a time, as the probe engine does, so a stamp covers one reply,
  * and stops reading once every probe sent is answered (no read that can only say EAGAIN).
  *
- *   minprobe HOST PORT THREADS RATE_PER_THREAD SECONDS [SPIN_US]
+ *   minprobe HOST PORT THREADS RATE_PER_THREAD SECONDS [SPIN_US [DEFER]]
  *
  * Prints one line: sent=N replied=N lat_p50_us= lat_p99_us= lag_p50_us= lag_p99_us= lag_max_us=
  * (lag: how late each send left after its intended time, on the monotonic clock).
@@ -55,6 +58,7 @@ static int64_t real_ns(void) {
 struct worker {
     int fd;
     int64_t first_ns, period_ns, end_ns, spin_ns;
+    int defer; /* read replies only when waking to send */
     size_t max_probes;
     int64_t *intended; /* per probe, monotonic ns */
     int64_t *latency;  /* per reply, ns */
@@ -134,7 +138,15 @@ static void *run(void *arg) {
     for (size_t seq = 0; seq < w->max_probes; seq++) {
         int64_t due = w->first_ns + (int64_t)seq * w->period_ns;
         if (due >= w->end_ns) break;
-        wait_until(w, due - w->spin_ns);
+        if (w->defer) {
+            int64_t until = due - w->spin_ns;
+            struct timespec ts = {until / 1000000000, until % 1000000000};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+            }
+            take_replies(w);
+        } else {
+            wait_until(w, due - w->spin_ns);
+        }
         int64_t now;
         while ((now = mono_ns()) < due) {
         }
@@ -173,6 +185,7 @@ int main(int argc, char **argv) {
     int port = atoi(argv[2]), threads = atoi(argv[3]);
     double rate = atof(argv[4]), seconds = atof(argv[5]);
     int64_t spin_ns = argc > 6 ? (int64_t)(atof(argv[6]) * 1000) : 20000;
+    int defer = argc > 7 ? atoi(argv[7]) : 0;
     if (port <= 0 || threads <= 0 || rate <= 0 || seconds <= 0) {
         fprintf(stderr, "minprobe: bad arguments\n");
         return 2;
@@ -214,6 +227,7 @@ int main(int argc, char **argv) {
         w->first_ns = start + period_ns * i / threads;
         w->end_ns = start + (int64_t)(seconds * 1e9);
         w->spin_ns = spin_ns;
+        w->defer = defer;
         if (pthread_create(&tids[i], NULL, run, w) != 0) die("pthread_create");
     }
     size_t sent = 0, replied = 0;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """How much of each write's `hol_delay_ms` is the client host, from `probe --out` directories.
 
-For every run directory: per reply, how long it waited for its thread (`read_us - reply_us`) and
+For every run directory: per reply, how long it waited for its thread (`read_us - reply_us`; in
+runs after engine 2's deferred reads, at 200 probes a second per thread or more, that gap is up
+to a probe period by design: the thread reads replies when it wakes for its next probe) and
 how many replies share the previous reply's kernel stamp (the receive-stamp pitfalls: one stamp
 per read, coalesced segments carry the latest stamp); per op and size, the median head-of-line
 delay timed by the kernel stamps (as the tool does) and by the thread's reads, how late the probe

@@ -12,6 +12,9 @@
 # from wait4's rusage (µs resolution: every thread, start-up and exports included for `probe`).
 # Printed per rate: the median CPU seconds [min-max] of each, as a share of one core over SECS,
 # the ratio of the medians probe / minprobe (goal: <= 1.1) and the range of the per-pair ratios;
+# and the same against minprobe with DEFER 1 (a third run per repeat), which like the probe
+# engine at 200/s per thread or more wakes once per probe and reads the replies that came then,
+# where plain minprobe wakes for each reply as well: the like-with-like ratio;
 # and each one's send lag (how late a probe left after its intended time: `sent_us -
 # intended_us` of probes.csv for probe, minprobe's own count), p50 / p99 / max over all repeats.
 #
@@ -96,7 +99,7 @@ print(f"probe: {subprocess.run([bin, '--version'], capture_output=True, text=Tru
 load_start = os.getloadavg()[0]
 results = {}
 for rate in rates:
-    probe_cpu, min_cpu, probe_lag, min_lag, notes = [], [], [], [], []
+    probe_cpu, min_cpu, defer_cpu, probe_lag, min_lag, notes = [], [], [], [], [], []
     for r in range(repeat):
         name = f"probe-r{rate}-{r}"
         cpu, rc = cpu_of([bin, "--url", f"redis://127.0.0.1:{port}", "--duration", f"{secs}s",
@@ -110,20 +113,23 @@ for rate in rates:
             probe_cpu.append(cpu)
             rows = list(csv.DictReader(open(probes)))
             probe_lag += [int(p["sent_us"]) - int(p["intended_us"]) for p in rows]
-        name = f"min-r{rate}-{r}"
-        cpu, rc = cpu_of((["chrt", "-f", "10"] if realtime else []) +
-                         [os.path.join(out, "minprobe"), "127.0.0.1", port, threads, rate, secs,
-                          spin_us], os.path.join(out, name + ".txt"))
-        line = open(os.path.join(out, name + ".txt")).read().strip()
-        if rc != 0:
-            notes.append(f"minprobe run {r} exit {rc}: {line[-300:]}")
-        else:
-            min_cpu.append(cpu)
-            fields = dict(kv.split("=") for kv in line.split())
-            min_lag.append(fields)
-        print(f"  {rate}/s run {r}: probe {probe_cpu[-1] if probe_cpu else float('nan'):.3f} s, "
-              f"minprobe {min_cpu[-1] if min_cpu else float('nan'):.3f} s", file=sys.stderr)
-    results[rate] = (probe_cpu, min_cpu, sorted(probe_lag), min_lag, notes)
+        for defer, cpus in (("0", min_cpu), ("1", defer_cpu)):
+            name = f"min-r{rate}-{r}-d{defer}"
+            cpu, rc = cpu_of((["chrt", "-f", "10"] if realtime else []) +
+                             [os.path.join(out, "minprobe"), "127.0.0.1", port, threads, rate, secs,
+                              spin_us, defer], os.path.join(out, name + ".txt"))
+            line = open(os.path.join(out, name + ".txt")).read().strip()
+            if rc != 0:
+                notes.append(f"minprobe (defer {defer}) run {r} exit {rc}: {line[-300:]}")
+            else:
+                cpus.append(cpu)
+                if defer == "0":
+                    fields = dict(kv.split("=") for kv in line.split())
+                    min_lag.append(fields)
+        last = lambda v: v[-1] if v else float('nan')
+        print(f"  {rate}/s run {r}: probe {last(probe_cpu):.3f} s, minprobe {last(min_cpu):.3f} s, "
+              f"minprobe defer {last(defer_cpu):.3f} s", file=sys.stderr)
+    results[rate] = (probe_cpu, min_cpu, defer_cpu, sorted(probe_lag), min_lag, notes)
 fixed = []
 for r in range(repeat):
     name = f"probe-r10-{r}"
@@ -139,7 +145,7 @@ print(f"\nCPU time (user+sys, s) of one {secs} s run at {threads} threads x rate
       f"{repeat}{'; real-time threads' if realtime else ''}; load average {load_start:.1f} at the start, "
       f"{load_end:.1f} at the end")
 print(f"{'rate':>11} {'probe s':>21} {'core':>5} {'minprobe s':>21} {'core':>5} {'ratio':>6} {'pair ratios':>12}")
-for rate, (pc, mc, _, _, notes) in results.items():
+for rate, (pc, mc, dc, _, _, notes) in results.items():
     label = f"{threads}x{rate}/s"
     if not pc or not mc:
         print(f"{label:>11}  (no result)")
@@ -149,6 +155,11 @@ for rate, (pc, mc, _, _, notes) in results.items():
         print(f"{label:>11} {spread(pc):>21} {100 * statistics.median(pc) / float(secs):>4.0f}% "
               f"{spread(mc):>21} {100 * statistics.median(mc) / float(secs):>4.0f}% {ratio:>6.2f} "
               f"{min(pairs):>5.2f}-{max(pairs):<5.2f}  {'(goal <= 1.1: met)' if ratio <= 1.1 else '(goal <= 1.1: NOT met)'}")
+    if pc and dc:
+        pairs = [p / m for p, m in zip(pc, dc)]
+        ratio = statistics.median(pc) / statistics.median(dc)
+        print(f"{'':>11} {'':>21} {'':>5} {spread(dc):>21} {100 * statistics.median(dc) / float(secs):>4.0f}% {ratio:>6.2f} "
+              f"{min(pairs):>5.2f}-{max(pairs):<5.2f}  (against minprobe DEFER 1: one wake-up a probe, as probe at 200/s a thread or more)")
     for note in notes:
         print(f"{'':>11}  {note}")
 if fixed:
@@ -157,7 +168,7 @@ if fixed:
 
 print(f"\nsend lag (sent - intended, us): probe over every probe of the {repeat} runs; minprobe p50 / p99 / max of each run")
 print(f"{'rate':>11} {'probe p50':>9} {'p99':>7} {'max':>9}   minprobe p50 / p99 / max per run")
-for rate, (_, _, pl, ml, _) in results.items():
+for rate, (_, _, _, pl, ml, _) in results.items():
     label = f"{threads}x{rate}/s"
     probe = (f"{pct(pl, 0.5):>9} {pct(pl, 0.99):>7} {pl[-1]:>9}" if pl else f"{'-':>9} {'-':>7} {'-':>9}")
     mins = ", ".join(f"{m['lag_p50_us']} / {m['lag_p99_us']} / {m['lag_max_us']}" for m in ml)

@@ -11,9 +11,12 @@
 //! a thread due more often than that fell behind, and every later probe counted the thread's own
 //! backlog as the server's delay, by up to 10x at high rates.)
 //!
-//! Between probes the thread sleeps in `poll` on its socket, so replies are read as they arrive
-//! and stamped by the kernel ([`socket`]); it wakes shortly before the next intended time and
-//! spins the rest, for microsecond send timing. Its records go to the session in batches
+//! The kernel stamps each reply as it arrives ([`socket`]). At 200 probes a second per thread
+//! or more the thread sleeps until shortly before the next intended time, reads every reply
+//! that came meanwhile, spins the rest and sends: one wake-up per probe. At lower rates it
+//! sleeps in `poll` on its socket and reads replies as they arrive, so records reach the
+//! session without waiting a whole period (`DEFER_READS_UP_TO`); so does a thread whose replies
+//! come without kernel stamps, whose reply times are its reads. Its records go to the session in batches
 //! (`FLUSH_EVERY`): the CPU a probe costs is then little more than its syscalls
 //! (`benchmarks/probe_cpu.sh` holds it against a minimal prober in C).
 
@@ -216,6 +219,8 @@ pub fn spawn_probes(
             flushed_at: Instant::now(),
             unpublished: Counts::default(),
             reconnected_unanswered: false,
+            stamped: false,
+            reads_after_send: false,
         };
         let handle = std::thread::Builder::new()
             .name(format!("probe-{thread}"))
@@ -243,6 +248,16 @@ const FLUSH_BATCH: usize = 256;
 /// A batch goes while the thread waits only when the next probe is at least this far off (a
 /// batch takes a few µs: it must never make a probe late); else right after that probe's send.
 const FLUSH_ROOM: Duration = Duration::from_micros(100);
+/// A thread whose probes are at most this far apart reads its replies when it wakes to send
+/// the next probe, rather than waking for each reply as well: half the wake-ups, and a wake-up
+/// is most of a probe's CPU (about 50 µs of a core each on a small VM, 20 of them per ms at
+/// 2 × 5000/s). Only while the kernel stamps the replies (a reply's time is its arrival,
+/// however late it is read) and on plain TCP (over TLS one read may take several replies and
+/// the last one's stamp); read before the next probe leaves, so no reply waits in the socket
+/// for a later one (the kernel merges queued segments under the later segment's stamp). At
+/// lower rates the records would reach the collector a period late, so the thread wakes for
+/// the replies as well.
+const DEFER_READS_UP_TO: Duration = Duration::from_millis(5);
 /// How long a stopping thread waits for the replies still due.
 const DRAIN_AT_STOP: Duration = Duration::from_secs(1);
 /// Longest server error text kept in a probe record.
@@ -273,6 +288,10 @@ struct ProbeWorker {
     /// The connection was opened again after a loss and has brought no reply since: losing it
     /// again ends the thread (a server that drops every connection is not reconnected forever).
     reconnected_unanswered: bool,
+    /// The last reply read carried the kernel's receive stamp ([`DEFER_READS_UP_TO`]).
+    stamped: bool,
+    /// The thread woke too late to read the replies before its send: it reads them after.
+    reads_after_send: bool,
 }
 
 /// A thread's counts since its last flush.
@@ -309,7 +328,15 @@ impl ProbeWorker {
             // probe leaves late, counted from its intended time, so no slot goes unrecorded.
             let outcome = match self.wait_until(due) {
                 Ok(true) => {
-                    let sent = self.send_probe(seq, intended_us);
+                    // What the read before the send left (a burst of replies) is read right
+                    // after it.
+                    let late_reads = std::mem::take(&mut self.reads_after_send);
+                    let sent = self
+                        .send_probe(seq, intended_us)
+                        .and_then(|()| match late_reads {
+                            true => self.take_replies(None).map(|_| ()),
+                            false => Ok(()),
+                        });
                     seq += 1;
                     // Now the next probe is furthest off.
                     if self.flush_due(Instant::now()) {
@@ -372,6 +399,7 @@ impl ProbeWorker {
             }
             if let Ok(sock) = ProbeSocket::connect(&self.conn_info) {
                 self.sock = sock;
+                self.stamped = false;
                 self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
                 // Probes resume at the next slot, counted from their intended times.
                 *seq = self.seq_at(self.clock.now_us());
@@ -408,6 +436,12 @@ impl ProbeWorker {
         self.shared.stop.load(Ordering::Relaxed)
     }
 
+    /// Whether this thread reads its replies when it wakes for a send rather than as they
+    /// arrive ([`DEFER_READS_UP_TO`]).
+    fn defers_reads(&self) -> bool {
+        self.stamped && !self.sock.is_tls() && self.period_ns <= DEFER_READS_UP_TO.as_nanos() as f64
+    }
+
     /// Sleeps in `poll` until just before `due`, taking replies as they arrive and handing
     /// them on when a batch is due, then spins. Ok(false) when the run is stopping (nothing
     /// more to send).
@@ -436,6 +470,10 @@ impl ProbeWorker {
             } else {
                 (flush_at - now).min(MAX_WAIT)
             };
+            if self.defers_reads() {
+                std::thread::sleep(left.min(longest));
+                continue;
+            }
             let readable = self
                 .sock
                 .wait_readable(left.min(longest))
@@ -443,6 +481,17 @@ impl ProbeWorker {
             if readable {
                 self.take_replies(Some(spin_from))?;
             }
+        }
+        // The replies that came since the last send, read in the spin's time (or, by a thread
+        // that woke too late for that, right after the send).
+        if self.defers_reads() {
+            // Every reply that came is read before the next probe leaves, even by a thread that
+            // woke late (a few µs more lag): one left unread would take the stamp of the next
+            // reply, which the kernel merges into it, and a reply can come back before the
+            // send returns (loopback). A burst too long for [`SPIN`] is read on after the
+            // send.
+            let until = due.max(Instant::now()) + SPIN;
+            self.reads_after_send = !self.take_replies(Some(until))?;
         }
         while Instant::now() < due {
             std::hint::spin_loop();
@@ -474,11 +523,12 @@ impl ProbeWorker {
     /// until none is left or `until` has passed (the next probe is due: reading never holds a
     /// probe back). A read that leaves every probe answered is the last: one more `recvmsg` per
     /// reply would only say "nothing" (bytes nobody asked for, or the server's close, make the
-    /// socket readable again and are read at the next wake-up).
-    fn take_replies(&mut self, until: Option<Instant>) -> Result<(), Broken> {
+    /// socket readable again and are read at the next wake-up). False when `until` cut it
+    /// short (replies may be left).
+    fn take_replies(&mut self, until: Option<Instant>) -> Result<bool, Broken> {
         loop {
             if until.is_some_and(|t| Instant::now() >= t) {
-                return Ok(());
+                return Ok(false);
             }
             // A reply longer than expected (an error text) is read in one go, not 7 bytes at
             // a time.
@@ -488,7 +538,7 @@ impl ProbeWorker {
                 self.reply_len
             };
             let Some((times, bytes)) = self.sock.read(want).map_err(Broken::Lost)? else {
-                return Ok(());
+                return Ok(true);
             };
             let read_us = self.clock.us_at(times.read);
             let reply_us = times.kernel.map(|at| self.clock.us_at(at));
@@ -512,8 +562,9 @@ impl ProbeWorker {
             } else {
                 self.unpublished.read_stamped += replies;
             }
+            self.stamped = reply_us.is_some();
             if self.flight.is_empty() && !self.flight.has_partial_reply() {
-                return Ok(());
+                return Ok(true);
             }
         }
     }
@@ -630,6 +681,7 @@ impl ProbeWorker {
                 match ProbeSocket::connect(&self.conn_info) {
                     Ok(sock) => {
                         self.sock = sock;
+                        self.stamped = false;
                         self.reconnected_unanswered = true;
                         self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
                         true

@@ -78,6 +78,12 @@ impl ProbeSocket {
         }
     }
 
+    /// Over TLS (rustls reads whole records, so one read may take several replies and carry
+    /// the stamp of the last segment only).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// Waits until the socket has bytes to read or `timeout` passes (true: readable).
     pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         wait_readable(self.sock.as_raw_fd(), timeout)
