@@ -539,8 +539,8 @@ pub struct ServerFacts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_threads: Option<u64>,
     /// The server's process on this host, for a `--url` server: INFO's `process_id` when the
-    /// server is on a loopback address and that process holds the socket listening on its port
-    /// ([`crate::measure::schedstat::pid_listens_on`]). Not stored: a pid means nothing after
+    /// server is on a loopback address and that process holds the server's end of a connection
+    /// the tool opened to it ([`crate::measure::schedstat::pid_holds_peer_of`]). Not stored: a pid means nothing after
     /// the run.
     #[serde(skip)]
     pub local_pid: Option<u32>,
@@ -705,11 +705,25 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
         local_pid: if local {
             field("process_id")
                 .and_then(|pid| pid.trim().parse().ok())
-                .filter(|&pid| crate::measure::schedstat::pid_listens_on(pid, conn.port))
+                .filter(|&pid| serves_a_connection(pid, conn))
         } else {
             None
         },
     })
+}
+
+/// Whether process `pid` of this host holds the server's end of a connection the tool opens to
+/// `conn` (its handshake done, so the server has accepted it):
+/// [`crate::measure::schedstat::pid_holds_peer_of`].
+fn serves_a_connection(pid: u32, conn: &ConnInfo) -> bool {
+    let Ok(probe) = crate::measure::resp::RawConn::connect(conn) else {
+        return false;
+    };
+    let (socket, _, _) = probe.into_parts();
+    match (socket.local_addr(), socket.peer_addr()) {
+        (Ok(local), Ok(peer)) => crate::measure::schedstat::pid_holds_peer_of(pid, local, peer),
+        _ => false,
+    }
 }
 
 /// One `name:value` field of an INFO reply.
