@@ -329,6 +329,22 @@ pub struct WriteRecord {
 }
 
 impl WriteRecord {
+    /// Drops what the written server said of the write (its SLOWLOG, LATENCY, event-loop and
+    /// COMMANDLOG figures, its memory and lazyfree counters, its main thread's CPU times): for
+    /// the rows of another node probed (a replica, another shard), whose own server said none
+    /// of it.
+    pub fn forget_server_view(&mut self) {
+        self.server_rss_bytes = None;
+        self.server_exec_us = None;
+        self.server_latency_event_ms = None;
+        self.server_latency_event = None;
+        self.server_eventloop_max_us = None;
+        self.server_request_bytes = None;
+        self.freed_by = None;
+        self.server_cpu_run_us = None;
+        self.server_cpu_wait_us = None;
+    }
+
     /// A write known only by its timing: `ok`, `set_ms` from `start_us` to `reply_us`, no
     /// error, redirect, replication, memory or server reading. The writer's records fill in
     /// the rest (`WriteRecord { ok: false, ..WriteRecord::timed(..) }`).

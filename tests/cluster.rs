@@ -231,6 +231,21 @@ fn redis_6_master_with_a_replica() {
     let roles: BTreeSet<&str> = summary.iter().map(|r| r["role"].as_str()).collect();
     assert_eq!(roles, BTreeSet::from(["master", "replica"]));
     assert!(summary.iter().all(|r| r["shard"].is_empty()));
+    // The server's view is the written master's: its rows have it (the tool started it, so its
+    // main thread's times are read), a replica's row none of it.
+    let server_view = ["server_cpu_run_us", "server_cpu_wait_us", "server_exec_us"];
+    for row in &summary {
+        let filled = server_view.iter().filter(|c| !row[**c].is_empty()).count();
+        match row["role"].as_str() {
+            "master" => assert_eq!(filled, server_view.len(), "{row:?}"),
+            _ => assert_eq!(filled, 0, "a replica's row with its master's figures: {row:?}"),
+        }
+        if row["role"] == "replica" {
+            for column in ["freed_by", "server_latency_event_ms"] {
+                assert!(row[column].is_empty(), "{column}: {row:?}");
+            }
+        }
+    }
     assert_all_stopped(&nodes);
 }
 

@@ -213,11 +213,16 @@ impl Collector {
                     sent_to: &sent_to,
                 })?;
                 keys.track(&write);
-                for node in &mut self.nodes {
+                for (index, node) in self.nodes.iter_mut().enumerate() {
                     if write.start_us < node.probed_from_us {
                         continue;
                     }
                     let mut record = (*write).clone();
+                    // The server's view (its logs, counters and main thread) is the written
+                    // server's: another node's row has its clients' figures only.
+                    if index > 0 {
+                        record.forget_server_view();
+                    }
                     // A replica of the written master applies the write after its master has
                     // executed it: its window of the write ends when it had (the writer's WAIT).
                     if node.same_shard.same_shard
