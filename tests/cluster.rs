@@ -238,7 +238,10 @@ fn redis_6_master_with_a_replica() {
         let filled = server_view.iter().filter(|c| !row[**c].is_empty()).count();
         match row["role"].as_str() {
             "master" => assert_eq!(filled, server_view.len(), "{row:?}"),
-            _ => assert_eq!(filled, 0, "a replica's row with its master's figures: {row:?}"),
+            _ => assert_eq!(
+                filled, 0,
+                "a replica's row with its master's figures: {row:?}"
+            ),
         }
         if row["role"] == "replica" {
             for column in ["freed_by", "server_latency_event_ms"] {

@@ -32,7 +32,10 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-pub use runs::{PROBE_ENGINE_BEFORE_KEY, RepeatsRead, RunData, RunMeta, WriteSample, load_run};
+pub use runs::{
+    GroupKey, PROBE_ENGINE_BEFORE_KEY, RepeatsRead, RunData, RunMeta, WriteSample, load_run,
+    value_label,
+};
 pub use stats::{
     Interval, MannWhitney, Scale, Spread, bound_rank, censor, mann_whitney, repeats_for_bound,
     repeats_for_separation, repeats_to_reach, shift_interval, smallest_one_sided_p,
@@ -50,6 +53,9 @@ use crate::units::format_size;
 pub struct RowComparison {
     /// Value size, bytes.
     pub size_bytes: u64,
+    /// A collection's kind and elements (`hash 300k`); empty for a string.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
     /// `set`, `overwrite` or `delete`.
     pub op: String,
     /// Head-of-line delay: what the other clients saw.
@@ -112,14 +118,14 @@ pub fn compare(
     warnings.extend(baseline.warnings.iter().cloned());
     warnings.extend(candidate.warnings.iter().cloned());
 
-    let only = |a: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>,
-                b: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>| {
-        let missing: Vec<&(u64, String)> = a.keys().filter(|k| !b.contains_key(*k)).collect();
+    let only = |a: &std::collections::BTreeMap<GroupKey, Vec<&WriteSample>>,
+                b: &std::collections::BTreeMap<GroupKey, Vec<&WriteSample>>| {
+        let missing: Vec<&GroupKey> = a.keys().filter(|k| !b.contains_key(*k)).collect();
         describe_keys(&missing)
     };
     let base_only = only(&base_groups, &cand_groups);
     let cand_only = only(&cand_groups, &base_groups);
-    let shared: Vec<&(u64, String)> = base_groups
+    let shared: Vec<&GroupKey> = base_groups
         .keys()
         .filter(|k| cand_groups.contains_key(*k))
         .collect();
@@ -195,7 +201,8 @@ pub fn compare(
         let repeats_needed = hol_delay.repeats_needed.max(set.repeats_needed);
         rows.push(RowComparison {
             size_bytes: key.0,
-            op: key.1.clone(),
+            value: key.1.clone(),
+            op: key.2.clone(),
             hol_delay,
             set,
             verdict,
@@ -268,39 +275,51 @@ pub fn compare(
 /// Rows of one size in the order a run makes them: set, overwrite, delete, then anything else.
 pub fn op_order(op: &str) -> (u8, &str) {
     let rank = match op {
-        "set" => 0,
+        "set" | "build" => 0,
         "overwrite" => 1,
-        "delete" => 2,
-        _ => 3,
+        "read" => 2,
+        "delete" => 3,
+        "unlink" => 4,
+        "expire" => 5,
+        "evict" => 6,
+        _ => 7,
     };
     (rank, op)
 }
 
-fn describe_groups(
-    groups: &std::collections::BTreeMap<(u64, String), Vec<&WriteSample>>,
-) -> String {
+fn describe_groups(groups: &std::collections::BTreeMap<GroupKey, Vec<&WriteSample>>) -> String {
     if groups.is_empty() {
         return "no successful writes".into();
     }
     describe_keys(&groups.keys().collect::<Vec<_>>())
 }
 
-/// `set 1M,2M; delete 1M,2M`: the sizes of each operation, operations in run order.
-fn describe_keys(keys: &[&(u64, String)]) -> String {
-    let mut ops: Vec<&str> = keys.iter().map(|(_, op)| op.as_str()).collect();
+/// `set 1M,2M; delete 1M,2M`: the sizes of each operation, operations in run order (a
+/// collection by its kind and elements: `delete hash 300k`).
+fn describe_keys(keys: &[&GroupKey]) -> String {
+    let mut ops: Vec<&str> = keys.iter().map(|(_, _, op)| op.as_str()).collect();
     ops.sort_by_key(|op| op_order(op));
     ops.dedup();
     ops.iter()
         .map(|op| {
             let sizes: Vec<String> = keys
                 .iter()
-                .filter(|(_, o)| o == op)
-                .map(|(size, _)| format_size(*size))
+                .filter(|(_, _, o)| o == op)
+                .map(|(size, value, _)| size_label(*size, value))
                 .collect();
             format!("{op} {}", sizes.join(","))
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// A row's value for people: a string's bytes (`64M`), a collection's kind and elements.
+pub fn size_label(size_bytes: u64, value: &str) -> String {
+    if value.is_empty() {
+        format_size(size_bytes)
+    } else {
+        value.to_string()
+    }
 }
 
 /// Differences between two runs' options that make their figures less comparable.
@@ -369,12 +388,16 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(",")
     };
-    differ(
-        "sizes",
-        sizes(base),
-        sizes(cand),
-        ": only the sizes both have are compared",
-    );
+    // A collection run plans elements, not sizes: its rows say what it has (only in the
+    // baseline / the candidate).
+    if !base.planned_sizes_bytes.is_empty() && !cand.planned_sizes_bytes.is_empty() {
+        differ(
+            "sizes",
+            sizes(base),
+            sizes(cand),
+            ": only the sizes both have are compared",
+        );
+    }
     if base.hostname != cand.hostname || base.cpus != cand.cpus {
         warnings.push(format!(
             "the runs were made on different hosts ({} with {} cpus, {} with {} cpus): host speed is part of every figure",
@@ -413,6 +436,9 @@ pub struct SideBySide {
 pub struct SideBySideRow {
     /// Value size, bytes.
     pub size_bytes: u64,
+    /// A collection's kind and elements (`hash 300k`); empty for a string.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
     /// `set`, `overwrite` or `delete`.
     pub op: String,
     /// Head-of-line delay per run (empty where the run has no value), ms.
@@ -424,7 +450,7 @@ pub struct SideBySideRow {
 /// The runs side by side, one column each.
 pub fn side_by_side(runs: &[RunData]) -> SideBySide {
     let groups: Vec<_> = runs.iter().map(RunData::groups).collect();
-    let keys: BTreeSet<(u64, String)> = groups.iter().flat_map(|g| g.keys().cloned()).collect();
+    let keys: BTreeSet<GroupKey> = groups.iter().flat_map(|g| g.keys().cloned()).collect();
     let mut rows: Vec<SideBySideRow> = keys
         .into_iter()
         .map(|key| {
@@ -448,7 +474,8 @@ pub fn side_by_side(runs: &[RunData]) -> SideBySide {
             };
             SideBySideRow {
                 size_bytes: key.0,
-                op: key.1.clone(),
+                value: key.1.clone(),
+                op: key.2.clone(),
                 hol_delay_ms: per_run(true),
                 set_ms: per_run(false),
             }

@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 
 use super::{CompareReport, Comparison, MetricComparison, SideBySide, Spread, Verdict};
-use crate::units::format_size;
 
 /// Output formats of `probe compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -190,7 +189,7 @@ fn comparison_cells(c: &Comparison) -> Vec<Vec<String>> {
         for (i, m) in [&row.hol_delay, &row.set].into_iter().enumerate() {
             rows.push(vec![
                 if i == 0 {
-                    format_size(row.size_bytes)
+                    super::size_label(row.size_bytes, &row.value)
                 } else {
                     String::new()
                 },
@@ -231,7 +230,10 @@ fn side_by_side_cells(s: &SideBySide, hol: bool) -> Vec<Vec<String>> {
     }));
     let mut rows = vec![header];
     for row in &s.rows {
-        let mut cells = vec![format_size(row.size_bytes), row.op.clone()];
+        let mut cells = vec![
+            super::size_label(row.size_bytes, &row.value),
+            row.op.clone(),
+        ];
         let values = if hol { &row.hol_delay_ms } else { &row.set_ms };
         cells.extend(values.iter().map(|v| fmt_spread(*v)));
         rows.push(cells);

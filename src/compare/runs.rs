@@ -135,10 +135,28 @@ pub struct WriteSample {
     pub op: String,
     /// Value size, bytes.
     pub size_bytes: u64,
+    /// A collection's kind and elements (`hash 300k`); empty for a string (and in runs
+    /// recorded before value types). A string and a hash of the same bytes are not the same
+    /// row.
+    pub value: String,
     /// The writer's own time, ms.
     pub set_ms: f64,
     /// Head-of-line delay, ms; `None` when no probe overlapped the write.
     pub hol_delay_ms: Option<f64>,
+}
+
+/// What the rows of a compare are keyed by: the value's bytes, its kind and elements (empty for
+/// a string: [`WriteSample::value`]) and the op.
+pub type GroupKey = (u64, String, String);
+
+/// A collection's kind and elements as the compare names it (`hash 300k`); empty for a string.
+pub fn value_label(value_type: Option<&str>, elements: Option<u64>) -> String {
+    match (value_type, elements) {
+        (Some(kind), Some(elements)) if kind != "string" => {
+            format!("{kind} {}", crate::output::report::format_count(elements))
+        }
+        _ => String::new(),
+    }
 }
 
 /// A run read back from its directory: its metadata and its successful writes.
@@ -164,12 +182,12 @@ impl RunData {
         }
     }
 
-    /// Successful writes grouped by (size, op), in size order.
-    pub fn groups(&self) -> BTreeMap<(u64, String), Vec<&WriteSample>> {
-        let mut groups: BTreeMap<(u64, String), Vec<&WriteSample>> = BTreeMap::new();
+    /// Successful writes grouped by (size, value, op), in size order.
+    pub fn groups(&self) -> BTreeMap<GroupKey, Vec<&WriteSample>> {
+        let mut groups: BTreeMap<GroupKey, Vec<&WriteSample>> = BTreeMap::new();
         for write in &self.writes {
             groups
-                .entry((write.size_bytes, write.op.clone()))
+                .entry((write.size_bytes, write.value.clone(), write.op.clone()))
                 .or_default()
                 .push(write);
         }
@@ -255,6 +273,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
             seq: row.seq,
             op: row.op.name().to_string(),
             size_bytes: row.size_bytes,
+            value: value_label(row.value_type.as_deref(), row.elements),
             set_ms: row.set_ms,
             hol_delay_ms: row.hol_delay_ms,
         });
@@ -647,6 +666,7 @@ mod tests {
                 seq: w.seq,
                 op: w.op.name().into(),
                 size_bytes: w.size_bytes,
+                value: String::new(),
                 set_ms: w.set_ms,
                 hol_delay_ms: w.hol_delay_ms,
             })

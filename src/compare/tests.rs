@@ -41,6 +41,7 @@ fn run(run_id: &str, rows: &[(u64, &str, &[f64], &[f64])]) -> RunData {
                 seq,
                 op: op.to_string(),
                 size_bytes: *size,
+                value: String::new(),
                 set_ms: *s,
                 hol_delay_ms: Some(*h),
             });
@@ -224,6 +225,38 @@ fn runs_that_share_nothing_are_an_error() {
         .to_string();
     assert!(err.contains("share no size"), "{err}");
     assert!(err.contains("set 1M") && err.contains("set 64M"), "{err}");
+}
+
+/// A string and a 300k-field hash of the same bytes are different values: their delete is not
+/// one row (the hostile trial's "61x REGRESSION" of a string against a hash), and runs that
+/// share no value are an error, naming each run's values.
+#[test]
+fn a_string_and_a_hash_of_the_same_bytes_are_not_compared() {
+    let fast: &[f64] = &[1.5; 5];
+    let slow: &[f64] = &[92.7; 5];
+    let base = run("a", &[(9_600_000, "delete", fast, fast)]);
+    let mut cand = run("b", &[(9_600_000, "delete", slow, slow)]);
+    for write in &mut cand.writes {
+        write.value = value_label(Some("hash"), Some(300_000));
+    }
+    let err = compare(&base, &cand, Rules::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("share no size"), "{err}");
+    assert!(
+        err.contains("delete 9375K") && err.contains("delete hash 300k"),
+        "{err}"
+    );
+    // The same hash on both sides is compared, and named by its elements.
+    let mut same = run("c", &[(9_600_000, "delete", slow, slow)]);
+    for write in &mut same.writes {
+        write.value = value_label(Some("hash"), Some(300_000));
+    }
+    let c = compare(&cand, &same, Rules::default()).unwrap();
+    assert_eq!(c.rows.len(), 1);
+    assert_eq!(c.rows[0].value, "hash 300k");
+    assert_eq!(value_label(Some("string"), Some(1)), "");
+    assert_eq!(value_label(None, None), "");
 }
 
 #[test]

@@ -401,7 +401,10 @@ mod tests {
         // The child has accepted once it holds the socket: wait for it to be in its hands.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while !pid_holds_peer_of(server.id(), local, peer) {
-            assert!(std::time::Instant::now() < deadline, "the child never accepted");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never accepted"
+            );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(!pid_holds_peer_of(std::process::id(), local, peer));
