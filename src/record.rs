@@ -322,6 +322,13 @@ pub struct WriteRecord {
     /// host's (the probes' own threads count). Only where `server_cpu_run_us` is read.
     #[serde(default)]
     pub server_cpu_wait_us: Option<u64>,
+    /// What the server's main thread ran, µs, over a stretch as long as this write's readings
+    /// at the pace of the quiet gap just before it (the probes' commands, the server's own
+    /// cron): the part of `server_cpu_run_us` that is not the op's. At 2 × 1000 PINGs/s an idle
+    /// server's main thread ran about 3 ms a 50 ms window here, 20 × that at 4 × 5000/s. Empty
+    /// before a run's first op (no gap read yet) and where `server_cpu_run_us` is.
+    #[serde(default)]
+    pub server_cpu_idle_us: Option<u64>,
     /// Where a redirected write went in the end (`host:port`), when not to the run's written
     /// server; writes.csv's `node` column says it.
     #[serde(skip)]
@@ -343,6 +350,7 @@ impl WriteRecord {
         self.freed_by = None;
         self.server_cpu_run_us = None;
         self.server_cpu_wait_us = None;
+        self.server_cpu_idle_us = None;
     }
 
     /// A write known only by its timing: `ok`, `set_ms` from `start_us` to `reply_us`, no
@@ -384,6 +392,7 @@ impl WriteRecord {
             freed_by: None,
             server_cpu_run_us: None,
             server_cpu_wait_us: None,
+            server_cpu_idle_us: None,
             sent_to: None,
         }
     }

@@ -154,6 +154,10 @@ pub struct WriteSummary {
     /// [`crate::record::WriteRecord::server_cpu_wait_us`]).
     #[serde(default)]
     pub server_cpu_wait_us: Option<u64>,
+    /// The main thread's quiet pace over the same readings, µs (see
+    /// [`crate::record::WriteRecord::server_cpu_idle_us`]).
+    #[serde(default)]
+    pub server_cpu_idle_us: Option<u64>,
 }
 
 impl WriteSummary {
@@ -166,6 +170,7 @@ impl WriteSummary {
         self.freed_by = record.freed_by;
         self.server_cpu_run_us = record.server_cpu_run_us;
         self.server_cpu_wait_us = record.server_cpu_wait_us;
+        self.server_cpu_idle_us = record.server_cpu_idle_us;
         self
     }
 

@@ -198,6 +198,7 @@ pub fn spawn_writer(
         checks,
         key_events,
         encodings: HashMap::new(),
+        last_cpu: None,
     };
     std::thread::Builder::new()
         .name("writer".into())
@@ -234,7 +235,13 @@ struct Writer {
     key_events: Option<KeyEvents>,
     /// Each live key's encoding (`OBJECT ENCODING`, read after it was made).
     encodings: HashMap<String, String>,
+    /// The server's main thread's times at the end of the last op's readings, and when: the
+    /// start of the quiet gap whose pace `server_cpu_idle_us` is.
+    last_cpu: Option<(Instant, crate::measure::schedstat::ThreadTimes)>,
 }
+
+/// The shortest quiet gap whose pace is taken (a shorter one says little of the probes' load).
+const MIN_IDLE_SPAN: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Writer {
     fn run(mut self) {
@@ -342,6 +349,7 @@ impl Writer {
         let mut went_to: Option<String> = None;
         // The server's main thread's CPU time and wait for a CPU, read right around the window
         // (a file of this host, no command).
+        let before_at = Instant::now();
         let cpu_before = self.checks.view.server_pid.and_then(main_thread_times);
         let timed = match step.op {
             WriteOp::Build => self.build(step),
@@ -368,13 +376,22 @@ impl Writer {
         {
             reply = end;
         }
-        let server_cpu = match (
-            cpu_before,
-            self.checks.view.server_pid.and_then(main_thread_times),
-        ) {
+        let after_at = Instant::now();
+        let cpu_after = self.checks.view.server_pid.and_then(main_thread_times);
+        let server_cpu = match (cpu_before, cpu_after) {
             (Some(before), Some(after)) => Some(after - before),
             _ => None,
         };
+        // The main thread's pace in the quiet gap since the previous op's readings (the probes'
+        // commands, its cron, the writer's reads after that op), over this op's readings.
+        let server_cpu_idle = match (self.last_cpu.take(), cpu_before) {
+            (Some((since, earlier)), Some(before)) if before_at > since + MIN_IDLE_SPAN => {
+                let pace = (before - earlier).run_ns as f64 / (before_at - since).as_nanos() as f64;
+                Some((pace * (after_at - before_at).as_nanos() as f64 / 1e3) as u64)
+            }
+            _ => None,
+        };
+        self.last_cpu = cpu_after.map(|after| (after_at, after));
         // The replicas apply the write once the master has executed it: wait until they have,
         // so that their figures of the write cover it (a WAIT blocks this client only).
         let replicated = (moved + asked == 0 && written && self.checks.replicas > 0)
@@ -407,6 +424,7 @@ impl Writer {
         let same_server = io_error.is_none() && moved + asked == 0;
         // The readings are of the run's server: a redirected write's work was another's.
         let server_cpu = server_cpu.filter(|_| same_server);
+        let server_cpu_idle = server_cpu_idle.filter(|_| server_cpu.is_some());
         let (server_rss_bytes, figures, freed_by) = if same_server {
             // The second the window opened (LATENCY stamps whole seconds).
             let start_unix_s =
@@ -481,6 +499,7 @@ impl Writer {
             freed_by,
             server_cpu_run_us: server_cpu.map(|t| t.run_ns / 1_000),
             server_cpu_wait_us: server_cpu.map(|t| t.wait_ns / 1_000),
+            server_cpu_idle_us: server_cpu_idle,
             ..value_columns(step)
         };
         (record, io_error)

@@ -405,7 +405,7 @@ fn a_write_whose_server_was_busy_far_longer_than_others_waited_is_said_once() {
         ),
         "{lines:?}"
     );
-    assert!(lines[1].contains("(1 of 3 writes so;"), "{lines:?}");
+    assert!(lines[1].contains("(1 of 3 writes so)"), "{lines:?}");
     assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:?}");
     // Busy about as long as others waited, or under the floor: nothing to say.
     assert!(pieces_lines(&writes[1..]).is_empty());
@@ -419,5 +419,21 @@ fn a_write_whose_server_was_busy_far_longer_than_others_waited_is_said_once() {
     assert!(
         pieces_lines(&[hash])[0].starts_with("1M hash unlink kept"),
         "the collection's line"
+    );
+    // The hostile trial's case: a 1M string's expiry at 4 x 5000 PINGs/s, its readings spanning
+    // the TTL: 25.4 ms busy, nearly all of it the quiet pace (the probes' commands). Nothing to
+    // say; with the pace unknown (the run's first op) the raw figure speaks.
+    let expiry = WriteSummary {
+        server_cpu_idle_us: Some(24_100),
+        ..write(6, WriteOp::Expire, 0.3, Some(25_400))
+    };
+    assert!(pieces_lines(&[expiry.clone()]).is_empty());
+    let paced = WriteSummary {
+        server_cpu_idle_us: Some(10_000),
+        ..write(7, WriteOp::Set, 5.1, Some(110_100))
+    };
+    assert!(
+        pieces_lines(&[paced, expiry])[0].contains("busy 100.1ms in its window"),
+        "net of the pace"
     );
 }

@@ -249,6 +249,7 @@ pub(crate) mod sample {
             hol_probe_send_lag_ms: Some(0.125),
             server_cpu_run_us: Some(9_000),
             server_cpu_wait_us: Some(2_500),
+            server_cpu_idle_us: Some(1_200),
             ..Default::default()
         };
         let spread = |median: f64| Spread {
@@ -442,6 +443,7 @@ pub(crate) mod sample {
         ("/summary", "freed_by"),
         ("/summary", "server_cpu_run_us"),
         ("/summary", "server_cpu_wait_us"),
+        ("/summary", "server_cpu_idle_us"),
     ];
 }
 
