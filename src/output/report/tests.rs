@@ -427,7 +427,7 @@ fn a_write_whose_server_was_busy_far_longer_than_others_waited_is_said_once() {
         server_cpu_idle_us: Some(24_100),
         ..write(6, WriteOp::Expire, 0.3, Some(25_400))
     };
-    assert!(pieces_lines(&[expiry.clone()]).is_empty());
+    assert!(pieces_lines(std::slice::from_ref(&expiry)).is_empty());
     let paced = WriteSummary {
         server_cpu_idle_us: Some(10_000),
         ..write(7, WriteOp::Set, 5.1, Some(110_100))
