@@ -231,6 +231,23 @@ pub fn run_markdown(run: &RunJson, records: &[WriteRecord], show_stalls: usize) 
         ]);
     }
     text.push_str(&md_table(&["", "value"], &[false, false], &footer));
+    // The closing notes, one item each (a line indented by two spaces goes on the one before).
+    let mut notes: Vec<String> = Vec::new();
+    for line in &run.notes {
+        match (line.strip_prefix("  "), notes.last_mut()) {
+            (Some(rest), Some(last)) => {
+                last.push(' ');
+                last.push_str(rest.trim_start());
+            }
+            _ => notes.push(line.clone()),
+        }
+    }
+    if !notes.is_empty() {
+        text.push('\n');
+        for note in notes {
+            let _ = writeln!(text, "- {note}");
+        }
+    }
     text
 }
 
@@ -256,6 +273,12 @@ mod tests {
         assert!(text.contains("FAILED: OOM command not allowed"), "{text}");
         assert!(text.contains("| baseline | p50 31us, p99 250us"), "{text}");
         assert!(text.contains("| stall | `10:00:01.500"), "{text}");
+        // The closing notes, as the terminal prints them, one item each (the hostile trial
+        // found them in the text output only).
+        assert!(
+            text.contains("\n- 128M string set kept the server's main thread busy 110.1ms in its window, others 5.1ms at most at once (net of its quiet pace): its work came in pieces (1 of 3 writes so)\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -264,5 +287,7 @@ mod tests {
         let text = json(&run).unwrap();
         let back: RunJson = serde_json::from_str(&text).unwrap();
         assert_eq!(back.analysis, run.analysis);
+        assert_eq!(back.notes, run.notes);
+        assert!(!back.notes.is_empty());
     }
 }

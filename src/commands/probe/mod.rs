@@ -84,7 +84,6 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
     };
     let mut silence = super::output::SilenceWatch::new(written_target.conn.command_timeout);
     let silent_server = written_target.conn.clone();
-    let allocator = written_target.server.mem_allocator.clone();
     let report = run::run_nodes(
         options,
         written_target,
@@ -210,11 +209,8 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
             ) {
                 out.line(&line);
             }
-            for line in report::avoidable_lines(&report.analysis.writes, allocator.as_deref()) {
-                out.line(&line);
-            }
-            for line in report::pieces_lines(&report.analysis.writes) {
-                out.line(&line);
+            for line in &report.run_json.notes {
+                out.line(line);
             }
             if !report.nodes.is_empty() {
                 out.line(&format!(

@@ -232,6 +232,14 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
     lines
 }
 
+/// The run's closing notes: [`avoidable_lines`], then [`pieces_lines`] (kept in run.json's
+/// `notes`, printed after the table in every format).
+pub fn closing_notes(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<String> {
+    let mut notes = avoidable_lines(writes, allocator);
+    notes.extend(pieces_lines(writes));
+    notes
+}
+
 /// Two lines on the write whose server's main thread was busy longest beyond what others
 /// waited at once (`server_cpu_run_us` against `hol_delay_ms`), when one was busy
 /// [`PIECES_FROM_MS`] or more and [`PIECES_RATIO`] times that or more, e.g. `128M string set kept

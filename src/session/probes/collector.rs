@@ -508,6 +508,10 @@ pub(super) fn run_json(
         node_events: state.node_events.clone(),
         nodes: state.nodes[1..].iter().map(NodeState::findings).collect(),
         warnings: warnings.to_vec(),
+        notes: crate::output::report::closing_notes(
+            &analysis.writes,
+            meta.target.server.mem_allocator.as_deref(),
+        ),
     }
 }
 

@@ -90,6 +90,12 @@ pub struct RunJson {
     pub node_events: Vec<NodeEvent>,
     /// Warnings printed during the run.
     pub warnings: Vec<String>,
+    /// The run's closing notes, as the terminal prints them after the table: the freezes that
+    /// UNLINK or a `lazyfree-lazy-*` setting would have moved off the main thread (or, for a
+    /// string, would not), the write whose server was busy far longer than others waited at
+    /// once. Absent when there are none, and in runs recorded before they were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Something that happened to a node of a run over several, in run.json's `node_events`: its
@@ -346,6 +352,10 @@ pub(crate) mod sample {
             topology: None,
             node_events: Vec::new(),
             warnings: vec!["a warning".into()],
+            notes: vec![
+                "128M string set kept the server's main thread busy 110.1ms in its window, others 5.1ms".into(),
+                "  at most at once (net of its quiet pace): its work came in pieces (1 of 3 writes so)".into(),
+            ],
         }
     }
 
@@ -407,6 +417,7 @@ pub(crate) mod sample {
         ("", "client_hiccups_found"),
         ("", "by_size"),
         ("", "size_model"),
+        ("", "notes"),
         ("/server", "role"),
         ("/options", "realtime"),
         ("/options", "tune_server"),
