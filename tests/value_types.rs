@@ -243,6 +243,12 @@ fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
         &[&hash[..], &["--elements", "100k", "--batch", "100k"]].concat(),
         "client-query-buffer-limit",
     );
+    // One element past the limit: no --batch helps, and the user gave none: --element-size is
+    // the flag named (it was --batch, which the user had not given).
+    refused(
+        &[&hash[..], &["--elements", "4", "--element-size", "2M"]].concat(),
+        "invalid value '2097152' for --element-size",
+    );
     refused(
         &[&hash[..], &["--elements", "1000", "--ops", "build,unlink"]].concat(),
         "no UNLINK command",

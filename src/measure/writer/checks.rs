@@ -58,12 +58,35 @@ pub fn check_bulk_len(
         for shape in plan.shapes() {
             let count = plan.batch_elements.min(shape.elements);
             let bytes = shape.batch_request_bytes(count, 64);
+            // One element alone past the limit: no batch helps, the elements are too large.
+            let one = shape.batch_request_bytes(1, 64);
+            if one > limit {
+                return Err(UsageError::invalid(
+                    "--element-size",
+                    shape.element_bytes,
+                    format!(
+                        "one {} element of {} bytes makes a command of about {}, more than the server's client-query-buffer-limit ({}): choose smaller elements, or raise the limit with {}",
+                        shape.kind,
+                        shape.element_bytes,
+                        format_size(one),
+                        format_size(limit),
+                        raise("client-query-buffer-limit", "2gb")
+                    ),
+                ));
+            }
             if bytes > limit {
+                // The default batch was not the user's choice: say so, so the flag named is
+                // the one to give.
+                let default = if plan.batch_elements == crate::workload::DEFAULT_BATCH_ELEMENTS {
+                    " (its default, when none is given)"
+                } else {
+                    ""
+                };
                 return Err(UsageError::invalid(
                     "--batch",
-                    count,
+                    format!("{}{default}", plan.batch_elements),
                     format!(
-                        "one build command of {count} {} elements of {} bytes is about {}, more than the server's client-query-buffer-limit ({}): choose a smaller --batch, or raise the limit with {}",
+                        "one build command of {count} {} elements of {} bytes is about {}, more than the server's client-query-buffer-limit ({}): pass a smaller --batch, or raise the limit with {}",
                         shape.kind,
                         shape.element_bytes,
                         format_size(bytes),
