@@ -107,6 +107,15 @@ fn size_cell(summary: &WriteSummary) -> String {
     }
 }
 
+/// The value a write worked on, as a stall's line names it: a string's bytes (`64M`), a
+/// collection's elements and kind (`300k hash`).
+fn value_cell(summary: &WriteSummary) -> String {
+    match collection_kind(summary) {
+        Some(kind) => format!("{} {kind}", size_cell(summary)),
+        None => size_cell(summary),
+    }
+}
+
 /// A count for people: `950`, `200k`, `1M`, `1.5M`.
 pub fn format_count(n: u64) -> String {
     for (unit, suffix) in [(1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")] {
@@ -733,7 +742,7 @@ pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
             "during write {} ({} {})",
             w.seq,
             w.op.name(),
-            format_size(w.size_bytes)
+            value_cell(w)
         ));
     }
     if let Some(event) = &stall.server_event {
@@ -842,7 +851,7 @@ pub fn stall_line_short(stall: &Stall, writes: &[WriteSummary]) -> String {
             "write {} ({} {})",
             w.seq,
             w.op.name(),
-            format_size(w.size_bytes)
+            value_cell(w)
         ));
     }
     // What no client sent a command for: the server's own work (an active expiry, an eviction,

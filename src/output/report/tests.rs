@@ -153,6 +153,19 @@ fn short_stall_lines_name_the_write_or_the_culprit() {
         ..stall(1.0, None)
     };
     assert!(stall_line_short(&long, &writes).chars().count() <= 100);
+    // A collection's write is named by its elements and kind, as in the table, not by its
+    // bytes (the hostile trial's "write 2 (delete 9375K)" for a 300k hash).
+    let hash = [WriteSummary {
+        op: WriteOp::Delete,
+        size_bytes: 9_600_000,
+        value_type: Some("hash".into()),
+        elements: Some(300_000),
+        ..summary(2, 88.0)
+    }];
+    assert_eq!(
+        stall_line_short(&stall(88.3, Some(2)), &hash),
+        "10:00:01.500     88.3ms  write 2 (delete 300k hash)"
+    );
 }
 
 /// A stall no client sent a command for reads as what the server was doing, and the key.
