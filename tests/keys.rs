@@ -552,7 +552,7 @@ fn ctrl_c_keeps_what_was_scanned_in_valid_files() {
             "--out",
         ])
         .arg(&out)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -563,6 +563,12 @@ fn ctrl_c_keeps_what_was_scanned_in_valid_files() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
+    // The count on stdout says it is of a part of the keyspace.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("keys (interrupted: a part of the keyspace) on"),
+        "{stdout}"
+    );
     let run = common::read_json(&out.join("run.json"));
     assert_eq!(run["status"], "interrupted");
     let rows = common::read_csv(&out.join("keys.csv"));
