@@ -241,7 +241,7 @@ pub(crate) fn check_distinct(
             "--element-size",
             element_bytes,
             format!(
-                "{elements} distinct {kind} members need at least {} bytes each (at most {most} fit in {element_bytes})",
+                "{elements} distinct {kind} members need at least {} bytes each (a member begins with its index in hex, a digit a byte: at most {most} distinct in {element_bytes} byte(s))",
                 bytes_for_distinct(elements)
             ),
         ));
