@@ -12,8 +12,9 @@
 //! backlog as the server's delay, by up to 10x at high rates.)
 //!
 //! The kernel stamps each reply as it arrives ([`socket`]). At 200 probes a second per thread
-//! or more the thread sleeps until shortly before the next intended time, reads every reply
-//! that came meanwhile, spins the rest and sends: one wake-up per probe. At lower rates it
+//! or more, while the server keeps up, the thread sleeps until shortly before the next intended
+//! time, reads every reply that came meanwhile, spins the rest and sends: one wake-up per
+//! probe. During a stall it wakes for the first reply, as at lower rates. At lower rates it
 //! sleeps in `poll` on its socket and reads replies as they arrive, so records reach the
 //! session without waiting a whole period (`DEFER_READS_UP_TO`); so does a thread whose replies
 //! come without kernel stamps, whose reply times are its reads. Its records go to the session in batches
@@ -437,9 +438,16 @@ impl ProbeWorker {
     }
 
     /// Whether this thread reads its replies when it wakes for a send rather than as they
-    /// arrive ([`DEFER_READS_UP_TO`]).
+    /// arrive ([`DEFER_READS_UP_TO`]): only while the server keeps up, with no probe
+    /// outstanding but the last one sent. Once an earlier one waits (the server is stalled),
+    /// the thread wakes for the first reply again: the replies queued behind the stall come
+    /// back in a burst, which the kernel merges under its later segments' stamps if nobody
+    /// reads, and the first of them ends the stall.
     fn defers_reads(&self) -> bool {
-        self.stamped && !self.sock.is_tls() && self.period_ns <= DEFER_READS_UP_TO.as_nanos() as f64
+        self.stamped
+            && !self.sock.is_tls()
+            && self.period_ns <= DEFER_READS_UP_TO.as_nanos() as f64
+            && self.flight.len() <= 1
     }
 
     /// Sleeps in `poll` until just before `due`, taking replies as they arrive and handing
