@@ -16,9 +16,9 @@
 //! time, reads every reply that came meanwhile, spins the rest and sends: one wake-up per
 //! probe. During a stall it wakes for the first reply, as at lower rates. At lower rates it
 //! sleeps in `poll` on its socket and reads replies as they arrive, so records reach the
-//! session without waiting a whole period (`DEFER_READS_UP_TO`); so does a thread whose replies
-//! come without kernel stamps, whose reply times are its reads. Its records go to the session in batches
-//! (`FLUSH_EVERY`): the CPU a probe costs is then little more than its syscalls
+//! session without waiting a whole period (`DEFER_READS_UP_TO`); so does a thread whose
+//! replies come without kernel stamps, whose reply times are its reads. Its records go to the
+//! session in batches (`FLUSH_EVERY`): the CPU a probe costs is then little more than its syscalls
 //! (`benchmarks/probe_cpu.sh` holds it against a minimal prober in C).
 
 pub mod inflight;
@@ -291,7 +291,8 @@ struct ProbeWorker {
     reconnected_unanswered: bool,
     /// The last reply read carried the kernel's receive stamp ([`DEFER_READS_UP_TO`]).
     stamped: bool,
-    /// The thread woke too late to read the replies before its send: it reads them after.
+    /// The read before the send ran out of time with replies maybe left (a burst, a thread
+    /// that woke late): it goes on right after the send.
     reads_after_send: bool,
 }
 
@@ -332,10 +333,15 @@ impl ProbeWorker {
                     // What the read before the send left (a burst of replies) is read right
                     // after it.
                     let late_reads = std::mem::take(&mut self.reads_after_send);
+                    let next_due = self.clock.instant_at(self.intended_us(seq + 1));
                     let sent = self
                         .send_probe(seq, intended_us)
                         .and_then(|()| match late_reads {
-                            true => self.take_replies(None).map(|_| ()),
+                            // Never past the next probe's wake-up: what is left then is read
+                            // as it comes (more than the last probe is outstanding).
+                            true => self
+                                .take_replies(Some(next_due.checked_sub(SPIN).unwrap_or(next_due)))
+                                .map(|_| ()),
                             false => Ok(()),
                         });
                     seq += 1;
@@ -490,14 +496,12 @@ impl ProbeWorker {
                 self.take_replies(Some(spin_from))?;
             }
         }
-        // The replies that came since the last send, read in the spin's time (or, by a thread
-        // that woke too late for that, right after the send).
         if self.defers_reads() {
-            // Every reply that came is read before the next probe leaves, even by a thread that
-            // woke late (a few µs more lag): one left unread would take the stamp of the next
-            // reply, which the kernel merges into it, and a reply can come back before the
-            // send returns (loopback). A burst too long for [`SPIN`] is read on after the
-            // send.
+            // The replies that came since the last send, read before the next probe leaves,
+            // even by a thread that woke late (a few µs more lag): one left unread would take
+            // the stamp of the next reply, which the kernel merges into it, and a reply can
+            // come back before the send returns (loopback). A burst too long for [`SPIN`] is
+            // read on after the send.
             let until = due.max(Instant::now()) + SPIN;
             self.reads_after_send = !self.take_replies(Some(until))?;
         }
