@@ -353,3 +353,19 @@ fn ipv6_targets_are_printed_as_urls_that_read_back() {
         String::from_utf8_lossy(&again.stderr)
     );
 }
+
+/// A plan no host could hold (a million 1M fields: about 4.9 TiB on the server) was printed by
+/// `--dry-run` without a word (hostile trial): the plan now says it is more than this host has,
+/// and one that fits does not.
+#[test]
+fn a_dry_run_says_when_the_server_would_need_more_than_the_host_has() {
+    let plan = |args: &[&str]| {
+        let output = probe_cmd().arg("--dry-run").args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).to_string()
+    };
+    let huge = plan(&["--type", "hash", "--elements", "1M", "--element-size", "1M"]);
+    assert!(huge.contains("more than this host's memory"), "{huge}");
+    let small = plan(&["--writer-sizes", "1M"]);
+    assert!(!small.contains("more than this host's memory"), "{small}");
+}

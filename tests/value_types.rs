@@ -507,6 +507,15 @@ fn the_servers_busy_time_is_read_around_each_write() {
         busy >= 0.7 * held && busy <= 1.5 * held + 10.0,
         "the DEL held others {held} ms, the server's main thread ran {busy} ms in its window"
     );
+    // The quiet pace over the DEL's readings: the probes' PINGs in the gap before it, a small
+    // part of the DEL's busy time at the default rate (about 6% of a core here); none for the
+    // run's first op, which has no gap before it read.
+    assert!(row(&summary, "build", 0)["server_cpu_idle_us"].is_empty());
+    let idle = read_us_as_ms(delete, "server_cpu_idle_us");
+    assert!(
+        idle > 0.0 && idle <= 0.25 * busy,
+        "the DEL's window: busy {busy} ms, the quiet pace over as long {idle} ms"
+    );
 
     let (writes, summary, stdout) = run(&["--writer-sizes", "64M"]);
     let set = row(&summary, "set", 0);

@@ -101,6 +101,16 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
                     " (one value at a time)"
                 }
             ));
+            // A server this host starts cannot hold more than the host has: say so now, as the
+            // run's memory check would refuse it.
+            let host = crate::measure::hostmem::HostMemorySampler::new().sample();
+            if embedded && host.total_bytes > 0 && server_peak > host.total_bytes {
+                lines.push(format!(
+                    "warning: the server would need up to {}, more than this host's memory ({}): the run would refuse the writes that do not fit (--force-memory sends them anyway)",
+                    crate::analyze::pressure::human_bytes(server_peak),
+                    crate::analyze::pressure::human_bytes(host.total_bytes)
+                ));
+            }
         }
         None => {
             lines.push(match options.duration {
