@@ -713,12 +713,18 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
 }
 
 /// Whether process `pid` of this host holds the server's end of a connection the tool opens to
-/// `conn` (its handshake done, so the server has accepted it):
+/// `conn` (answered once, so the server has accepted it):
 /// [`crate::measure::schedstat::pid_holds_peer_of`].
 fn serves_a_connection(pid: u32, conn: &ConnInfo) -> bool {
-    let Ok(probe) = crate::measure::resp::RawConn::connect(conn) else {
+    let Ok(mut probe) = crate::measure::resp::RawConn::connect(conn) else {
         return false;
     };
+    // A reply means the server has accepted the connection: before that its end is in the
+    // kernel's accept queue, in no process's hands (without AUTH or SELECT the handshake sends
+    // nothing, and the check then failed 5 runs in 6).
+    if probe.command(&[b"PING"]).is_err() {
+        return false;
+    }
     let (socket, _, _) = probe.into_parts();
     match (socket.local_addr(), socket.peer_addr()) {
         (Ok(local), Ok(peer)) => crate::measure::schedstat::pid_holds_peer_of(pid, local, peer),
