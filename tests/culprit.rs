@@ -394,7 +394,18 @@ fn valkey_9_event_loop_worst_is_read_per_poll_and_labels_the_stall() {
         end_unix_us: after_sleep + 70_000,
     };
     let label = eventloop_label(host_stall, &windows[1..]).expect("labelled");
-    assert!(label.starts_with("event loop max 0."), "{label}");
+    // The quiet window's longest cycle, whatever a busy CI host made it (1.5 ms once), far
+    // under the 30 ms silence: the label says the server's loop was short.
+    let said_ms: f64 = label
+        .strip_prefix("event loop max ")
+        .and_then(|rest| rest.split("ms").next())
+        .and_then(|ms| ms.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a figure in {label}"));
+    assert!(said_ms < 20.0, "{label}");
+    assert!(
+        (said_ms - third.eventloop_max_us.unwrap() as f64 / 1e3).abs() < 0.1,
+        "{label}: the quiet window's own figure"
+    );
 }
 
 /// Redis 7.0 does not report the event loop's cycles: the poll says nothing of it.
