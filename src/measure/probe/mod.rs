@@ -333,17 +333,14 @@ impl ProbeWorker {
                     // What the read before the send left (a burst of replies) is read right
                     // after it.
                     let late_reads = std::mem::take(&mut self.reads_after_send);
-                    let next_due = self.clock.instant_at(self.intended_us(seq + 1));
-                    let sent = self
-                        .send_probe(seq, intended_us)
-                        .and_then(|()| match late_reads {
-                            // Never past the next probe's wake-up: what is left then is read
-                            // as it comes (more than the last probe is outstanding).
-                            true => self
-                                .take_replies(Some(next_due.checked_sub(SPIN).unwrap_or(next_due)))
-                                .map(|_| ()),
-                            false => Ok(()),
-                        });
+                    let mut sent = self.send_probe(seq, intended_us);
+                    if late_reads && sent.is_ok() {
+                        // Never past the next probe's wake-up: what is left then is read as it
+                        // comes (more than the last probe is outstanding).
+                        let next_due = self.clock.instant_at(self.intended_us(seq + 1));
+                        let until = next_due.checked_sub(SPIN).unwrap_or(next_due);
+                        sent = self.take_replies(Some(until)).map(|_| ());
+                    }
                     seq += 1;
                     // Now the next probe is furthest off.
                     if self.flush_due(Instant::now()) {
