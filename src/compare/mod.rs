@@ -406,6 +406,23 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
             show(cand.hostname.clone()),
             show(cand.cpus.map(|n| n.to_string())),
         ));
+    } else {
+        // Cloud machines share one name ("vm"): their CPU model or kernel still tells them
+        // apart (what only one run records says nothing).
+        let told_apart = [
+            ("CPU ", &base.cpu_model, &cand.cpu_model),
+            // "Linux (Debian GNU/Linux 12) (kernel 6.18.44)" names itself.
+            ("", &base.os, &cand.os),
+        ]
+        .into_iter()
+        .find(|(_, b, c)| b.is_some() && c.is_some() && b != c);
+        if let Some((what, b, c)) = told_apart {
+            warnings.push(format!(
+                "the runs were made on different hosts of one name ({what}{} against {what}{}): host speed is part of every figure",
+                show(b.clone()),
+                show(c.clone()),
+            ));
+        }
     }
     if base.tool_version != cand.tool_version {
         warnings.push(format!(

@@ -48,6 +48,10 @@ pub struct RunMeta {
     pub hostname: Option<String>,
     /// Its logical CPUs.
     pub cpus: Option<u64>,
+    /// Its CPU's model (absent in runs recorded before it was read).
+    pub cpu_model: Option<String>,
+    /// Its operating system and kernel.
+    pub os: Option<String>,
     /// Probe threads.
     pub probe_threads: Option<u64>,
     /// Probes per second per thread.
@@ -484,6 +488,8 @@ impl RunMeta {
             server_appendonly: run.server.appendonly.clone(),
             hostname: run.host.hostname.clone(),
             cpus: Some(run.host.cpus as u64),
+            cpu_model: run.host.cpu_model.clone(),
+            os: run.host.os.clone(),
             probe_threads: Some(u64::from(options.probe_threads)),
             probe_rate: Some(options.probe_rate),
             probe_cmd: Some(options.probe_cmd.name().to_string()),
@@ -641,6 +647,8 @@ mod tests {
                 server_appendonly: Some("yes".into()),
                 hostname: Some("bench-host".into()),
                 cpus: Some(8),
+                cpu_model: Some("AMD EPYC".into()),
+                os: Some("Linux (Debian GNU/Linux 12) (kernel 6.1.0)".into()),
                 probe_threads: Some(3),
                 probe_rate: Some(750.5),
                 probe_cmd: Some("get".into()),

@@ -14,6 +14,8 @@ fn meta(run_id: &str) -> RunMeta {
         server_appendonly: Some("no".into()),
         hostname: Some("vm".into()),
         cpus: Some(2),
+        cpu_model: Some("AMD EPYC".into()),
+        os: Some("Linux (Debian GNU/Linux 12) (kernel 6.18.44)".into()),
         probe_threads: Some(2),
         probe_rate: Some(1000.0),
         probe_cmd: Some("ping".into()),
@@ -295,4 +297,44 @@ fn side_by_side_has_a_column_per_run_and_every_row() {
     assert!(sbs.rows[0].hol_delay_ms[2].is_none());
     assert_eq!(sbs.rows[1].set_ms[2].unwrap().median, 2.0);
     assert!(!report.regression);
+}
+
+/// Cloud machines share one name: a baseline from another of them (another CPU model or kernel)
+/// is said to be from another host; a run that does not record the CPU says nothing of it.
+#[test]
+fn hosts_of_one_name_are_told_apart_by_cpu_and_kernel() {
+    let v: &[f64] = &[1.0, 1.1, 1.2, 1.0, 1.1];
+    let warned = |cand: &RunData| {
+        let base = run("a", &[(M64, "set", v, v)]);
+        compare(&base, cand, Rules::default())
+            .unwrap()
+            .warnings
+            .join("\n")
+    };
+    let same = run("b", &[(M64, "set", v, v)]);
+    assert!(
+        !warned(&same).contains("different hosts"),
+        "{}",
+        warned(&same)
+    );
+
+    let mut other_cpu = run("b", &[(M64, "set", v, v)]);
+    other_cpu.meta.cpu_model = Some("Intel Xeon".into());
+    let text = warned(&other_cpu);
+    assert!(
+        text.contains("different hosts of one name (CPU AMD EPYC against CPU Intel Xeon)"),
+        "{text}"
+    );
+
+    let mut other_kernel = run("b", &[(M64, "set", v, v)]);
+    other_kernel.meta.os = Some("Linux (Debian GNU/Linux 12) (kernel 6.18.45)".into());
+    assert!(
+        warned(&other_kernel).contains("kernel"),
+        "{}",
+        warned(&other_kernel)
+    );
+
+    let mut unrecorded = run("b", &[(M64, "set", v, v)]);
+    unrecorded.meta.cpu_model = None;
+    assert!(!warned(&unrecorded).contains("different hosts"));
 }

@@ -150,6 +150,7 @@ mod tests {
                 memory_total_bytes: 1,
                 swap_total_bytes: 0,
                 os: None,
+                cpu_model: None,
             },
             server: ServerFacts::default(),
             nodes: vec!["127.0.0.1:6379".into()],

@@ -115,6 +115,20 @@ pub struct HostInfo {
     pub swap_total_bytes: u64,
     /// Operating system and kernel, as sysinfo reports them.
     pub os: Option<String>,
+    /// The CPU's model, as sysinfo reports the first CPU's brand: cloud machines of one name
+    /// can differ in it (absent in runs recorded before it was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+}
+
+/// The first CPU's brand, where sysinfo reads one.
+fn cpu_model() -> Option<String> {
+    use sysinfo::{CpuRefreshKind, RefreshKind, System};
+    let system =
+        System::new_with_specifics(RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing()))
+            .ok()?;
+    let brand = system.cpus().first()?.brand().trim();
+    (!brand.is_empty()).then(|| brand.to_string())
 }
 
 impl HostInfo {
@@ -132,6 +146,7 @@ impl HostInfo {
                     Err(_) => os,
                 }
             }),
+            cpu_model: cpu_model(),
         }
     }
 }

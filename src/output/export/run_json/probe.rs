@@ -192,6 +192,7 @@ pub(crate) mod sample {
             memory_total_bytes: 16 << 30,
             swap_total_bytes: 2 << 30,
             os: Some("Linux (Debian GNU/Linux 12) (kernel 6.1.0)".into()),
+            cpu_model: Some("AMD EPYC".into()),
         };
         let options = RunOptions {
             probe_threads: 3,
