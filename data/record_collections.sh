@@ -5,7 +5,7 @@
 # freezes of big collections (tens to hundreds of ms) stand well above the host's noise, the
 # small ones do not.
 #
-#   data/record_collections.sh                    # all four servers, hash set zset list
+#   data/record_collections.sh                    # all four servers, hash set zset list stream
 #   data/record_collections.sh redis-7.0          # one server
 #   ELEMENTS=4M SUBDIR=4M data/record_collections.sh redis-7.0   # the 4M runs, in <type>/4M/
 #   ELEMENTS=50k,300k,2M ROOT=data/heldout data/record_collections.sh   # sizes no model is fitted on
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ELEMENTS="${ELEMENTS:-100k,1M}"
-TYPES="${TYPES:-hash set zset list}"
+TYPES="${TYPES:-hash set zset list stream}"
 REPEAT="${REPEAT:-3}"
 SUBDIR="${SUBDIR:-}"
 ROOT="${ROOT:-data/collections}"

@@ -21,7 +21,7 @@ source scripts/lib.sh
 
 ELEMENTS="${ELEMENTS:-100k,1M,4M}"
 SIZES="${SIZES-64M,128M,256M,512M}"
-TYPES="${TYPES:-hash set zset list}"
+TYPES="${TYPES:-hash set zset list stream}"
 REPEAT="${REPEAT:-3}"
 ROOT="${ROOT:-data/collections}"
 KEEP_PROBES="${KEEP_PROBES:-0}"

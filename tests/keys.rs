@@ -687,7 +687,7 @@ fn a_refit_writes_a_model_of_the_binary() {
 /// 512M).
 fn collection_rows(name: &str) -> Vec<(String, Vec<FitRow>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/collections");
-    ["hash", "set", "zset", "list", "string"]
+    ["hash", "set", "zset", "list", "stream", "string"]
         .iter()
         .flat_map(|kind| {
             let dir = root.join(name).join(kind);
@@ -719,7 +719,7 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
     // The lines this refit writes replace those of earlier refits.
     let mut how: Vec<String> = Vec::new();
     how.push(format!(
-        "collections and strings (source tool): the tool's own hol_delay_ms of the {} read, delete, unlink, expire, evict and overwrite ops in data/collections/{name}/{{hash,set,zset,list,string}}/summary.csv (runs {}: probe --server-bin <{name}> --type T --elements 100k,1M, and 4M in <type>/4M/, --ops build,read,delete,build,unlink,build,expire,build,overwrite,delete --repeat 3 --gap 200ms; strings --writer-sizes 64M,128M,256M,512M --ops set,overwrite,read,delete,set,unlink,set,expire --repeat 3; data/record_collections.sh and data/record_strings.sh, one sitting on an idle host; evictions in <type>/evict/: --elements 100k,1M,4M or --writer-sizes 64M,128M,256M,512M, --ops build,evict (set,evict) --repeat 3 --gap 200ms, data/record_evictions.sh, a later sitting on an idle host), fitted by least squares of the relative error, with the servers' lazyfree-lazy-* as their run.json says; {bounded} of them had no probe in their window and count as one probe interval (0.5 ms)",
+        "collections and strings (source tool): the tool's own hol_delay_ms of the {} read, delete, unlink, expire, evict and overwrite ops in data/collections/{name}/{{hash,set,zset,list,stream,string}}/summary.csv (runs {}: probe --server-bin <{name}> --type T --elements 100k,1M, and 4M in <type>/4M/, --ops build,read,delete,build,unlink,build,expire,build,overwrite,delete --repeat 3 --gap 200ms; strings --writer-sizes 64M,128M,256M,512M --ops set,overwrite,read,delete,set,unlink,set,expire --repeat 3; data/record_collections.sh and data/record_strings.sh, one sitting on an idle host; evictions in <type>/evict/: --elements 100k,1M,4M or --writer-sizes 64M,128M,256M,512M, --ops build,evict (set,evict) --repeat 3 --gap 200ms, data/record_evictions.sh, a later sitting on an idle host), fitted by least squares of the relative error, with the servers' lazyfree-lazy-* as their run.json says; {bounded} of them had no probe in their window and count as one probe interval (0.5 ms)",
         rows.len(),
         runs.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(", ")
     ));
@@ -821,7 +821,7 @@ fn the_shipped_collection_entries_are_the_tool_s_ops() {
             };
             assert_eq!(same(a), same(b), "{name}");
         }
-        for kind in ["hash", "set", "zset", "list"] {
+        for kind in ["hash", "set", "zset", "list", "stream"] {
             let read = shipped
                 .entries
                 .iter()
@@ -833,7 +833,7 @@ fn the_shipped_collection_entries_are_the_tool_s_ops() {
         // Evictions are priced from the tool's own `--ops build,evict` runs
         // (data/collections/<server>/<type>/evict/, data/record_evictions.sh): 3 sizes × 3
         // repeats of each collection, 4 × 3 of a string.
-        for kind in ["hash", "set", "zset", "list", "string"] {
+        for kind in ["hash", "set", "zset", "list", "stream", "string"] {
             let evict: Vec<_> = shipped
                 .entries
                 .iter()

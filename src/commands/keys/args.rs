@@ -87,7 +87,7 @@ pub struct KeysArgs {
     #[arg(long)]
     pub refit: bool,
 
-    /// With --refit: the types measured (string, hash, list, set, zset, stream).
+    /// With --refit: the types measured (default string,hash,set,zset,list,stream).
     #[arg(long, value_name = "LIST")]
     pub refit_types: Option<String>,
 
@@ -151,7 +151,7 @@ pub struct KeysPlan {
 }
 
 /// `--refit`'s default types.
-pub const REFIT_TYPES: &str = "string,hash,set,zset,list";
+pub const REFIT_TYPES: &str = "string,hash,set,zset,list,stream";
 /// `--refit`'s default sizes, elements.
 pub const REFIT_ELEMENTS: &str = "50k,200k";
 /// `--refit`'s default repeats.
