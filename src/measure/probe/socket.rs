@@ -11,7 +11,8 @@
 //! never early: one stamp covers every byte a read returns, and segments the kernel coalesced in
 //! the receive queue while nobody read carry the latest one's stamp. The thread therefore reads as
 //! soon as bytes arrive, and on a plain connection asks for one reply's length at a time, so a
-//! read rarely spans two replies (over TLS, rustls reads whole records: the replies of one read
+//! read rarely spans two replies (a backlog, which the server answers in one write, is read in
+//! one go) (over TLS, rustls reads whole records: the replies of one read
 //! share its stamp). Each record keeps both times (`reply_us` from the stamp, `read_us` from the
 //! read).
 
