@@ -1599,3 +1599,39 @@ fn a_library_evict_on_someone_elses_server_is_refused_before_a_command() {
     assert_eq!(maxmemory[1], "0");
     assert!(server.keys("holprobe:*:w*").is_empty());
 }
+
+/// A server whose DEL is renamed away (or denied): a plan that needs DEL (the default's last op
+/// too, with no --ops) is refused before anything is sent, and a plan without it cleans up with
+/// UNLINK: the run's keys and its marker are gone after it. Before, the tool wrote the value,
+/// failed its DEL, and left the value and its marker on the server (the hostile trial).
+#[test]
+fn a_server_without_del_is_refused_up_front_or_cleaned_with_unlink() {
+    let server = TestServer::start(&["rename-command DEL \"\""]);
+    probe_writes(&server.url(), "1M")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "invalid value 'set,delete (the default)' for --ops: the server has no DEL command",
+        ));
+    assert!(server.keys("*").is_empty(), "{:?}", server.keys("*"));
+    // Cut short after its first SET: the key left is removed at cleanup, by UNLINK.
+    probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--writer-sizes",
+            "1M",
+            "--ops",
+            "set,unlink",
+        ])
+        .args(["--repeat", "3", "--gap", "1s", "--duration", "1500ms"])
+        .assert()
+        .success();
+    assert!(server.keys("*").is_empty(), "{:?}", server.keys("*"));
+    let mut conn = server.conn();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    assert!(stats.contains("cmdstat_unlink:"), "{stats}");
+}

@@ -183,18 +183,21 @@ impl MarkerGuard {
     pub fn remove(mut self) -> Result<()> {
         self.stop_renewing();
         // The marker first: once it is gone the run is no longer found, whatever stays.
-        let steps = [
-            redis::cmd("DEL").arg(&self.marker).arg(&self.lease).clone(),
-            redis::cmd("SREM")
-                .arg(&self.registry)
-                .arg(&self.marker)
-                .clone(),
-        ];
-        for step in &steps {
+        let keys = [self.marker.clone(), self.lease.clone()];
+        let srem = redis::cmd("SREM")
+            .arg(&self.registry)
+            .arg(&self.marker)
+            .clone();
+        for first in [true, false] {
             // A cluster that failed over during the run serves the slot elsewhere now.
             let (_, at) = super::on_slot_owner(&self.conn, |conn| {
                 let mut control = conn.redis_connection()?;
-                step.query::<redis::Value>(&mut control)?;
+                if first {
+                    // UNLINK where DEL is renamed away, as the run's keys.
+                    crate::measure::target::unlink_or_del(&mut control, &keys)?;
+                } else {
+                    srem.query::<redis::Value>(&mut control)?;
+                }
                 Ok(())
             })
             .with_context(|| {
@@ -407,9 +410,7 @@ fn reclaim(
     let removed: i64 = if marker.keys.is_empty() {
         0
     } else {
-        redis::cmd("DEL")
-            .arg(&marker.keys)
-            .query(control)
+        crate::measure::target::unlink_or_del(control, &marker.keys)
             .with_context(|| format!("removing the keys under {}", marker.key_prefix))?
     };
     said.push(format!(

@@ -77,7 +77,7 @@ pub(super) fn dry_run_plan(plan: &LoadPlan) -> Result<Vec<String>> {
         ));
         lines.extend(plan.step_lines(&steps));
         lines.push(format!(
-            "after the load: DEL of any key left under {key_prefix}"
+            "after the load: UNLINK (DEL where the server has none) of any key left under {key_prefix}"
         ));
     }
     if let Some(dir) = &options.out {

@@ -136,7 +136,7 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
         );
     }
     lines.push(format!(
-        "after the run: DEL of any key left under {run_prefix}"
+        "after the run: UNLINK (DEL where the server has none) of any key left under {run_prefix}"
     ));
     Ok(lines)
 }

@@ -150,8 +150,16 @@ pub fn check_commands(plan: &WriterPlan, conn: &ConnInfo) -> Result<()> {
         kind.build_command(),
         format!("to make a {}", kind.name()),
     );
-    let ops = plan.chosen_ops().unwrap_or_default();
-    for op in ops {
+    // Every op the plan makes, the defaults too (a string's DEL without --ops: a server with
+    // DEL renamed away was written to and then kept the value; the hostile trial).
+    let mut ops: Vec<WriteOp> = Vec::new();
+    for step in plan.steps("") {
+        if !ops.contains(&step.op) {
+            ops.push(step.op);
+        }
+    }
+    let ops_named = ops.iter().map(|op| op.name()).collect::<Vec<_>>().join(",");
+    for &op in &ops {
         let command = match op {
             WriteOp::Read => kind.read_command().0,
             WriteOp::Delete => "DEL",
@@ -176,13 +184,10 @@ pub fn check_commands(plan: &WriterPlan, conn: &ConnInfo) -> Result<()> {
                 flag,
                 if *flag == "--type" {
                     plan.value_type.clone()
+                } else if plan.ops.is_empty() {
+                    format!("{ops_named} (the default)")
                 } else {
-                    plan.chosen_ops()
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|op| op.name())
-                        .collect::<Vec<_>>()
-                        .join(",")
+                    ops_named.clone()
                 },
                 format!(
                     "the server has no {command} command (COMMAND INFO {command} is empty: too old, or renamed), which the plan needs {what}"
