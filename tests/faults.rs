@@ -209,6 +209,56 @@ fn an_unresponsive_server_ends_the_run_after_the_timeout() {
     let _ = sleeper.join().unwrap();
 }
 
+/// A stall still under way when `--duration` ends is said, with how long its oldest probe had
+/// waited, and kept in run.json's warnings: "stalls over 1ms: 0" alone read as a quiet server
+/// while a 3 s DEBUG SLEEP was a second old (the hostile trial).
+#[test]
+fn a_stall_under_way_at_the_end_is_said() {
+    let server = TestServer::start(&[]);
+    let sleeper = server.command_after::<()>(
+        Duration::from_millis(1200),
+        redis::cmd("DEBUG").arg("SLEEP").arg("3"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = probe_cmd()
+        .args([
+            "--url",
+            &server.url(),
+            "--duration",
+            "2s",
+            "--report-every",
+            "0",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let said = stderr
+        .lines()
+        .find(|l| l.contains("a stall of at least that long was under way at the end"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    // The sleep began at most 2 s into the run; its oldest probe had waited 0.2 s or more.
+    let waited_ms: f64 = said
+        .split("the oldest sent ")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms").next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(waited_ms >= 200.0, "{said}");
+    let run = read_json(&dir.path().join("run.json"));
+    assert!(
+        run["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("under way at the end")),
+        "{run}"
+    );
+    let _ = sleeper.join().unwrap();
+}
+
 #[test]
 fn closing_stdout_ends_the_run_quietly() {
     let mut child = Command::new(probe_bin())

@@ -103,6 +103,10 @@ pub struct ProbeShared {
     pub replies_read_stamped: AtomicU64,
     /// Probes still unanswered when their thread stopped (recorded as failed).
     pub unanswered_at_stop: AtomicU64,
+    /// How long before its thread stopped the oldest of those was sent, µs (the longest over
+    /// the threads): a stall still under way at the end, at least that long, which no answered
+    /// probe measured.
+    pub longest_unanswered_at_stop_us: AtomicU64,
     /// The most probes one connection had outstanding at once.
     pub max_outstanding: AtomicU64,
     /// Connections lost (reset, closed, garbled) and opened again.
@@ -750,6 +754,12 @@ impl ProbeWorker {
         self.shared
             .unanswered_at_stop
             .fetch_add(self.flight.len() as u64, Ordering::Relaxed);
+        if let Some(oldest_sent_us) = self.flight.oldest_sent_us() {
+            self.shared.longest_unanswered_at_stop_us.fetch_max(
+                self.clock.now_us().saturating_sub(oldest_sent_us),
+                Ordering::Relaxed,
+            );
+        }
         self.flight
             .fail_all("no reply before the run stopped", &mut self.done);
         self.flush();

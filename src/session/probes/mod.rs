@@ -67,6 +67,7 @@ use collector::{Collector, Correlation, Meta, NodeState, run_json};
 use joins::Joiner;
 use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
+use report::open_at_stop_note;
 pub use report::{KEEP_STALLS, Notice, RunReport};
 #[cfg(test)]
 pub(crate) use report::{cpu_wait_note, late_probe_note};
@@ -686,6 +687,13 @@ impl ProbeInstrument<'_, '_> {
             warnings.push(note);
         }
         if let Some(note) = cpu_wait_note(&state.nodes[0].analysis.writes) {
+            warnings.push(note);
+        }
+        if let Some(note) = open_at_stop_note(
+            shared.unanswered_at_stop.load(Ordering::Relaxed),
+            shared.longest_unanswered_at_stop_us.load(Ordering::Relaxed),
+            options.stall_threshold_us,
+        ) {
             warnings.push(note);
         }
         let dropped = shared.dropped.load(Ordering::Relaxed);

@@ -98,6 +98,23 @@ pub enum Notice<'a> {
     },
 }
 
+/// A stall still under way when the run stopped (`--duration` ran out, Ctrl-C, a `--timeout`):
+/// its probes were never answered, so no stall figure holds it, and "stalls over 1ms: 0" read as
+/// a quiet server while a 2 s `DEBUG SLEEP` was half done (the hostile trial). Said when the
+/// oldest unanswered probe had waited past the stall threshold.
+pub(crate) fn open_at_stop_note(
+    unanswered: u64,
+    longest_us: u64,
+    stall_threshold_us: u64,
+) -> Option<String> {
+    (unanswered > 0 && longest_us >= stall_threshold_us).then(|| {
+        format!(
+            "the server had not answered {unanswered} probe(s) when the run stopped, the oldest sent {:.1} ms before: a stall of at least that long was under way at the end, and it is not among the stalls counted (its probes are the failed rows of probes.csv, \"no reply before the run stopped\")",
+            longest_us as f64 / 1e3
+        )
+    })
+}
+
 /// A note when the probe behind some writes' `hol_delay_ms` left its thread a millisecond or
 /// more late: those figures are partly this host's (its cores were busy), not the server's.
 pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
