@@ -65,6 +65,25 @@ const CASES: &[(&[&str], &str)] = &[
     (&["--bogus"], "unexpected argument '--bogus'"),
     (&["--interval", "1ms"], "'1ms' for --interval"),
     (&["--report-every", "soon"], "'soon' for --report-every"),
+    // An eviction on a server the tool did not start: refused by the dry run too.
+    (
+        &[
+            "--url",
+            "redis://127.0.0.1:1",
+            "--type",
+            "hash",
+            "--elements",
+            "10",
+            "--ops",
+            "build,evict",
+            "--dry-run",
+        ],
+        "evict lowers maxmemory",
+    ),
+    (
+        &["--duration", "1s", "--report-every", "1500ms"],
+        "'1500ms' for --report-every: a line gathers whole --interval rows (1s)",
+    ),
     (&["--show-stalls", "some"], "'some' for --show-stalls"),
     (&["calibrate", "--stalls", "abc"], "'abc' for --stalls"),
     (&["calibrate", "--stalls", "0"], "'0' for --stalls"),

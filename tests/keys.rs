@@ -529,13 +529,15 @@ fn a_user_without_memory_gets_one_line_and_the_counts() {
     assert!(doc["top"][0]["delete_ms"].as_f64().unwrap() > 0.0);
 }
 
+/// 400k keys: a release build scanned 100k in under the 2.5 s the test waits, and ended
+/// complete before the Ctrl-C came.
 #[test]
 fn ctrl_c_keeps_what_was_scanned_in_valid_files() {
     let server = TestServer::start(&[]);
     let mut conn = server.conn();
     let _: () = redis::cmd("DEBUG")
         .arg("POPULATE")
-        .arg(100_000)
+        .arg(400_000)
         .query(&mut conn)
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -573,7 +575,7 @@ fn ctrl_c_keeps_what_was_scanned_in_valid_files() {
     assert_eq!(run["status"], "interrupted");
     let rows = common::read_csv(&out.join("keys.csv"));
     let scanned = run["keys_scanned"].as_u64().unwrap();
-    assert!(scanned > 0 && scanned < 100_000, "{scanned}");
+    assert!(scanned > 0 && scanned < 400_000, "{scanned}");
     assert_eq!(rows.len() as u64, scanned);
 }
 

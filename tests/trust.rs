@@ -268,6 +268,37 @@ fn tuned_settings_are_restored_after_an_interrupted_run() {
     assert!(server.keys("holprobe:*").is_empty());
 }
 
+/// A setting someone else changed while the run had it tuned is left as they set it, and said:
+/// the restore put the run's "before" over an operator's change (the hostile trial). The
+/// settings nobody touched are restored as ever.
+#[test]
+fn a_tuned_setting_changed_by_someone_else_is_left_as_they_set_it() {
+    let server = TestServer::start(&["slowlog-log-slower-than 12345", "slowlog-max-len 77"]);
+    let child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--url", &server.url(), "--tune-server", "--duration", "3s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // Observing, the run logs commands of 1 ms and longer.
+    while config_get(&server, "slowlog-log-slower-than") != "1000" {
+        assert!(Instant::now() < deadline, "the run never tuned the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut conn = server.conn();
+    common::config_set(&mut conn, "slowlog-log-slower-than", "5000");
+    let output = child.wait_with_output().expect("wait for probe");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), "5000");
+    assert!(
+        stderr.contains("left slowlog-log-slower-than at 5000 (the run had set 1000, changed since by someone else; it was 12345 before the run)"),
+        "{stderr}"
+    );
+    assert_eq!(config_get(&server, "slowlog-max-len"), "77");
+}
+
 /// A value over the server's maxmemory is refused before anything is sent, with how much it
 /// needs; nothing was written.
 #[test]

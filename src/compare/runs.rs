@@ -25,6 +25,8 @@ use crate::output::export::{
 };
 use crate::record::WriteRecord;
 
+/// The longest time a summary row may hold, ms: a day (no write of the tool's takes that long).
+const MOST_MS: f64 = 86_400_000.0;
 /// What the compare needs to know about a run, from its `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunMeta {
@@ -271,6 +273,18 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
             return Err(bad(format!(
                 "{SUMMARY_CSV}: write {} has a value that is not a number",
                 row.seq
+            )));
+        }
+        // A time the tool cannot have written: below zero, or past a day (an edited file read
+        // -5 as "<0.50" and 1e308 as a 300-digit figure; the hostile trial).
+        let sane = |ms: f64| (0.0..=MOST_MS).contains(&ms);
+        if !sane(row.set_ms) || row.hol_delay_ms.is_some_and(|v| !sane(v)) {
+            return Err(bad(format!(
+                "{SUMMARY_CSV}: write {} has a time below 0 or past a day (set_ms {}, hol_delay_ms {})",
+                row.seq,
+                row.set_ms,
+                row.hol_delay_ms
+                    .map_or_else(|| "empty".to_string(), |v| v.to_string())
             )));
         }
         samples.push(WriteSample {

@@ -285,15 +285,19 @@ impl ServerTuning {
 
     /// Puts every changed setting back (in reverse order) on a fresh connection. Settings that
     /// were restored are forgotten, so a second call (or the drop) does nothing more.
-    pub fn restore(&mut self) -> Result<()> {
+    pub fn restore(&mut self) -> Result<Vec<String>> {
         self.restore_until(None)
     }
 
     /// [`Self::restore`] with every wait ending by `deadline` (the run's cleanup shares one
     /// reply limit): when none is left, an error that says so, and the settings stay listed.
-    pub fn restore_until(&mut self, deadline: Option<std::time::Instant>) -> Result<()> {
+    /// A setting someone else changed during the run (it no longer reads as the run set it) is
+    /// left as they set it, and said in the lines returned: the restore put the run's "before"
+    /// over an operator's change (the hostile trial); the marker's recovery did not.
+    pub fn restore_until(&mut self, deadline: Option<std::time::Instant>) -> Result<Vec<String>> {
+        let mut said = Vec::new();
         if self.changed.is_empty() {
-            return Ok(());
+            return Ok(said);
         }
         let conn = match deadline {
             None => self.conn.clone(),
@@ -323,6 +327,28 @@ impl ServerTuning {
                     .set_read_timeout(Some(left))
                     .context("setting the read timeout")?;
             }
+            // As it reads now; a server that does not say is restored as before.
+            let current: Option<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(&change.name)
+                .query::<Vec<String>>(&mut control)
+                .ok()
+                .and_then(|pair| pair.into_iter().nth(1));
+            if let Some(current) =
+                current.filter(|c| !crate::session::marker::same_value(c, &change.new))
+            {
+                if !crate::session::marker::same_value(&current, &change.old) {
+                    said.push(format!(
+                        "left {} at {} (the run had set {}, changed since by someone else; it was {} before the run)",
+                        change.name,
+                        crate::session::marker::shown(&current),
+                        crate::session::marker::shown(&change.new),
+                        crate::session::marker::shown(&change.old)
+                    ));
+                }
+                self.changed.pop();
+                continue;
+            }
             redis::cmd("CONFIG")
                 .arg("SET")
                 .arg(&change.name)
@@ -339,7 +365,7 @@ impl ServerTuning {
                 .with_context(|| format!("restoring {} to {}", change.name, change.old))?;
             self.changed.pop();
         }
-        Ok(())
+        Ok(said)
     }
 }
 

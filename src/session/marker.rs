@@ -346,11 +346,27 @@ pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found
             .query(&mut control)
             .with_context(|| format!("reading the lease {lease}"))?;
         if alive > 0 {
+            // The lease's TTL says when it lapses. Not judged by the pid: another machine may
+            // share this host's name (cloud machines are all "vm"), and a run killed a moment
+            // ago is only known dead once its lease lapses (the trial read "still running" for
+            // a run killed with -9).
+            let left_ms: i64 = redis::cmd("PTTL")
+                .arg(&lease)
+                .query(&mut control)
+                .unwrap_or(-1);
             found.push(Found::Live {
                 run_id: marker.run_id.clone(),
                 line: format!(
-                    "left run {} alone: its lease is fresh (pid {} on {}, still running)",
-                    marker.run_id, marker.pid, marker.host
+                    "left run {} alone: its lease is fresh (pid {} on {}): it is running, or stopped less than {} s ago{}",
+                    marker.run_id,
+                    marker.pid,
+                    marker.host,
+                    LEASE.as_secs(),
+                    if left_ms > 0 {
+                        format!(" (the lease lapses in {:.1} s; run `probe clean` again then)", left_ms as f64 / 1e3)
+                    } else {
+                        String::new()
+                    }
                 ),
             });
             continue;
@@ -443,18 +459,30 @@ fn reclaim(
 
 /// Whether a setting's value as read is the one set: a flags setting
 /// (`notify-keyspace-events`) reads back with its letters in the server's order (`Exe` as
-/// `xeE`).
-fn same_value(read: &str, set: &str) -> bool {
+/// `xeE`), and with `A` for the type letters where all of them are set (`KAE` set as
+/// `Kg$lshzetdEx`). The module letter `d`, in `A` on some versions only, is not compared.
+pub(crate) fn same_value(read: &str, set: &str) -> bool {
     let letters = |text: &str| {
-        let mut chars: Vec<char> = text.chars().collect();
+        let mut chars: Vec<char> = text
+            .chars()
+            .flat_map(|c| {
+                if c == 'A' {
+                    "g$lshzxet".chars().collect()
+                } else {
+                    vec![c]
+                }
+            })
+            .filter(|&c| c != 'd')
+            .collect();
         chars.sort_unstable();
+        chars.dedup();
         chars
     };
     read == set || (set.parse::<i64>().is_err() && letters(read) == letters(set))
 }
 
 /// A setting's value in a message (`""` for the empty one).
-fn shown(value: &str) -> String {
+pub(crate) fn shown(value: &str) -> String {
     if value.is_empty() {
         "\"\"".into()
     } else {
@@ -485,6 +513,9 @@ mod tests {
         assert!(same_value("10000", "10000"));
         assert!(!same_value("xE", "Exe"));
         assert!(!same_value("0100", "100"));
+        // The server writes every type letter as A.
+        assert!(same_value("AKE", "Kg$lshzetEx"));
+        assert!(!same_value("AKE", "KgE"));
     }
 
     #[test]

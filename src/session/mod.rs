@@ -49,7 +49,6 @@ use crate::record::{WriteOp, WriteRecord};
 
 pub use context::{RunContext, RunName, RunSpec};
 pub use probes::{KEEP_STALLS, Notice, Probed, ProbedNode, RunReport, measure_nodes, spawn_poller};
-#[cfg(test)]
 pub(crate) use probes::{cpu_wait_note, late_probe_note};
 
 /// Prefix of every key the tool creates.
@@ -269,15 +268,17 @@ impl RunScope {
         deadline: Option<std::time::Instant>,
         warnings: &mut Vec<String>,
     ) {
-        if let Err(err) = self.tuning.restore_until(deadline) {
-            // Those still changed (a restore can fail half-way).
-            let settings = self.server_settings();
-            if deadline.is_some() {
-                // The cleanup's limit is spent: the marker holds them (and stays, as they do);
-                // without one, the warning names them. The drop would only wait again.
-                self.tuning.give_up();
-            }
-            warnings.push(format!(
+        match self.tuning.restore_until(deadline) {
+            Ok(said) => warnings.extend(said),
+            Err(err) => {
+                // Those still changed (a restore can fail half-way).
+                let settings = self.server_settings();
+                if deadline.is_some() {
+                    // The cleanup's limit is spent: the marker holds them (and stays, as they do);
+                    // without one, the warning names them. The drop would only wait again.
+                    self.tuning.give_up();
+                }
+                warnings.push(format!(
                 "could not restore the server's settings ({}): {err:#}{}",
                 settings.join(", "),
                 if self.marker.is_some() {
@@ -286,6 +287,7 @@ impl RunScope {
                     "; set them back by hand (CONFIG SET name old)"
                 }
             ));
+            }
         }
     }
 }
@@ -419,8 +421,10 @@ impl KeyLedger {
                 let keys: Vec<&String> = live.iter().collect();
                 match delete_keys(conn, &keys) {
                     Ok(_) => live.clear(),
+                    // The ledger holds every key the run may have made, not only those it
+                    // did: a run cut short after 2 of 10 writes read "could not remove 8".
                     Err(err) => warnings.push(format!(
-                        "could not remove {} key(s) under {key_prefix}: {err:#}",
+                        "could not remove the run's keys under {key_prefix} (any of the {} it may have made): {err:#}",
                         keys.len()
                     )),
                 }

@@ -268,6 +268,7 @@ fn parse_ops(
     };
     let mut ops = Vec::new();
     let mut exists = false;
+    let mut removed_by: Option<WriteOp> = None;
     for part in list.split(',') {
         let name = part.trim();
         let op = WriteOp::named(&name.to_ascii_lowercase())
@@ -298,17 +299,25 @@ fn parse_ops(
             }
             exists = true;
         } else if !exists {
-            return Err(UsageError::invalid(
-                "--ops",
-                list,
-                format!(
+            // After a removal, the value is gone: the list did start with its make
+            // (`build,delete,unlink` was told "start with build").
+            let why = match removed_by {
+                Some(gone) => format!(
+                    "{} after {} removed the value: {} it again before it",
+                    op.name(),
+                    gone.name(),
+                    make.name()
+                ),
+                None => format!(
                     "{} before the value is made: start with {}",
                     op.name(),
                     make.name()
                 ),
-            ));
+            };
+            return Err(UsageError::invalid("--ops", list, why));
         } else if op.removes_key() {
             exists = false;
+            removed_by = Some(op);
         }
         ops.push(op);
     }
@@ -392,7 +401,33 @@ mod tests {
             plan(&["--writer-sizes", "1M", "--ops", "set,evict,read"])
                 .unwrap_err()
                 .to_string()
-                .contains("read before the value is made")
+                .contains("read after evict removed the value: set it again before it")
+        );
+        assert!(
+            plan(&[
+                "--type",
+                "hash",
+                "--elements",
+                "10",
+                "--ops",
+                "build,delete,unlink"
+            ])
+            .unwrap_err()
+            .to_string()
+            .contains("unlink after delete removed the value: build it again before it")
+        );
+        assert!(
+            plan(&[
+                "--type",
+                "hash",
+                "--elements",
+                "10",
+                "--ops",
+                "read,build,delete"
+            ])
+            .unwrap_err()
+            .to_string()
+            .contains("read before the value is made: start with build")
         );
         // Today's flags, today's plan.
         let p = plan(&["--writer-sizes", "1M", "--overwrite"])

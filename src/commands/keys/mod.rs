@@ -381,8 +381,9 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
                 interrupt,
                 out,
             ) {
-                Ok((server, rows)) => {
+                Ok((server, rows, notes)) => {
                     replay_server = server;
+                    doc.warnings.extend(notes);
                     // Every key failed: the check did not happen.
                     replay_failed = !rows.is_empty() && rows.iter().all(|r| r.run_id.is_none());
                     doc.replay = rows;

@@ -282,7 +282,8 @@ fn measured_row(
 /// Replays `keys` (the scan's worst, worst first) on a server started from the plan's
 /// `--server-bin`, with `settings` (the scanned server's) copied onto it. `out_dir`: the scan's
 /// `--out`, where replay.csv and each key's run (`replay-<rank>/`) go. Stops at Ctrl-C with the
-/// rows measured so far. Returns the replay server's name (`redis 7.0.15`) and the rows.
+/// rows measured so far. Returns the replay server's name (`redis 7.0.15`), the rows, and the
+/// warnings of the keys' runs that concern this host (said as they come, too).
 #[allow(clippy::too_many_arguments)] // the scan's results, its plan's parts and the run's I/O
 pub fn run(
     replay: &ReplayPlan,
@@ -293,7 +294,7 @@ pub fn run(
     force: bool,
     interrupt: &AtomicBool,
     out: &mut Output,
-) -> Result<(String, Vec<ReplayRow>)> {
+) -> Result<(String, Vec<ReplayRow>, Vec<String>)> {
     let keys = &keys[..keys.len().min(replay.keys)];
     if keys.len() < replay.keys {
         out.warn(&format!(
@@ -310,8 +311,9 @@ pub fn run(
         None => None,
     };
     let mut rows = Vec::new();
+    let mut notes = Vec::new();
     if keys.is_empty() {
-        return Ok((String::new(), rows));
+        return Ok((String::new(), rows, notes));
     }
     let deployment = Deployment::start(&replay.server, &LocalTopologySpec::default(), out)?;
     describe_target(
@@ -386,7 +388,24 @@ pub fn run(
                         out.progress(done, label.clone());
                     }
                 }) {
-                    Ok(report) => measured_row(key, shape, &report, probe_interval_ms),
+                    Ok(report) => {
+                        // The host's CPU shortage, said as the main job says it: a replay on a
+                        // busy host read 897 ms for a DEL the scanned server did in 437 ms, with
+                        // only the key's own run.json saying why (the hostile trial).
+                        let host = [
+                            crate::session::cpu_wait_note(&report.analysis.writes),
+                            crate::session::late_probe_note(
+                                &report.analysis.writes,
+                                options.realtime,
+                            ),
+                        ];
+                        for note in host.into_iter().flatten() {
+                            let note = format!("replay of key {} ({}): {note}", rank + 1, key.key);
+                            out.warn(&note);
+                            notes.push(note);
+                        }
+                        measured_row(key, shape, &report, probe_interval_ms)
+                    }
                     Err(err) => {
                         unmeasured_row(key, shape, probe_interval_ms, Some(format!("{err:#}")))
                     }
@@ -399,7 +418,7 @@ pub fn run(
         rows.push(row);
     }
     out.finish_progress();
-    Ok((server, rows))
+    Ok((server, rows, notes))
 }
 
 #[cfg(test)]

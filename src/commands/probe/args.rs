@@ -130,6 +130,19 @@ impl ProbeArgs {
     pub fn to_plan(&self, target: &TargetArgs) -> Result<MainPlan, UsageError> {
         let run = self.to_options()?;
         let report_every = self.report_every()?;
+        // A line gathers whole --interval rows: 500ms printed a line a second, 1us was taken.
+        if let Some(every) = report_every
+            && every.as_micros() % run.interval.as_micros().max(1) != 0
+        {
+            return Err(UsageError::invalid(
+                "--report-every",
+                &self.report_every,
+                format!(
+                    "a line gathers whole --interval rows ({}): give a multiple of it, or a shorter --interval",
+                    self.interval
+                ),
+            ));
+        }
         let show_stalls = self.show_stalls()?;
         let target_spec = target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
         let topology = self.topology.to_plan(target.url.is_some())?;

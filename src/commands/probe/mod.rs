@@ -29,6 +29,14 @@ use crate::units::format_size;
 /// Runs the main job as `plan` says; returns the exit status.
 pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let options = &plan.run;
+    // An eviction on someone else's server is refused before anything is started or sent (a
+    // dry run listed its CONFIG SET maxmemory under "none changed"; the real run refused it
+    // only after connecting; the hostile trial).
+    if let (Some(writer), crate::measure::target::TargetSpec::External(conn)) =
+        (&options.writer, &plan.target)
+    {
+        crate::measure::writer::check_evict(writer, false, &conn.address())?;
+    }
     if plan.dry_run {
         for line in dry_run::dry_run_plan(options, &plan.target)? {
             out.line(&line);

@@ -69,6 +69,25 @@ pub fn run(
     first.to_spec(None)?;
     let baseline = match &baseline_args.baseline {
         Some(dir) => {
+            // With --force, --out into the baseline's own directory replaced the run it was
+            // then compared with (the hostile trial).
+            if let Some(out_dir) = &probe.output.out {
+                let same = |a: &std::path::Path, b: &std::path::Path| match (
+                    a.canonicalize(),
+                    b.canonicalize(),
+                ) {
+                    (Ok(a), Ok(b)) => a == b,
+                    _ => a == b,
+                };
+                if same(out_dir, dir) {
+                    return Err(UsageError::invalid(
+                        "--out",
+                        out_dir.display(),
+                        "it is the --baseline directory: the new run would replace the run it is compared with; give another --out",
+                    )
+                    .into());
+                }
+            }
             let run = load_run("--baseline", dir)?;
             let planned: BTreeSet<u64> = writer.sizes.iter().copied().collect();
             let stored: BTreeSet<u64> = run.writes.iter().map(|w| w.size_bytes).collect();

@@ -162,6 +162,15 @@ impl InFlight {
             (Reply::Error(text), _) => (false, Some(text.clone())),
             (Reply::Status(s), ProbeCmd::Ping) if s == "PONG" => (true, None),
             (Reply::Bulk(Some(_)), ProbeCmd::Get) => (true, None),
+            // Another client removed the probes' key (FLUSHALL, FLUSHDB, a DEL): said as such,
+            // not as "unexpected reply Bulk(None)".
+            (Reply::Bulk(None), ProbeCmd::Get) => (
+                false,
+                Some(
+                    "the probe key is gone (GET answered nil: another client deleted it, or ran FLUSHALL or FLUSHDB)"
+                        .to_string(),
+                ),
+            ),
             (other, _) => (false, Some(format!("unexpected reply {other:?}"))),
         };
         self.record(probe, arrival, ok, error)

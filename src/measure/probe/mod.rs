@@ -87,6 +87,9 @@ pub fn aggregate_interval_us(threads: u16, rate_per_thread: f64) -> f64 {
     1e6 / (rate_per_thread * f64::from(threads))
 }
 
+/// The error of a probe still unanswered when its thread stopped.
+pub const NO_REPLY_AT_STOP: &str = "no reply before the run stopped";
+
 /// Shared counters and switches of a running probe set.
 #[derive(Debug, Default)]
 pub struct ProbeShared {
@@ -760,8 +763,7 @@ impl ProbeWorker {
                 Ordering::Relaxed,
             );
         }
-        self.flight
-            .fail_all("no reply before the run stopped", &mut self.done);
+        self.flight.fail_all(NO_REPLY_AT_STOP, &mut self.done);
         self.flush();
     }
 }

@@ -66,10 +66,26 @@ pub use plan::{
 
 /// Fills `len` bytes from a seeded PRNG: incompressible, and the same for the same seed.
 pub fn random_value(len: u64, seed: u64) -> Vec<u8> {
-    let mut value = vec![0u8; len as usize];
+    try_random_value(len, seed).unwrap_or_else(|err| panic!("{err}"))
+}
+
+/// [`random_value`], or an error where the memory cannot be had: a 40G value past the memory
+/// check (`--force-memory`) aborted the tool with a backtrace, its server and temporary
+/// directory left behind (the hostile trial).
+pub fn try_random_value(len: u64, seed: u64) -> Result<Vec<u8>> {
+    let len_usize = usize::try_from(len)
+        .map_err(|_| anyhow::anyhow!("a value of {len} bytes cannot be held on this machine"))?;
+    let mut value = Vec::new();
+    value.try_reserve_exact(len_usize).map_err(|_| {
+        anyhow::anyhow!(
+            "could not allocate the {} value buffer: this host has no memory for it",
+            crate::units::format_size(len)
+        )
+    })?;
+    value.resize(len_usize, 0);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     rng.fill_bytes(&mut value);
-    value
+    Ok(value)
 }
 
 /// What the writer checks and gathers around each write, beside timing it.
@@ -122,7 +138,7 @@ impl Actor for WriterActor {
 
     fn prepare(&mut self, key_prefix: &str) -> Result<Vec<String>> {
         self.steps = self.plan.steps(key_prefix);
-        self.value = Arc::new(random_value(self.plan.value_buffer_bytes(), self.seed));
+        self.value = Arc::new(try_random_value(self.plan.value_buffer_bytes(), self.seed)?);
         let mut keys: Vec<String> = Vec::new();
         for step in &self.steps {
             if !keys.contains(&step.key) {
@@ -174,7 +190,8 @@ pub fn spawn_writer(
     let mut conn = RawConn::connect(conn_info).context("opening the writer's connection")?;
     conn.set_limits(reply_limits(&plan));
     // An expiry is seen by the server's notification where it sends them (the run turned them
-    // on, or they were on already), else by polling DBSIZE: either way without touching the key.
+    // on, or they were on already), else by polling INFO stats' count of expired (evicted)
+    // keys: either way without touching the key.
     let key_events = if plan.has_op(WriteOp::Expire) || plan.has_op(WriteOp::Evict) {
         KeyEvents::start_if_on(&mut conn, conn_info, clock)
             .ok()

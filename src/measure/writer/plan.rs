@@ -500,10 +500,10 @@ impl WriteStep {
             (WriteOp::Delete, None) => format!("DEL {key}"),
             (WriteOp::Unlink, None) => format!("UNLINK {key}"),
             (WriteOp::Expire, None) => format!(
-                "PEXPIRE {key} {EXPIRE_TTL_MS}, then no command to the key: its window runs from the TTL's end until the server's notification (or DBSIZE) says it expired"
+                "PEXPIRE {key} {EXPIRE_TTL_MS}, then no command to the key: its window runs from the TTL's end until the server's notification (or INFO stats' expired_keys) says it expired"
             ),
             (WriteOp::Evict, None) => format!(
-                "PEXPIRE {key} {}, CONFIG SET maxmemory-policy volatile-ttl, then CONFIG SET maxmemory <half the key's MEMORY USAGE under used_memory>: its window runs from there until the server's notification (or DBSIZE) says it evicted the key and INFO memory says used_memory is under maxmemory again; both settings put back after it",
+                "PEXPIRE {key} {}, CONFIG SET maxmemory-policy volatile-ttl, then CONFIG SET maxmemory <half the key's MEMORY USAGE under used_memory>: its window runs from there until the server's notification (or INFO stats' evicted_keys) says it evicted the key and INFO memory says used_memory is under maxmemory again; both settings put back after it",
                 super::EVICT_TTL_MS
             ),
             (WriteOp::Read, None) => {

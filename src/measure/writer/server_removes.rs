@@ -1,7 +1,8 @@
 //! The ops where the server removes the key by itself, with no command of the writer naming it:
 //! `expire` (its active expiry) and `evict` (its eviction under `maxmemory`). Both open their
 //! window at the moment the server may begin, and close it when the server says the key is
-//! gone (its keyspace notification, else `DBSIZE` falling), never touching the key in between:
+//! gone (its keyspace notification, else INFO stats' `expired_keys` or `evicted_keys` growing),
+//! never touching the key in between:
 //! an access would remove it on this client's command instead. The server's own figure is the
 //! LATENCY monitor's event (`expire-del`, `eviction-del`; `evict-del` on Redis 8.2): SLOWLOG has
 //! no command to log.
@@ -36,16 +37,20 @@ const UNDER_MAXMEMORY_POLL: Duration = Duration::from_millis(10);
 
 /// What the server was seen to do with the key.
 enum Gone {
-    /// The key was removed, at this moment (the notification's stamp, or the `DBSIZE` reply
-    /// that showed it gone).
+    /// The key was removed, at this moment (the notification's stamp, or the reply that showed
+    /// it gone).
     At(Instant),
     /// It was still there when the wait gave up.
     NotYet,
 }
 
-/// How the writer will see the key go: by notification, or by `DBSIZE` falling below this.
+/// How the writer will see the key go: by notification; by the server's count of keys it
+/// expired (or evicted) growing past this, which another client's DEL does not move (`DBSIZE`
+/// falling did: a window closed at 0.1 ms on someone else's DEL while the hash had not yet
+/// expired; the hostile trial); or, where INFO stats does not say, by `DBSIZE` falling below this.
 enum Watch {
     Notified,
+    Counter { field: &'static str, before: u64 },
     Dbsize(i64),
 }
 
@@ -53,12 +58,12 @@ impl Writer {
     /// An expiry: `PEXPIRE key` [`EXPIRE_TTL_MS`], then, without touching the key (an access
     /// would expire it on this client's command instead of the server's active expiry), wait
     /// until the server says it is gone: its keyspace notification where it sends them, else
-    /// `DBSIZE` falling below what it was before. The window runs from the TTL's end (its
+    /// INFO stats' `expired_keys` growing. The window runs from the TTL's end (its
     /// earliest: the PEXPIRE's send plus the TTL) to that moment.
     pub(super) fn expire(&mut self, step: &WriteStep) -> Timed {
         let key = step.key.as_bytes();
         let ttl = EXPIRE_TTL_MS.to_string();
-        let watch = match self.watch_removal() {
+        let watch = match self.watch_removal("expired") {
             Ok(watch) => watch,
             Err(failed) => return failed,
         };
@@ -155,7 +160,7 @@ impl Writer {
                 "the server holds {used} bytes, too little under the key's {key_bytes} to set a maxmemory that evicts it"
             ))));
         }
-        let watch = match self.watch_removal() {
+        let watch = match self.watch_removal("evicted") {
             Ok(watch) => watch,
             Err(failed) => return failed,
         };
@@ -348,19 +353,37 @@ impl Writer {
         }
     }
 
-    /// Gets ready to see a key go: the notifications already queued thrown away (they are of
-    /// earlier keys), or, without notifications, the number of keys now.
-    fn watch_removal(&mut self) -> Result<Watch, Timed> {
-        match self.key_events {
-            Some(ref events) => {
-                while events.events().try_recv().is_ok() {}
-                Ok(Watch::Notified)
-            }
-            None => match self.conn.command(&[b"DBSIZE"]) {
+    /// Gets ready to see a key go (`event`: `expired`, `evicted`): the notifications already
+    /// queued thrown away (they are of earlier keys), or, without notifications, the server's
+    /// count of such removals now (the number of keys where it has none).
+    fn watch_removal(&mut self, event: &str) -> Result<Watch, Timed> {
+        if let Some(ref events) = self.key_events {
+            while events.events().try_recv().is_ok() {}
+            return Ok(Watch::Notified);
+        }
+        let field = if event == "expired" {
+            "expired_keys"
+        } else {
+            "evicted_keys"
+        };
+        match self.stat(field) {
+            Ok(Some(before)) => Ok(Watch::Counter { field, before }),
+            Ok(None) => match self.conn.command(&[b"DBSIZE"]) {
                 Ok(Reply::Integer(n)) => Ok(Watch::Dbsize(n)),
                 other => Err(Timed::failed(other)),
             },
+            Err(err) => Err(Timed::failed(Err(err))),
         }
+    }
+
+    /// A counter of INFO stats (`None` where the server does not say it).
+    fn stat(&mut self, field: &str) -> std::io::Result<Option<u64>> {
+        Ok(match self.conn.command(&[b"INFO", b"stats"])? {
+            Reply::Bulk(Some(text)) => {
+                info_field(&String::from_utf8_lossy(&text), field).and_then(|v| v.parse().ok())
+            }
+            _ => None,
+        })
     }
 
     /// Waits until the server says `key` is gone (`event`: `expired`, `evicted`), or `give_up`.
@@ -386,6 +409,13 @@ impl Writer {
                     Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
                         break Ok(Gone::NotYet);
                     }
+                }
+            },
+            (Watch::Counter { field, before }, _) => loop {
+                match self.stat(field)? {
+                    Some(n) if n > *before => break Ok(Gone::At(Instant::now())),
+                    _ if Instant::now() >= give_up || self.stopped() => break Ok(Gone::NotYet),
+                    _ => std::thread::sleep(Duration::from_millis(1)),
                 }
             },
             (Watch::Dbsize(before), _) => loop {

@@ -17,6 +17,7 @@ use super::threads::Threads;
 use crate::analyze::correlate::{Analysis, CorrelateConfig, Correlator, Finding, Horizon, Stall};
 use crate::measure::clock::wall_time;
 use crate::measure::event::Event;
+use crate::measure::probe::NO_REPLY_AT_STOP;
 use crate::measure::target::Target;
 use crate::measure::topology::Topology;
 use crate::measure::writer::RecordedWriter;
@@ -41,6 +42,9 @@ pub(super) struct Collector {
     pub(super) writes: Vec<WriteRecord>,
     pub(super) last_intended: Vec<Option<u64>>,
     pub(super) probes_recorded: u64,
+    /// Probes answered with an error, or not as asked (the unanswered at the stop aside), and
+    /// the first one's error.
+    pub(super) probe_errors: (u64, Option<String>),
     /// A write's figures came since run.json was last written.
     pub(super) wrote_since_checkpoint: bool,
     pub(super) unix_start_us: u64,
@@ -197,6 +201,10 @@ impl Collector {
                 })?;
                 self.last_intended[thread] = Some(probe.intended_us);
                 self.probes_recorded += 1;
+                if let Some(error) = probe.error.as_ref().filter(|e| *e != NO_REPLY_AT_STOP) {
+                    self.probe_errors.0 += 1;
+                    self.probe_errors.1.get_or_insert_with(|| error.clone());
+                }
                 node.correlator.probe(&probe);
             }
             Event::Write(write) => {
@@ -553,6 +561,7 @@ mod tests {
             writes: Vec::new(),
             last_intended: Vec::new(),
             probes_recorded: 0,
+            probe_errors: (0, None),
             wrote_since_checkpoint: false,
             unix_start_us: 0,
             naming: None,

@@ -69,10 +69,7 @@ use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
 use report::open_at_stop_note;
 pub use report::{KEEP_STALLS, Notice, RunReport};
-#[cfg(test)]
 pub(crate) use report::{cpu_wait_note, late_probe_note};
-#[cfg(not(test))]
-use report::{cpu_wait_note, late_probe_note};
 use sinks::{MetricsSink, ProbeFiles, ProbeFinding, ProbeSinks, ProbeTerminal};
 use threads::Threads;
 pub use threads::spawn_poller;
@@ -121,12 +118,8 @@ pub fn measure_nodes(
             Ok(keys)
         },
     )?;
-    // PING probes create no key, and a run that writes nothing and changes no setting leaves
-    // no marker (`probe keys` only reads the user's server); the probe key is still in the
-    // ledger, so that the cleanup's DEL covers it whatever the probes did.
-    if options.probe_cmd == ProbeCmd::Ping {
-        scope.keys.created(&probe_get_key(&name.key_prefix));
-    }
+    // PING probes create no key: their run sends the cleanup nothing for them (a scan's UNLINK
+    // of a key never made was a write command on the user's server; keys_replay's test).
     let view = ViewSetup {
         reset_stats: target.server.embedded,
         reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
@@ -394,6 +387,7 @@ pub fn measure_nodes(
         thread_node,
         writes: Vec::new(),
         probes_recorded: 0,
+        probe_errors: (0, None),
         wrote_since_checkpoint: false,
         node_events: Vec::new(),
         new_node_events: 0,
@@ -695,6 +689,13 @@ impl ProbeInstrument<'_, '_> {
             options.stall_threshold_us,
         ) {
             warnings.push(note);
+        }
+        if let (failed @ 1.., Some(first)) = &state.probe_errors {
+            // Said once with its cause: a run whose probe key another client deleted read
+            // "3643 errors" and nothing more (the hostile trial).
+            warnings.push(format!(
+                "{failed} probe(s) failed (probes.csv's error column); the first: {first}"
+            ));
         }
         let dropped = shared.dropped.load(Ordering::Relaxed);
         if dropped > 0 {
