@@ -837,3 +837,47 @@ fn load_and_calibrate_runs_are_named_not_compared() {
     );
     expect_2(&calibrate, &["BASELINE", "a `probe calibrate` run"]);
 }
+
+/// `--out` whose per-binary directory (several `--server-bin`) is the `--baseline` run: refused
+/// before any server starts, and the stored run is left as it was (with `--force` it was
+/// replaced by the new run it was then compared with; the hostile trial's case of one binary
+/// was caught, this one was not).
+#[test]
+fn a_baseline_under_out_is_not_overwritten_by_several_server_bins() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The run's directory is named by the binary's version (redis-7.0.15 on Debian 12).
+    let version = std::process::Command::new("/usr/bin/redis-server")
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v=").map(str::to_string))
+        .unwrap();
+    let name = format!("redis-{version}");
+    let baseline = tmp.path().join(&name);
+    {
+        let _turn = timing_lock();
+        record(&baseline, &["--server-bin", "/usr/bin/redis-server"]);
+    }
+    let before = fs::read(baseline.join("run.json")).unwrap();
+    let assert = probe_cmd()
+        .args(["--writer-sizes", "1M,2M"])
+        .args(["--server-bin", "/usr/bin/redis-server"])
+        .args(["--server-bin", "/usr/bin/redis-server"])
+        .arg("--out")
+        .arg(tmp.path())
+        .arg("--baseline")
+        .arg(&baseline)
+        .arg("--force")
+        .assert()
+        .code(2);
+    let stderr = stderr_of(&assert);
+    assert!(
+        stderr.contains(&format!(
+            "{name} is the --baseline directory: the new run would replace the run it is compared with"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(fs::read(baseline.join("run.json")).unwrap(), before);
+}

@@ -582,3 +582,58 @@ fn an_expiry_is_not_ended_by_another_client_s_deletes() {
     assert!(ms(expire, "hol_delay_ms") >= 10.0, "{expire:?}\n{stdout}");
     assert!(server.keys("holprobe:*").is_empty());
 }
+
+/// The same count of expired keys moves with any other key's expiry: on someone else's server
+/// with keys that have a TTL, and no keyspace notifications to name the key, an `expire` is
+/// refused up front with how to measure it (`--tune-server`); nothing was written. With
+/// `--tune-server` the same plan runs (the notifications name the key) and the setting is
+/// put back.
+#[test]
+fn an_expiry_beside_other_keys_with_a_ttl_needs_notifications() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("theirs")
+        .arg("x")
+        .arg("EX")
+        .arg(3600)
+        .query(&mut conn)
+        .unwrap();
+    let plan = [
+        "--type",
+        "hash",
+        "--elements",
+        "1000",
+        "--ops",
+        "build,expire",
+    ];
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--url", &server.url()])
+        .args(plan)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("'build,expire' for --ops: expire waits for the server's count of expired keys, which the 1 other key(s) with a TTL in db 0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--tune-server"), "{stderr}");
+    let errors = stderr.lines().filter(|l| l.starts_with("error:")).count();
+    assert_eq!(errors, 1, "{stderr}");
+    assert_eq!(server.keys("holprobe:*"), Vec::<String>::new());
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args(["--url", &server.url(), "--tune-server"])
+        .args(plan)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let flags: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("notify-keyspace-events")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(flags[1], "");
+    assert!(server.keys("holprobe:*").is_empty());
+}

@@ -327,13 +327,25 @@ impl ServerTuning {
                     .set_read_timeout(Some(left))
                     .context("setting the read timeout")?;
             }
-            // As it reads now; a server that does not say is restored as before.
-            let current: Option<String> = redis::cmd("CONFIG")
+            // As it reads now; a server that refuses to say is restored as before. A timeout
+            // ends the restore (the SET would wait as long again, past the deadline).
+            let current: Option<String> = match redis::cmd("CONFIG")
                 .arg("GET")
                 .arg(&change.name)
                 .query::<Vec<String>>(&mut control)
-                .ok()
-                .and_then(|pair| pair.into_iter().nth(1));
+            {
+                Ok(pair) => pair.into_iter().nth(1),
+                Err(err) if err.is_timeout() => {
+                    return Err(crate::measure::target::said_as_timeout(
+                        err,
+                        "CONFIG GET",
+                        &self.conn,
+                        conn.command_timeout,
+                    ))
+                    .with_context(|| format!("restoring {} to {}", change.name, change.old));
+                }
+                Err(_) => None,
+            };
             if let Some(current) =
                 current.filter(|c| !crate::session::marker::same_value(c, &change.new))
             {

@@ -65,14 +65,10 @@ pub struct ProbeArgs {
     pub interval: String,
 
     /// Observe mode: print a line (wall-clock time, probes, p50/p99/p99.9/max latency in µs,
-    /// stalls) every this long, as redis-cli --latency-history does; 0 for none.
-    #[arg(
-        long,
-        allow_hyphen_values = true,
-        value_name = "DURATION",
-        default_value = "10s"
-    )]
-    pub report_every: String,
+    /// stalls) every this long, as redis-cli --latency-history does; 0 for none. A whole
+    /// number of --interval rows [default: 10s, or the first multiple of --interval past it]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
+    pub report_every: Option<String>,
 
     /// Serve the run's figures for Prometheus at http://ADDR/metrics while it goes (OpenMetrics
     /// text: probe latency histogram, probes, errors, stalls): HOST:PORT, or PORT alone for
@@ -124,6 +120,9 @@ pub struct MainPlan {
     pub dry_run: bool,
 }
 
+/// `--report-every` when none is given (rounded up to a whole number of `--interval`s).
+const DEFAULT_REPORT_EVERY: Duration = Duration::from_secs(10);
+
 impl ProbeArgs {
     /// Checks every flag, `target`'s too, into the main job's plan. Nothing is sent anywhere
     /// before this succeeds.
@@ -131,18 +130,27 @@ impl ProbeArgs {
         let run = self.to_options()?;
         let report_every = self.report_every()?;
         // A line gathers whole --interval rows: 500ms printed a line a second, 1us was taken.
-        if let Some(every) = report_every
-            && every.as_micros() % run.interval.as_micros().max(1) != 0
-        {
-            return Err(UsageError::invalid(
-                "--report-every",
-                &self.report_every,
-                format!(
-                    "a line gathers whole --interval rows ({}): give a multiple of it, or a shorter --interval",
-                    self.interval
-                ),
-            ));
-        }
+        // The default follows --interval (`--interval 3s` refused the 10 s nobody typed).
+        let report_every = match (&self.report_every, report_every) {
+            (None, _) => {
+                let interval = run.interval.as_micros().max(1);
+                let default = DEFAULT_REPORT_EVERY.as_micros().div_ceil(interval) * interval;
+                Some(Duration::from_micros(default as u64))
+            }
+            (Some(given), Some(every))
+                if every.as_micros() % run.interval.as_micros().max(1) != 0 =>
+            {
+                return Err(UsageError::invalid(
+                    "--report-every",
+                    given,
+                    format!(
+                        "a line gathers whole --interval rows ({}): give a multiple of it, or a shorter --interval",
+                        self.interval
+                    ),
+                ));
+            }
+            (Some(_), every) => every,
+        };
         let show_stalls = self.show_stalls()?;
         let target_spec = target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
         let topology = self.topology.to_plan(target.url.is_some())?;
@@ -241,7 +249,10 @@ impl ProbeArgs {
 
     /// `--report-every`: `None` for 0.
     fn report_every(&self) -> Result<Option<Duration>, UsageError> {
-        let every = parse_duration("--report-every", &self.report_every)?;
+        let Some(text) = &self.report_every else {
+            return Ok(None);
+        };
+        let every = parse_duration("--report-every", text)?;
         Ok((!every.is_zero()).then_some(every))
     }
 
@@ -318,6 +329,47 @@ mod tests {
 
     fn options(argv: &[&str]) -> Result<RunOptions, UsageError> {
         crate::cli::parse_flags::<ProbeArgs>(argv).to_options()
+    }
+
+    /// `--report-every`'s default follows `--interval` (`--interval 3s` refused the 10 s default
+    /// nobody typed, on writer runs too, where it is not even used); a value given is checked.
+    #[test]
+    fn report_every_defaults_to_whole_intervals() {
+        let plan = |argv: &[&str]| {
+            crate::cli::parse_flags::<ProbeArgs>(argv)
+                .to_plan(&crate::cli::parse_flags::<TargetArgs>(&[]))
+                .map(|plan| plan.report_every)
+        };
+        let secs = |s: f64| Ok(Some(Duration::from_secs_f64(s)));
+        assert_eq!(plan(&["--duration", "1m"]), secs(10.0));
+        assert_eq!(plan(&["--duration", "1m", "--interval", "3s"]), secs(12.0));
+        assert_eq!(
+            plan(&["--writer-sizes", "1M", "--interval", "300ms"]),
+            secs(10.2)
+        );
+        assert_eq!(plan(&["--duration", "1m", "--report-every", "0"]), Ok(None));
+        assert_eq!(
+            plan(&[
+                "--duration",
+                "1m",
+                "--interval",
+                "3s",
+                "--report-every",
+                "9s"
+            ]),
+            secs(9.0)
+        );
+        let err = plan(&[
+            "--duration",
+            "1m",
+            "--interval",
+            "3s",
+            "--report-every",
+            "10s",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("'10s' for --report-every"), "{err}");
     }
 
     #[test]

@@ -260,6 +260,12 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
     crate::measure::writer::check_bulk_len(writer, &target.server)?;
     crate::measure::writer::check_evict(writer, target.server.embedded, &target.server.address)?;
     crate::measure::writer::check_commands(writer, &target.conn)?;
+    crate::measure::writer::check_expire_watch(
+        writer,
+        &target.conn,
+        target.server.embedded,
+        options.tune_server,
+    )?;
     if !options.force_memory {
         crate::measure::writer::check_plan_memory(writer, target)?;
     }

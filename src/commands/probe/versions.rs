@@ -69,25 +69,6 @@ pub fn run(
     first.to_spec(None)?;
     let baseline = match &baseline_args.baseline {
         Some(dir) => {
-            // With --force, --out into the baseline's own directory replaced the run it was
-            // then compared with (the hostile trial).
-            if let Some(out_dir) = &probe.output.out {
-                let same = |a: &std::path::Path, b: &std::path::Path| match (
-                    a.canonicalize(),
-                    b.canonicalize(),
-                ) {
-                    (Ok(a), Ok(b)) => a == b,
-                    _ => a == b,
-                };
-                if same(out_dir, dir) {
-                    return Err(UsageError::invalid(
-                        "--out",
-                        out_dir.display(),
-                        "it is the --baseline directory: the new run would replace the run it is compared with; give another --out",
-                    )
-                    .into());
-                }
-            }
             let run = load_run("--baseline", dir)?;
             let planned: BTreeSet<u64> = writer.sizes.iter().copied().collect();
             let stored: BTreeSet<u64> = run.writes.iter().map(|w| w.size_bytes).collect();
@@ -143,6 +124,27 @@ pub fn run(
     } else {
         vec![root.clone()]
     };
+    // With --force, --out into the baseline's own directory replaced the run it was then
+    // compared with (the hostile trial); with several --server-bin, each run's directory under
+    // --out is checked.
+    if let Some(baseline_dir) = &baseline_args.baseline {
+        let same =
+            |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => a == b,
+            };
+        if let Some(dir) = dirs.iter().find(|dir| same(dir, baseline_dir)) {
+            return Err(UsageError::invalid(
+                "--out",
+                probe.output.out.as_deref().unwrap_or(dir).display(),
+                format!(
+                    "{} is the --baseline directory: the new run would replace the run it is compared with; give another --out",
+                    dir.display()
+                ),
+            )
+            .into());
+        }
+    }
     for dir in &dirs {
         // Checked for every directory first; each run below locks its own as it goes.
         drop(prepare_out_dir(dir, probe.output.force)?);

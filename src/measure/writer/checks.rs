@@ -128,6 +128,62 @@ pub fn check_evict(
     ))
 }
 
+/// Refuses an `expire` on someone else's server where the run cannot tell its key's expiry
+/// from another's: without keyspace notifications (off, and no `--tune-server` to turn them on
+/// for the run) the writer waits for INFO stats' `expired_keys` to grow, which any other key
+/// with a TTL moves too (its window would close on someone else's expiry). A server with no
+/// other key with a TTL in the run's database, or whose notifications are on, passes; one that
+/// refuses CONFIG or INFO is not refused here.
+pub fn check_expire_watch(
+    plan: &WriterPlan,
+    conn: &ConnInfo,
+    embedded: bool,
+    tune_server: bool,
+) -> Result<()> {
+    if !plan.has_op(WriteOp::Expire) || embedded || tune_server {
+        return Ok(());
+    }
+    let mut control = RawConn::connect(conn)?;
+    if let Ok(Reply::Array(Some(pair))) =
+        control.command(&[b"CONFIG", b"GET", b"notify-keyspace-events"])
+        && let Some(Reply::Bulk(Some(flags))) = pair.get(1)
+        && crate::measure::keyspace::notifications_on(&String::from_utf8_lossy(flags))
+    {
+        return Ok(());
+    }
+    let Ok(Reply::Bulk(Some(text))) = control.command(&[b"INFO", b"keyspace"]) else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&text);
+    let expires = info_field(&text, &format!("db{}", conn.db))
+        .and_then(|line| {
+            line.split(',')
+                .find_map(|f| f.strip_prefix("expires="))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    if expires == 0 {
+        return Ok(());
+    }
+    let ops = plan
+        .chosen_ops()
+        .unwrap_or_default()
+        .iter()
+        .map(|op| op.name())
+        .collect::<Vec<_>>()
+        .join(",");
+    Err(crate::error::UsageError::invalid(
+        "--ops",
+        ops,
+        format!(
+            "expire waits for the server's count of expired keys, which the {expires} other key(s) with a TTL in db {} of {} move too: pass --tune-server (keyspace notifications name the key; the setting is restored afterwards)",
+            conn.db,
+            conn.address()
+        ),
+    )
+    .into())
+}
+
 /// Refuses, before anything is sent, a plan whose commands the server does not have (`COMMAND
 /// INFO` answers nil for an unknown or renamed command): the kind's build and read commands
 /// (`--type`), and each op's (`--ops`). A server that refuses `COMMAND` itself only loses this

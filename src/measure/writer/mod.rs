@@ -50,7 +50,8 @@ mod server_removes;
 mod wire;
 
 pub use checks::{
-    check_bulk_len, check_commands, check_evict, check_plan_memory, plan_server_peak,
+    check_bulk_len, check_commands, check_evict, check_expire_watch, check_plan_memory,
+    plan_server_peak,
 };
 use wire::{
     MAX_REDIRECTS, Redirect, Timed, WithValue, parse_redirect, read_step_reply, send_step,

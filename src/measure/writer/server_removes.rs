@@ -411,13 +411,18 @@ impl Writer {
                     }
                 }
             },
-            (Watch::Counter { field, before }, _) => loop {
-                match self.stat(field)? {
-                    Some(n) if n > *before => break Ok(Gone::At(Instant::now())),
-                    _ if Instant::now() >= give_up || self.stopped() => break Ok(Gone::NotYet),
-                    _ => std::thread::sleep(Duration::from_millis(1)),
+            (Watch::Counter { field, before }, _) => {
+                let mut before = *before;
+                loop {
+                    match self.stat(field)? {
+                        Some(n) if n > before => break Ok(Gone::At(Instant::now())),
+                        // Someone's CONFIG RESETSTAT: counted again from there.
+                        Some(n) if n < before => before = n,
+                        _ if Instant::now() >= give_up || self.stopped() => break Ok(Gone::NotYet),
+                        _ => std::thread::sleep(Duration::from_millis(1)),
+                    }
                 }
-            },
+            }
             (Watch::Dbsize(before), _) => loop {
                 match self.conn.command(&[b"DBSIZE"]) {
                     Ok(Reply::Integer(n)) if n < *before => break Ok(Gone::At(Instant::now())),
