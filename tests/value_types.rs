@@ -637,3 +637,80 @@ fn an_expiry_beside_other_keys_with_a_ttl_needs_notifications() {
     assert_eq!(flags[1], "");
     assert!(server.keys("holprobe:*").is_empty());
 }
+
+/// Someone's CONFIG RESETSTAT during an expiry's wait sets the count of expired keys back
+/// below what the writer read before it: the count is taken again from there (with the count
+/// at 5 before the run, the reset took it to 0 and the key's expiry to 1, and the run read
+/// "the key had not expired 30.0s after its TTL ended").
+#[test]
+fn an_expiry_is_seen_through_another_client_s_resetstat() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    // Five keys expired before the run: INFO stats' expired_keys reads 5.
+    for i in 0..5 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("gone:{i}"))
+            .arg("x")
+            .arg("PX")
+            .arg(1)
+            .query(&mut conn)
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    for i in 0..5 {
+        let _: Option<String> = redis::cmd("GET")
+            .arg(format!("gone:{i}"))
+            .query(&mut conn)
+            .unwrap();
+    }
+    let stats: String = redis::cmd("INFO").arg("stats").query(&mut conn).unwrap();
+    assert!(stats.contains("expired_keys:5"), "{stats}");
+    // One RESETSTAT as soon as the run's value has its TTL (the writer read 5 just before).
+    let reset = {
+        let mut conn = server.conn();
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while std::time::Instant::now() < deadline {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg("holprobe:*:w*")
+                    .query(&mut conn)
+                    .unwrap();
+                for key in keys {
+                    let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
+                    if ttl > 0 {
+                        let _: () = redis::cmd("CONFIG")
+                            .arg("RESETSTAT")
+                            .query(&mut conn)
+                            .unwrap();
+                        return true;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            false
+        })
+    };
+    let url = server.url();
+    let (writes, summary, stdout) = run(&[
+        "--url",
+        &url,
+        "--type",
+        "hash",
+        "--elements",
+        "50k",
+        "--ops",
+        "build,expire",
+    ]);
+    assert!(reset.join().unwrap(), "the run's key never had a TTL");
+    assert!(
+        writes.iter().all(|w| w["ok"] == "true"),
+        "{writes:?}\n{stdout}"
+    );
+    let expiry = summary
+        .iter()
+        .find(|r| r["op"] == "expire")
+        .expect("an expire row");
+    // The window ends when the key is gone: well under the give-up.
+    assert!(ms(expiry, "set_ms") < 2_000.0, "{expiry:?}\n{stdout}");
+    assert!(server.keys("holprobe:*").is_empty());
+}
