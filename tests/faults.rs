@@ -1377,6 +1377,15 @@ fn a_frozen_server_is_said_while_waited_for_and_bounded_by_the_timeout() {
         text.contains("did not answer a probe within --timeout 2s"),
         "{text}"
     );
+    // The freeze that ended the run is said with its length ("stalls over 1ms: 0" alone read
+    // as a quiet server): at least the 2 s limit.
+    let said = text
+        .split("the server answered no probe for ")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms").next())
+        .and_then(|ms| ms.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no timed-out stall said: {text}"));
+    assert!((2_000.0..4_000.0).contains(&said), "{said} ms: {text}");
     assert!(took < Duration::from_secs(6), "took {took:?}: {text}");
 }
 

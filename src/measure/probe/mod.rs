@@ -110,6 +110,10 @@ pub struct ProbeShared {
     /// the threads): a stall still under way at the end, at least that long, which no answered
     /// probe measured.
     pub longest_unanswered_at_stop_us: AtomicU64,
+    /// How long the oldest probe had waited when its thread gave the server up (`--timeout`),
+    /// µs (the longest over the threads): the stall that ended the run, which no answered probe
+    /// measured.
+    pub longest_timed_out_us: AtomicU64,
     /// The most probes one connection had outstanding at once.
     pub max_outstanding: AtomicU64,
     /// Connections lost (reset, closed, garbled) and opened again.
@@ -674,10 +678,20 @@ impl ProbeWorker {
                     "the server did not answer a probe within --timeout {:?}",
                     self.conn_info.command_timeout
                 );
+                let waited_us = self
+                    .flight
+                    .oldest_sent_us()
+                    .map(|sent| self.clock.now_us().saturating_sub(sent));
                 self.flight.fail_all(&error, &mut self.done);
                 self.flush();
                 if self.keep_going && !self.stopping() {
                     return self.ride_out(error, seq);
+                }
+                // The run ends on it: the stall that did it is said with its length.
+                if let Some(waited_us) = waited_us {
+                    self.shared
+                        .longest_timed_out_us
+                        .fetch_max(waited_us, Ordering::Relaxed);
                 }
                 self.report_failure(error);
                 false

@@ -67,9 +67,9 @@ use collector::{Collector, Correlation, Meta, NodeState, run_json};
 use joins::Joiner;
 use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
-use report::open_at_stop_note;
 pub use report::{KEEP_STALLS, Notice, RunReport};
 pub(crate) use report::{cpu_wait_note, late_probe_note};
+use report::{open_at_stop_note, timed_out_note};
 use sinks::{MetricsSink, ProbeFiles, ProbeFinding, ProbeSinks, ProbeTerminal};
 use threads::Threads;
 pub use threads::spawn_poller;
@@ -686,6 +686,12 @@ impl ProbeInstrument<'_, '_> {
         if let Some(note) = open_at_stop_note(
             shared.unanswered_at_stop.load(Ordering::Relaxed),
             shared.longest_unanswered_at_stop_us.load(Ordering::Relaxed),
+            options.stall_threshold_us,
+        ) {
+            warnings.push(note);
+        }
+        if let Some(note) = timed_out_note(
+            shared.longest_timed_out_us.load(Ordering::Relaxed),
             options.stall_threshold_us,
         ) {
             warnings.push(note);

@@ -98,6 +98,17 @@ pub enum Notice<'a> {
     },
 }
 
+/// The stall that made the run give the server up (`--timeout`): its probes failed, so no stall
+/// figure holds it, and a run ended by a 2 s freeze printed "stalls over 1ms: 0".
+pub(crate) fn timed_out_note(longest_us: u64, stall_threshold_us: u64) -> Option<String> {
+    (longest_us >= stall_threshold_us).then(|| {
+        format!(
+            "the server answered no probe for {:.1} ms before the run gave it up (--timeout): a stall at least that long ended the run, and it is not among the stalls counted (its probes are the failed rows of probes.csv)",
+            longest_us as f64 / 1e3
+        )
+    })
+}
+
 /// A stall still under way when the run stopped (`--duration` ran out, Ctrl-C, a `--timeout`):
 /// its probes were never answered, so no stall figure holds it, and "stalls over 1ms: 0" read as
 /// a quiet server while a 2 s `DEBUG SLEEP` was half done (the hostile trial). Said when the
