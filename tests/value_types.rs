@@ -35,6 +35,21 @@ fn run(args: &[&str]) -> (Vec<Row>, Vec<Row>, String) {
     )
 }
 
+/// `build,expire` of a hash of `elements` on `server`, as someone else's server (`--url`).
+fn hash_expiry_on(server: &TestServer, elements: &str) -> (Vec<Row>, Vec<Row>, String) {
+    let url = server.url();
+    run(&[
+        "--url",
+        &url,
+        "--type",
+        "hash",
+        "--elements",
+        elements,
+        "--ops",
+        "build,expire",
+    ])
+}
+
 fn ms(row: &Row, column: &str) -> f64 {
     row[column].parse().unwrap_or(0.0)
 }
@@ -559,17 +574,7 @@ fn an_expiry_is_not_ended_by_another_client_s_deletes() {
             }
         })
     };
-    let url = server.url();
-    let (writes, summary, stdout) = run(&[
-        "--url",
-        &url,
-        "--type",
-        "hash",
-        "--elements",
-        "200k",
-        "--ops",
-        "build,expire",
-    ]);
+    let (writes, summary, stdout) = hash_expiry_on(&server, "200k");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     churn.join().unwrap();
     assert!(writes.iter().all(|w| w["ok"] == "true"), "{writes:?}");
@@ -690,17 +695,7 @@ fn an_expiry_is_seen_through_another_client_s_resetstat() {
             false
         })
     };
-    let url = server.url();
-    let (writes, summary, stdout) = run(&[
-        "--url",
-        &url,
-        "--type",
-        "hash",
-        "--elements",
-        "50k",
-        "--ops",
-        "build,expire",
-    ]);
+    let (writes, summary, stdout) = hash_expiry_on(&server, "50k");
     assert!(reset.join().unwrap(), "the run's key never had a TTL");
     assert!(
         writes.iter().all(|w| w["ok"] == "true"),

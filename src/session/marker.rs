@@ -182,29 +182,34 @@ impl MarkerGuard {
     /// undone everything the marker says.
     pub fn remove(mut self) -> Result<()> {
         self.stop_renewing();
-        // The marker first: once it is gone the run is no longer found, whatever stays.
+        // The marker first: once it is gone the run is no longer found, whatever stays. UNLINK
+        // where DEL is renamed away, as the run's keys.
         let keys = [self.marker.clone(), self.lease.clone()];
+        self.on_marker_slot(|control| {
+            crate::measure::target::unlink_or_del(control, &keys)?;
+            Ok(())
+        })?;
         let srem = redis::cmd("SREM")
             .arg(&self.registry)
             .arg(&self.marker)
             .clone();
-        for first in [true, false] {
-            // A cluster that failed over during the run serves the slot elsewhere now.
-            let (_, at) = super::on_slot_owner(&self.conn, |conn| {
-                let mut control = conn.redis_connection()?;
-                if first {
-                    // UNLINK where DEL is renamed away, as the run's keys.
-                    crate::measure::target::unlink_or_del(&mut control, &keys)?;
-                } else {
-                    srem.query::<redis::Value>(&mut control)?;
-                }
-                Ok(())
-            })
+        self.on_marker_slot(|control| {
+            srem.query::<redis::Value>(control)?;
+            Ok(())
+        })
+    }
+
+    /// Runs `step` on the server that holds the marker's slot, following it there: a cluster
+    /// that failed over during the run serves the slot elsewhere now.
+    fn on_marker_slot(
+        &mut self,
+        step: impl Fn(&mut redis::Connection) -> Result<()>,
+    ) -> Result<()> {
+        let (_, at) = super::on_slot_owner(&self.conn, |conn| step(&mut conn.redis_connection()?))
             .with_context(|| {
                 format!("removing the run's marker {} on {}", self.marker, self.conn)
             })?;
-            self.conn = at;
-        }
+        self.conn = at;
         Ok(())
     }
 

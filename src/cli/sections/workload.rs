@@ -403,31 +403,18 @@ mod tests {
                 .to_string()
                 .contains("read after evict removed the value: set it again before it")
         );
+        let hash_ops_refused = |ops: &str| {
+            plan(&["--type", "hash", "--elements", "10", "--ops", ops])
+                .unwrap_err()
+                .to_string()
+        };
         assert!(
-            plan(&[
-                "--type",
-                "hash",
-                "--elements",
-                "10",
-                "--ops",
-                "build,delete,unlink"
-            ])
-            .unwrap_err()
-            .to_string()
-            .contains("unlink after delete removed the value: build it again before it")
+            hash_ops_refused("build,delete,unlink")
+                .contains("unlink after delete removed the value: build it again before it")
         );
         assert!(
-            plan(&[
-                "--type",
-                "hash",
-                "--elements",
-                "10",
-                "--ops",
-                "read,build,delete"
-            ])
-            .unwrap_err()
-            .to_string()
-            .contains("read before the value is made: start with build")
+            hash_ops_refused("read,build,delete")
+                .contains("read before the value is made: start with build")
         );
         // Today's flags, today's plan.
         let p = plan(&["--writer-sizes", "1M", "--overwrite"])

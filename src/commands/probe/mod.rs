@@ -304,13 +304,9 @@ fn describe_plan(options: &RunOptions, out: &Output) {
                     .map(|s| format!("{} of {}x{}B", s.kind, s.elements, s.element_bytes))
                     .collect()
             };
-            let ops = match w.chosen_ops() {
-                Some(ops) => format!(
-                    ", ops {}",
-                    ops.iter().map(|op| op.name()).collect::<Vec<_>>().join(",")
-                ),
-                None => String::new(),
-            };
+            let ops = w
+                .chosen_ops_text()
+                .map_or_else(String::new, |ops| format!(", ops {ops}"));
             text.push_str(&format!(
                 "; writer: {}{ops} x {}, gap {:?}{}{}",
                 sizes.join(","),

@@ -112,16 +112,9 @@ pub fn check_evict(
     if !plan.has_op(WriteOp::Evict) || embedded {
         return Ok(());
     }
-    let ops = plan
-        .chosen_ops()
-        .unwrap_or_default()
-        .iter()
-        .map(|op| op.name())
-        .collect::<Vec<_>>()
-        .join(",");
     Err(crate::error::UsageError::invalid(
         "--ops",
-        ops,
+        plan.chosen_ops_text().unwrap_or_default(),
         format!(
             "evict lowers maxmemory until the server evicts a key with a TTL, which on {address} (a server the tool did not start) could be another client's key: run it on a server the tool starts (no --url; --server-bin to choose the binary)"
         ),
@@ -165,16 +158,9 @@ pub fn check_expire_watch(
     if expires == 0 {
         return Ok(());
     }
-    let ops = plan
-        .chosen_ops()
-        .unwrap_or_default()
-        .iter()
-        .map(|op| op.name())
-        .collect::<Vec<_>>()
-        .join(",");
     Err(crate::error::UsageError::invalid(
         "--ops",
-        ops,
+        plan.chosen_ops_text().unwrap_or_default(),
         format!(
             "expire waits for the server's count of expired keys, which the {expires} other key(s) with a TTL in db {} of {} move too: pass --tune-server (keyspace notifications name the key; the setting is restored afterwards)",
             conn.db,

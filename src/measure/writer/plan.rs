@@ -312,6 +312,12 @@ impl WriterPlan {
             .collect()
     }
 
+    /// [`Self::chosen_ops`] as `--ops` writes them (`build,expire`).
+    pub fn chosen_ops_text(&self) -> Option<String> {
+        self.chosen_ops()
+            .map(|ops| ops.iter().map(|op| op.name()).collect::<Vec<_>>().join(","))
+    }
+
     /// The ops on each key, as the writer carries them out; `None` for a string without
     /// `--ops`, whose steps are laid out as they always were (with the custom commands).
     pub fn chosen_ops(&self) -> Option<Vec<WriteOp>> {
