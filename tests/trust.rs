@@ -13,6 +13,23 @@ use common::{
 };
 use predicates::prelude::*;
 
+/// The backlog test times kernel receive stamps on 2 cores: it runs alone, the other tests of
+/// this file side by side (in CI, beside the calibrate runs, one thread's backlog spread over
+/// 5.5 ms and the median reached 1.01 ms against a goal of 1.0).
+static TURNS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    TURNS
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
+    TURNS
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn config_get(server: &TestServer, name: &str) -> String {
     let mut conn = server.conn();
     let pairs: Vec<String> = redis::cmd("CONFIG")
@@ -61,6 +78,7 @@ fn calibrated(calibration: &mut assert_cmd::Command) -> Exited {
 /// a busy 2-core machine inflates; this test holds it to fixed bounds instead.
 #[test]
 fn calibrate_measures_debug_sleeps_on_the_embedded_server() {
+    let _turn = beside_others();
     let dir = tempfile::tempdir().unwrap();
     let Exited { stdout, stderr, .. } = calibrated(
         calibrate("10,50,150", "3", "150ms")
@@ -106,6 +124,7 @@ fn calibrate_measures_debug_sleeps_on_the_embedded_server() {
 /// Without DEBUG, calibration falls back to a Lua TIME loop on Redis (TIME advances there).
 #[test]
 fn calibrate_uses_a_lua_time_loop_when_debug_is_off() {
+    let _turn = beside_others();
     let server = TestServer::start(&["enable-debug-command no"]);
     let before = config_get(&server, "slowlog-log-slower-than");
     let dir = tempfile::tempdir().unwrap();
@@ -142,6 +161,7 @@ fn valkey_bin() -> Option<PathBuf> {
 /// scripts/servers.sh, which .ci/setup runs) or HOLPROBE_VALKEY_BIN.
 #[test]
 fn calibrate_detects_frozen_time_on_valkey_and_uses_the_iteration_loop() {
+    let _turn = beside_others();
     let bin = valkey_bin().expect(
         "valkey-server not found: run scripts/servers.sh (or .ci/setup), or set HOLPROBE_VALKEY_BIN",
     );
@@ -177,6 +197,7 @@ fn calibrate_detects_frozen_time_on_valkey_and_uses_the_iteration_loop() {
 /// the received buffer) and the DEL's (it frees the value on the main thread).
 #[test]
 fn server_view_columns_show_execution_time_per_write() {
+    let _turn = beside_others();
     let dir = tempfile::tempdir().unwrap();
     let assert = probe_cmd()
         .args(["--writer-sizes", "1M,16M", "--gap", "100ms", "--verbose"])
@@ -210,6 +231,7 @@ fn server_view_columns_show_execution_time_per_write() {
 /// second value passes maxmemory and the server answers OOM (forced past the tool's own check).
 #[test]
 fn tuned_settings_are_restored_after_a_failed_run() {
+    let _turn = beside_others();
     let server = TestServer::start(&[
         "maxmemory 24mb",
         "slowlog-log-slower-than 12345",
@@ -234,6 +256,7 @@ fn tuned_settings_are_restored_after_a_failed_run() {
 /// ... and after a run stopped half-way by SIGTERM.
 #[test]
 fn tuned_settings_are_restored_after_an_interrupted_run() {
+    let _turn = beside_others();
     let server = TestServer::start(&["slowlog-log-slower-than 12345"]);
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
         .args([
@@ -273,6 +296,7 @@ fn tuned_settings_are_restored_after_an_interrupted_run() {
 /// settings nobody touched are restored as ever.
 #[test]
 fn a_tuned_setting_changed_by_someone_else_is_left_as_they_set_it() {
+    let _turn = beside_others();
     let server = TestServer::start(&["slowlog-log-slower-than 12345", "slowlog-max-len 77"]);
     let child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
         .args(["--url", &server.url(), "--tune-server", "--duration", "3s"])
@@ -303,6 +327,7 @@ fn a_tuned_setting_changed_by_someone_else_is_left_as_they_set_it() {
 /// needs; nothing was written.
 #[test]
 fn a_write_over_maxmemory_is_refused_up_front() {
+    let _turn = beside_others();
     let server = TestServer::start(&["maxmemory 8mb"]);
     probe_cmd()
         .args(["--url", &server.url(), "--writer-sizes", "1M,16M"])
@@ -319,6 +344,7 @@ fn a_write_over_maxmemory_is_refused_up_front() {
 /// predictions flagged as extrapolations.
 #[test]
 fn repeats_and_the_size_model() {
+    let _turn = beside_others();
     let dir = tempfile::tempdir().unwrap();
     let assert = probe_cmd()
         .args([
@@ -379,6 +405,7 @@ fn repeats_and_the_size_model() {
 
 #[test]
 fn bad_calibrate_flags_are_refused_before_anything_starts() {
+    let _turn = beside_others();
     for (args, needle) in [
         (vec!["calibrate", "--stalls", "5,abc"], "--stalls"),
         (vec!["calibrate", "--times", "0"], "--times"),
@@ -396,6 +423,7 @@ fn bad_calibrate_flags_are_refused_before_anything_starts() {
 /// server meanwhile, the value is not sent, the write is recorded as failed, and the run exits 1.
 #[test]
 fn a_value_that_no_longer_fits_is_not_sent() {
+    let _turn = beside_others();
     let server = TestServer::start(&["maxmemory 80mb"]);
     let child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
         .args([
@@ -445,6 +473,7 @@ fn a_value_that_no_longer_fits_is_not_sent() {
 /// run's findings under `run`: a row per injection.
 #[test]
 fn calibrate_format_json_is_one_document_with_every_injection() {
+    let _turn = beside_others();
     let stdout = calibrated(calibrate("20", "2", "100ms").args(["--format", "json"])).stdout;
     let doc: serde_json::Value =
         serde_json::from_str(&stdout).expect("stdout is one JSON document");
@@ -459,9 +488,12 @@ fn calibrate_format_json_is_one_document_with_every_injection() {
 /// at a time, the replies to probes sent meanwhile were merged by the kernel into the unread
 /// rest, which took their stamps: at 2 × 5000/s one thread's backlog stamps spread over
 /// 1.7-3.6 ms (median 1.9) after a 250 ms sleep, against 0-0.65 ms (median 0.16) read in one go
-/// (docs/methodology.md). The goal is fixed, between the two.
+/// (docs/methodology.md). The goal is fixed, between the two in both builds: the debug build the
+/// tests run spreads more (medians of 6 spreads up to 1.29 ms read in one go, CI's run 1.01;
+/// 2.13, 4.0 and 5.4 ms read one at a time), so the goal is 1.7 ms, not the 1.0 CI failed.
 #[test]
 fn a_stall_s_backlog_keeps_the_stamp_of_the_write_it_came_in() {
+    let _turn = alone();
     let dir = tempfile::tempdir().unwrap();
     calibrated(
         calibrate("250", "3", "300ms")
@@ -500,5 +532,5 @@ fn a_stall_s_backlog_keeps_the_stamp_of_the_write_it_came_in() {
     assert!(spreads_ms.len() >= 4, "{spreads_ms:?}");
     spreads_ms.sort_by(f64::total_cmp);
     let median = spreads_ms[spreads_ms.len() / 2];
-    assert!(median <= 1.0, "backlog stamp spreads {spreads_ms:?} ms");
+    assert!(median <= 1.7, "backlog stamp spreads {spreads_ms:?} ms");
 }
