@@ -83,11 +83,22 @@ pub fn try_random_value(len: u64, seed: u64) -> Result<Vec<u8>> {
             crate::units::format_size(len)
         )
     })?;
-    value.resize(len_usize, 0);
+    // One pass over the value: a chunk is filled in the cache and appended, where zeroing the
+    // whole buffer first and filling it after wrote each of up to 512 MiB twice. The chunk is a
+    // whole number of the generator's words, so the bytes are those of one `fill_bytes` call.
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-    rng.fill_bytes(&mut value);
+    let mut chunk = [0u8; FILL_CHUNK];
+    while value.len() < len_usize {
+        let n = (len_usize - value.len()).min(FILL_CHUNK);
+        rng.fill_bytes(&mut chunk[..n]);
+        value.extend_from_slice(&chunk[..n]);
+    }
     Ok(value)
 }
+
+/// The piece of a random value generated at a time (a multiple of 8 bytes: see
+/// [`try_random_value`]).
+const FILL_CHUNK: usize = 64 * 1024;
 
 /// What the writer checks and gathers around each write, beside timing it.
 #[derive(Debug, Clone, Default)]
@@ -868,6 +879,26 @@ mod tests {
         }
         // 4096 uniform bytes: every value appears, none more than a few dozen times.
         assert!(counts.iter().all(|&c| c < 50), "{counts:?}");
+    }
+
+    #[test]
+    fn a_value_filled_in_chunks_is_the_one_fill_of_the_whole() {
+        // Values recorded before the chunked fill (and `same_value`'s checks) must not change.
+        for len in [
+            0,
+            1,
+            7,
+            8,
+            13,
+            FILL_CHUNK - 1,
+            FILL_CHUNK,
+            FILL_CHUNK + 5,
+            3 * FILL_CHUNK + 3,
+        ] {
+            let mut whole = vec![0u8; len];
+            rand::rngs::SmallRng::seed_from_u64(42).fill_bytes(&mut whole);
+            assert_eq!(random_value(len as u64, 42), whole, "{len} bytes");
+        }
     }
 }
 
