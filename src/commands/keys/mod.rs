@@ -162,6 +162,7 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         }
     };
     let (worst_median, worst) = model.worst_errors_pct();
+    let (median_error, worst_entry) = model.error_overview();
     let model_used = KeysModelUsed {
         server: model.server_name(),
         from,
@@ -169,6 +170,9 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         provisional: model.has_provisional(),
         worst_median_error_pct: worst_median,
         worst_error_pct: worst,
+        median_error_pct: median_error,
+        worst_entry_max_ms: worst_entry.as_ref().map(|w| w.1),
+        worst_entry: worst_entry.map(|w| w.0.to_string()),
         measured_how: model.measured_how.clone(),
     };
 
@@ -187,6 +191,8 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
             backoffs: 0,
             smallest_count: plan.count,
             refused: Vec::new(),
+            other_types: Default::default(),
+            changed: 0,
             nodes_done: Vec::new(),
             rows_written: 0,
             failure: None,
@@ -274,6 +280,35 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         out.warn(line);
     }
     warnings.extend(state.refused.iter().map(|(_, line)| line.clone()));
+    let mut late = Vec::new();
+    if !state.other_types.is_empty() {
+        let kinds: Vec<String> = state
+            .other_types
+            .iter()
+            .map(|(name, (n, largest))| match largest {
+                Some(b) => format!(
+                    "{name}: {n}, the largest {}",
+                    crate::analyze::pressure::human_bytes(*b)
+                ),
+                None => format!("{name}: {n}"),
+            })
+            .collect();
+        late.push(format!(
+            "{} key(s) of a type the cost model has no figures for ({}): counted, not priced, not in keys.csv (the tool measures strings, hashes, lists, sets, sorted sets and streams only)",
+            state.other_types.values().map(|v| v.0).sum::<u64>(),
+            kinds.join("; ")
+        ));
+    }
+    if state.changed > 0 {
+        late.push(format!(
+            "{} key(s) changed under the scan (gone, or another type, between its two round trips): left out",
+            state.changed
+        ));
+    }
+    for line in &late {
+        out.warn(line);
+    }
+    warnings.extend(late);
     warnings.extend(report.warnings.iter().cloned());
 
     let (from_us, to_us) = state

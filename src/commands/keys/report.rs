@@ -68,6 +68,18 @@ fn worst_cell(row: &crate::keys::report::KeyRow) -> String {
     }
 }
 
+/// The most of a key's (escaped, quoted) name the text table shows.
+const TEXT_KEY_CHARS: usize = 60;
+
+/// `text` cut to `max` characters, its end marked `...`.
+fn shortened(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(max.saturating_sub(3)).collect();
+    format!("{head}...")
+}
+
 const TOP_HEADER: [&str; 11] = [
     "key",
     "type",
@@ -85,7 +97,7 @@ const TOP_HEADER: [&str; 11] = [
 fn model_line(doc: &KeysRunJson) -> String {
     let m = &doc.model;
     format!(
-        "model: {} ({}){}; fit error (leave-one-out) median up to {}%, worst {}%{}",
+        "model: {} ({}){}; fit error (leave-one-out): median {}% over its entries, the worst entry's median {}%{}{}",
         m.server,
         m.from,
         if m.nearest {
@@ -93,9 +105,13 @@ fn model_line(doc: &KeysRunJson) -> String {
         } else {
             ""
         },
+        m.median_error_pct.map_or("?".into(), |x| format!("{x:.0}")),
         m.worst_median_error_pct
             .map_or("?".into(), |x| format!("{x:.0}")),
-        m.worst_error_pct.map_or("?".into(), |x| format!("{x:.0}")),
+        match (&m.worst_entry, m.worst_entry_max_ms) {
+            (Some(entry), Some(ms)) => format!(" ({entry}: misses of at most {ms:.1} ms)"),
+            _ => String::new(),
+        },
         if m.provisional {
             "; some entries PROVISIONAL (fitted from the server's SLOWLOG/LATENCY figures, not the tool's probes: the model file's `source` says which)"
         } else {
@@ -143,7 +159,12 @@ pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
     ));
     if !doc.top.is_empty() {
         let mut rows = vec![TOP_HEADER.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
-        rows.extend(top_cells(doc));
+        // A key name can be any length (64 KiB and more): the table shows its start, the files
+        // hold it whole.
+        rows.extend(top_cells(doc).into_iter().map(|mut row| {
+            row[0] = shortened(&row[0], TEXT_KEY_CHARS);
+            row
+        }));
         let widths: Vec<usize> = (0..TOP_HEADER.len())
             .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
             .collect();
@@ -156,11 +177,12 @@ pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
                 .iter()
                 .zip(&widths)
                 .enumerate()
-                .map(|(i, (cell, w))| {
+                .map(|(i, (cell, &w))| {
+                    let pad = " ".repeat(w.saturating_sub(cell.chars().count()));
                     if i < 3 {
-                        format!("{cell:<w$}")
+                        format!("{cell}{pad}")
                     } else {
-                        format!("{cell:>w$}")
+                        format!("{pad}{cell}")
                     }
                 })
                 .collect();
@@ -174,8 +196,8 @@ pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
         ));
         for r in doc.expiring.iter().take(5) {
             lines.push(format!(
-                "  \"{}\" at {} (in {}): {} ms on the {} thread",
-                r.key,
+                "  {} at {} (in {}): {} ms on the {} thread",
+                shortened(&format!("\"{}\"", r.key), TEXT_KEY_CHARS),
                 r.expires_at.as_deref().unwrap_or("?"),
                 ttl(r.ttl_ms),
                 ms(r.expire_ms),
@@ -195,6 +217,25 @@ pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
     lines.push(model_line(doc));
     lines.push(cost_line(doc));
     lines
+}
+
+/// The most of a key's name a Markdown table shows.
+const MARKDOWN_KEY_CHARS: usize = 200;
+
+/// A cell's text with Markdown's marks escaped, so that a key named `**x**`, `<b>` or with a
+/// backtick reads as its name, not as formatting.
+fn md_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(
+            c,
+            '|' | '`' | '*' | '_' | '<' | '>' | '[' | ']' | '#' | '~' | '\\'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn md_row(cells: &[String]) -> String {
@@ -220,7 +261,8 @@ pub fn markdown(doc: &KeysRunJson) -> String {
     out.push_str(&md_row(&vec!["---".to_string(); TOP_HEADER.len()]));
     out.push('\n');
     for row in top_cells(doc) {
-        let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+        let mut cells: Vec<String> = row.iter().map(|c| md_escaped(c)).collect();
+        cells[0] = shortened(&cells[0], MARKDOWN_KEY_CHARS);
         out.push_str(&md_row(&cells));
         out.push('\n');
     }
@@ -228,7 +270,7 @@ pub fn markdown(doc: &KeysRunJson) -> String {
         out.push_str("\n| expiring key | at | expire ms | thread |\n|---|---|---|---|\n");
         for r in &doc.expiring {
             out.push_str(&md_row(&[
-                format!("\"{}\"", r.key.replace('|', "\\|")),
+                shortened(&md_escaped(&format!("\"{}\"", r.key)), MARKDOWN_KEY_CHARS),
                 r.expires_at.clone().unwrap_or_default(),
                 ms(r.expire_ms),
                 r.expire_freed_by.clone().unwrap_or_default(),
@@ -264,5 +306,17 @@ mod tests {
         row.worst_ms = 26.5;
         assert_eq!(worst_cell(&row), format!("{} del", ms(Some(26.5))));
         assert_eq!(TOP_HEADER.last(), Some(&"worst ms"));
+    }
+
+    /// A key of 64 KiB made the table's format width panic (the hostile trial): the table
+    /// shows its start.
+    #[test]
+    fn a_very_long_key_is_shortened_in_the_table() {
+        let long = "K".repeat(70_000);
+        let short = shortened(&format!("\"{long}\""), TEXT_KEY_CHARS);
+        assert_eq!(short.chars().count(), TEXT_KEY_CHARS);
+        assert!(short.ends_with("..."), "{short}");
+        assert_eq!(shortened("\"k\"", TEXT_KEY_CHARS), "\"k\"");
+        assert_eq!(md_escaped("a|b`c*<d>"), "a\\|b\\`c\\*\\<d\\>");
     }
 }

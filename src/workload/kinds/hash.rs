@@ -15,5 +15,6 @@ pub static HASH: KindFacts = KindFacts {
     server_overhead_per_element: 48,
     distinct: true,
     batch: Batch::OneCommand(&[Arg::Element, Arg::Paired]),
+    large_encoding: "hashtable",
     free_effort: |encoding, elements, _| effort_per_element(encoding, elements, &["hashtable"]),
 };

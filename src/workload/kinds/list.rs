@@ -13,6 +13,7 @@ pub static LIST: KindFacts = KindFacts {
     server_overhead_per_element: 4,
     distinct: false,
     batch: Batch::OneCommand(&[Arg::Element]),
+    large_encoding: "quicklist",
     free_effort: quicklist_nodes,
 };
 

@@ -39,6 +39,10 @@ pub struct KindFacts {
     pub distinct: bool,
     /// How its build sends a batch of elements.
     pub batch: Batch,
+    /// The encoding the servers give a large value of this kind (past every default
+    /// `*-max-listpack-entries` and `set-max-intset-entries`, 512 at most): what a scan assumes
+    /// where `OBJECT ENCODING` is refused.
+    pub large_encoding: &'static str,
     /// The server's free effort of a value of this kind (see the module comment), from what a
     /// client can know: its encoding (`OBJECT ENCODING`), element count and element size. A
     /// list's and a stream's effort count their nodes, which the client estimates from the
@@ -100,6 +104,11 @@ pub trait ValueKind: Sync + std::fmt::Debug {
     /// [`KindFacts::count_command`].
     fn count_command(&self) -> &'static str {
         self.facts().count_command
+    }
+
+    /// [`KindFacts::large_encoding`].
+    fn large_encoding(&self) -> &'static str {
+        self.facts().large_encoding
     }
 
     /// [`KindFacts::build_command`].

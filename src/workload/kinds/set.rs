@@ -14,5 +14,6 @@ pub static SET: KindFacts = KindFacts {
     server_overhead_per_element: 40,
     distinct: true,
     batch: Batch::OneCommand(&[Arg::Element]),
+    large_encoding: "hashtable",
     free_effort: |encoding, elements, _| effort_per_element(encoding, elements, &["hashtable"]),
 };

@@ -13,6 +13,7 @@ pub static STREAM: KindFacts = KindFacts {
     server_overhead_per_element: 16,
     distinct: false,
     batch: Batch::CommandPerElement(&[Arg::Literal(b"*"), Arg::Literal(b"f"), Arg::Element]),
+    large_encoding: "stream",
     free_effort: stream_nodes,
 };
 

@@ -15,5 +15,6 @@ pub static STRING: KindFacts = KindFacts {
     server_overhead_per_element: 0,
     distinct: false,
     batch: Batch::Whole,
+    large_encoding: "raw",
     free_effort: |_, _, _| 1,
 };

@@ -16,5 +16,6 @@ pub static ZSET: KindFacts = KindFacts {
     server_overhead_per_element: 80,
     distinct: true,
     batch: Batch::OneCommand(&[Arg::Index, Arg::Element]),
+    large_encoding: "skiplist",
     free_effort: |encoding, elements, _| effort_per_element(encoding, elements, &["skiplist"]),
 };

@@ -102,6 +102,15 @@ pub struct KeysModelUsed {
     pub worst_median_error_pct: Option<f64>,
     /// The worst single leave-one-out error over its entries, %.
     pub worst_error_pct: Option<f64>,
+    /// The median over its entries of their median leave-one-out errors, %.
+    #[serde(default)]
+    pub median_error_pct: Option<f64>,
+    /// The entry with the worst median error (`set hashtable unlink (background)`).
+    #[serde(default)]
+    pub worst_entry: Option<String>,
+    /// That entry's worst miss, ms.
+    #[serde(default)]
+    pub worst_entry_max_ms: Option<f64>,
     /// How its figures were obtained.
     pub measured_how: Vec<String>,
 }
@@ -172,6 +181,9 @@ mod tests {
                 provisional: true,
                 worst_median_error_pct: Some(3.0),
                 worst_error_pct: Some(9.0),
+                median_error_pct: Some(2.0),
+                worst_entry: Some("hash hashtable delete (main)".into()),
+                worst_entry_max_ms: Some(1.5),
                 measured_how: vec![],
             },
             keys_scanned: 3,
