@@ -183,15 +183,30 @@ fn name_flags_before_subcommand(rendered: &str, argv: &[String]) -> String {
     )
 }
 
-/// Ctrl-C and SIGTERM ask the run to stop and keep what it measured; a second signal exits at
-/// once.
+/// Ctrl-C and SIGTERM ask the run to stop and keep what it measured. Signals within
+/// [`SAME_SIGNAL`] of the first are the same request: `timeout -s INT` signals the tool and its
+/// process group, and a terminal's Ctrl-C can come twice, and exiting on the second lost the
+/// run's files and left a `--url` server's settings changed (the hostile trials: 1 run in 10-15).
+/// A later one exits at once, saying what may be left behind and how to undo it.
 fn install_signal_handler(interrupt: Arc<AtomicBool>) {
+    let first = std::sync::OnceLock::<std::time::Instant>::new();
     let _ = ctrlc::set_handler(move || {
-        if interrupt.swap(true, Ordering::SeqCst) {
-            std::process::exit(EXIT_INTERRUPTED);
+        if !interrupt.swap(true, Ordering::SeqCst) {
+            let _ = first.set(std::time::Instant::now());
+            return;
         }
+        if first.get().is_some_and(|at| at.elapsed() < SAME_SIGNAL) {
+            return;
+        }
+        eprintln!(
+            "interrupted again: exiting without finishing; the run's files may be incomplete, and on a --url server the tool's keys and any setting it changed may be left: `probe clean` with the same --url (or the next run there) undoes them"
+        );
+        std::process::exit(EXIT_INTERRUPTED);
     });
 }
+
+/// See [`install_signal_handler`].
+const SAME_SIGNAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// For the tests of a command's flags: `argv` (without the program's name) parsed as the flags
 /// `A` of one command.
