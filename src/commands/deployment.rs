@@ -160,10 +160,15 @@ pub fn describe_target(target: &Target, verb: &str, out: &Output) {
     let server = &target.server;
     match (&target.embedded, &server.binary) {
         (Some(embedded), Some(binary)) => out.note(&format!(
-            "started {} {} ({binary}) on 127.0.0.1:{}, persistence off; it is stopped when the run ends",
+            "started {} {} ({binary}) on 127.0.0.1:{}, persistence {}; it is stopped when the run ends",
             server.flavor,
             server.version,
-            embedded.port()
+            embedded.port(),
+            if target.persistence_on() {
+                "on (--server-arg)"
+            } else {
+                "off"
+            }
         )),
         _ => out.note(&format!(
             "{verb} {} ({} {})",

@@ -599,12 +599,16 @@ impl Target {
         }
     }
 
-    /// Persistence warnings for an external server (snapshots and AOF distort the numbers).
+    /// Whether the server has RDB snapshots or AOF on.
+    pub fn persistence_on(&self) -> bool {
+        self.server.save.as_deref().is_some_and(|s| !s.trim().is_empty())
+            || self.server.appendonly.as_deref() == Some("yes")
+    }
+
+    /// Persistence warnings (snapshots and AOF distort the numbers): an external server's, or
+    /// a started one's that `--server-arg` turned on.
     pub fn persistence_warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
-        if self.server.embedded {
-            return warnings;
-        }
         if let Some(save) = self.server.save.as_deref().filter(|s| !s.trim().is_empty()) {
             warnings.push(format!(
                 "the server has RDB snapshots on (save \"{save}\"): a snapshot during the run forks and copies pages, which distorts the numbers; measure with persistence off (CONFIG SET save \"\")"
