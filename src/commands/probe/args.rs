@@ -191,6 +191,9 @@ impl ProbeArgs {
                 keep,
                 ("--force-memory", self.force_memory),
                 ("--predict", self.predict.is_some()),
+                // Observe mode ran with `--repeat 0 --gap -1s` unsaid (the hostile trial).
+                ("--repeat", self.workload.repeat != "1"),
+                ("--gap", self.workload.gap != "500ms"),
             ] {
                 if set {
                     return Err(UsageError::Conflict(format!(
