@@ -123,6 +123,44 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         }),
     }
 
+    // The replay's binary, checked before the scan (a wrong one failed only after a whole
+    // scan), and set against the scanned server's version (the hostile trial compared a Redis
+    // 7.0 scan's predictions with Valkey 9.1's measurements, unsaid).
+    if let Some(replay) = &plan.replay
+        && let crate::measure::target::TargetSpec::Embedded { binary, .. } = &replay.server
+    {
+        let found =
+            crate::measure::target::ServerBinary::resolve(binary.as_deref()).map_err(|err| {
+                UsageError::invalid(
+                    "--server-bin",
+                    binary
+                        .as_deref()
+                        .map_or("redis-server".into(), |b| b.display().to_string()),
+                    format!("{err:#}"),
+                )
+            })?;
+        let scanned = (
+            target.server.flavor.as_str(),
+            target.server.version.as_str(),
+        );
+        if found.flavor.name() != scanned.0
+            || found
+                .version
+                .split('.')
+                .take(2)
+                .ne(scanned.1.split('.').take(2))
+        {
+            let warning = format!(
+                "--replay: the replay server is {} {} and the scanned one {} {}: the measured figures are another server's, set against predictions for the scanned one",
+                found.flavor.name(),
+                found.version,
+                scanned.0,
+                scanned.1
+            );
+            out.warn(&warning);
+            warnings.push(warning);
+        }
+    }
     let lazyfree = lazyfree_settings(&target.conn);
     // What the replay server copies of this one, read now: the scan's connection ends with it.
     let replay_settings = match &plan.replay {
@@ -401,6 +439,7 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         }
     }
     let mut replay_failed = false;
+    let mut replay_interrupted = false;
     let mut replay_server = String::new();
     if let Some(replay_plan) = &plan.replay {
         if doc.status != RunStatus::Complete {
@@ -428,7 +467,16 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
                     replay_failed = true;
                 }
             }
-            if !doc.replay.is_empty() {
+            // A replay cut short says so in run.json (it read `complete`: the hostile trial).
+            if interrupt.load(Ordering::SeqCst) {
+                replay_interrupted = true;
+                doc.status = RunStatus::Interrupted;
+                doc.status_reason = Some(
+                    "interrupted by a signal during --replay: the scan is whole, the replay a part"
+                        .into(),
+                );
+            }
+            if !doc.replay.is_empty() || doc.status == RunStatus::Interrupted {
                 if let Some(dir) = &plan.out {
                     let json = serde_json::to_vec_pretty(&doc).context("encoding run.json")?;
                     write_atomic(&dir.join(RUN_JSON), &json)?;
@@ -449,6 +497,12 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         out.note(&format!("results in {}", dir.display()));
     }
     Ok(match doc.status {
+        _ if replay_interrupted => {
+            if !out.stdout_closed() {
+                out.error("interrupted; the keys scanned, and those replayed so far, were kept");
+            }
+            EXIT_INTERRUPTED
+        }
         RunStatus::Interrupted => {
             if !out.stdout_closed() {
                 out.error("interrupted; the keys scanned so far were kept");
@@ -461,12 +515,6 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
                 doc.status_reason.as_deref().unwrap_or("the scan failed")
             ));
             EXIT_FAILURE
-        }
-        _ if plan.replay.is_some() && interrupt.load(Ordering::SeqCst) => {
-            if !out.stdout_closed() {
-                out.error("interrupted; the keys replayed so far were kept");
-            }
-            EXIT_INTERRUPTED
         }
         _ if replay_failed => EXIT_FAILURE,
         _ => EXIT_OK,

@@ -601,7 +601,10 @@ impl Target {
 
     /// Whether the server has RDB snapshots or AOF on.
     pub fn persistence_on(&self) -> bool {
-        self.server.save.as_deref().is_some_and(|s| !s.trim().is_empty())
+        self.server
+            .save
+            .as_deref()
+            .is_some_and(|s| !s.trim().is_empty())
             || self.server.appendonly.as_deref() == Some("yes")
     }
 

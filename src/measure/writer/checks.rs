@@ -155,7 +155,10 @@ pub fn check_expire_watch(
     if expires == 0 {
         return Ok(());
     }
-    let dbs: Vec<String> = by_db.iter().map(|(db, n)| format!("{n} in db {db}")).collect();
+    let dbs: Vec<String> = by_db
+        .iter()
+        .map(|(db, n)| format!("{n} in db {db}"))
+        .collect();
     Err(crate::error::UsageError::invalid(
         "--ops",
         plan.chosen_ops_text().unwrap_or_default(),
