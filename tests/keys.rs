@@ -682,6 +682,13 @@ fn a_refit_writes_a_model_of_the_binary() {
     let (status, _, stderr) = common::probe_keys(&["--refit", "--refit-elements", "lots"]);
     assert_eq!(status, 2, "{stderr}");
     assert!(stderr.contains("--refit-elements"), "{stderr}");
+    // Values too small to fit a cost from (a 1-element list's read came out 5898 ms per MiB).
+    let (status, _, stderr) = common::probe_keys(&["--refit", "--refit-elements", "1,50k"]);
+    assert_eq!(status, 2, "{stderr}");
+    assert!(
+        stderr.contains("'1,50k' for --refit-elements") && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
 }
 
 /// The value-type runs of data/collections/NAME/ as fit rows, by run id: each collection type's

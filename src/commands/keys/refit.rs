@@ -37,6 +37,10 @@ pub const REFIT_GAP: &str = "200ms";
 /// The model file written into `--out`.
 pub const MODEL_JSON: &str = "model.json";
 
+/// The fewest elements `--refit-elements` takes (the hostile trial's `--refit-elements 1`
+/// fitted a list read of 5898 ms per MiB).
+pub const MIN_REFIT_ELEMENTS: u64 = 1000;
+
 /// What `--refit` measures: one writer plan per type.
 #[derive(Debug, Clone)]
 pub struct RefitPlan {
@@ -44,6 +48,8 @@ pub struct RefitPlan {
     pub writers: Vec<WriterPlan>,
     /// The flags as given, for `measured_how`.
     pub described: String,
+    /// `--refit-elements` as given, for an error that names it.
+    pub elements_text: String,
 }
 
 /// Checks `--refit-types`, `--refit-elements` and `--refit-repeat` into one writer plan per
@@ -102,6 +108,15 @@ pub fn refit_plan(types: &str, elements: &str, repeat: &str) -> Result<RefitPlan
                 _ => err,
             })?
             .ok_or_else(|| UsageError::invalid("--refit-types", types, "nothing to measure"))?;
+        if let Some(&small) = plan.elements.iter().find(|&&n| n < MIN_REFIT_ELEMENTS) {
+            return Err(UsageError::invalid(
+                "--refit-elements",
+                elements,
+                format!(
+                    "{small} elements is too few to fit a cost from: at least {MIN_REFIT_ELEMENTS} (a smaller value's op takes about one probe interval whatever its size, and its slope per MiB comes out absurd)"
+                ),
+            ));
+        }
         writers.push(plan);
     }
     Ok(RefitPlan {
@@ -109,6 +124,7 @@ pub fn refit_plan(types: &str, elements: &str, repeat: &str) -> Result<RefitPlan
         described: format!(
             "--refit-types {types} --refit-elements {elements} --refit-repeat {repeat}"
         ),
+        elements_text: elements.to_string(),
     })
 }
 
@@ -212,6 +228,54 @@ pub fn run(
     out.finish_progress();
     drop(deployment);
     let bounded = rows.iter().filter(|r| r.under_one_interval).count();
+    // A group whose every op was under one probe interval has only an upper bound to fit:
+    // from 16-byte values its slope was absurd (the hostile trial: --refit-elements 1 wrote a
+    // list DEL of 32768 ms per MiB, 21.9 s predicted for a 100k list). Such groups get no
+    // entry (the scan then prices them as their DEL, else as one allocation), and a refit with
+    // nothing else is refused.
+    let group_of = |r: &FitRow| {
+        (
+            r.kind.clone(),
+            r.encoding.clone(),
+            r.op,
+            r.freed_by.map(|t| t.name()),
+        )
+    };
+    let mut unbounded_groups = std::collections::BTreeSet::new();
+    let mut all_groups = std::collections::BTreeSet::new();
+    for r in &rows {
+        all_groups.insert(group_of(r));
+        if !r.under_one_interval {
+            unbounded_groups.insert(group_of(r));
+        }
+    }
+    if unbounded_groups.is_empty() {
+        return Err(UsageError::invalid(
+            "--refit-elements",
+            &refit.elements_text,
+            format!(
+                "every op measured was under one probe interval ({interval_ms:.3} ms): too small to fit a cost from; measure larger values"
+            ),
+        )
+        .into());
+    }
+    let dropped: Vec<String> = all_groups
+        .difference(&unbounded_groups)
+        .map(|(kind, encoding, op, freed_by)| {
+            format!(
+                "{kind} {encoding} {}{}",
+                op.name(),
+                freed_by.map(|t| format!(" ({t})")).unwrap_or_default()
+            )
+        })
+        .collect();
+    rows.retain(|r| unbounded_groups.contains(&group_of(r)));
+    if !dropped.is_empty() {
+        out.warn(&format!(
+            "no entry for {}: every op of it was under one probe interval ({interval_ms:.3} ms)",
+            dropped.join(", ")
+        ));
+    }
     let binary = match &plan.target {
         crate::measure::target::TargetSpec::Embedded { binary, .. } => binary
             .as_ref()
