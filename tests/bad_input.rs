@@ -388,3 +388,19 @@ fn a_dry_run_says_when_the_server_would_need_more_than_the_host_has() {
     let small = plan(&["--writer-sizes", "1M"]);
     assert!(!small.contains("more than this host's memory"), "{small}");
 }
+
+/// `--user` without a password sent no AUTH: the connection was the default user's while the
+/// report named the user (the hostile trial).
+#[test]
+fn a_user_without_a_password_is_refused() {
+    let mut cmd = probe_cmd();
+    cmd.args(["keys", "--host", "127.0.0.1", "--port", "1", "--user", "bob"])
+        .env_remove("REDISCLI_AUTH");
+    let output = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("invalid value 'bob' for --user") && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
+}

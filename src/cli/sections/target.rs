@@ -185,6 +185,15 @@ impl ServerArgs {
     ) -> Result<TargetSpec, UsageError> {
         if let Some(url) = self.host_port_url(url.is_some())? {
             let password = self.password.clone().or(env_password);
+            // Without a password no AUTH is sent, and the server takes the connection as its
+            // default user while the report named --user (the hostile trial).
+            if let (Some(user), None) = (&self.user, &password) {
+                return Err(UsageError::invalid(
+                    "--user",
+                    user,
+                    "needs a password (--password or REDISCLI_AUTH): without one the connection would be the server's default user; a nopass user takes any",
+                ));
+            }
             let one = ServerArgs {
                 host: None,
                 port: None,
