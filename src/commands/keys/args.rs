@@ -33,7 +33,9 @@ use crate::workload::{ValueKind, kind_named};
     mut_arg("out", |a| a.help("Write keys.csv (every key at or above --size-floor, as scanned) and run.json here")),
     mut_arg("format", |a| a.help("What stdout gets: `text` (the report on one screen), `json` (run.json's content; notes and progress stay on stderr) or `markdown` (the report's tables)")),
     mut_arg("topology", |a| a.help("auto: on a Redis Cluster node, scan every master (or every replica with --read-from replicas), each probed; single: only the --url server")),
-    mut_arg("node_address", |a| a.help("Reach a cluster node that announces FROM (host:port) at TO (host:port) instead (NAT, containers). Repeatable"))
+    mut_arg("node_address", |a| a.help("Reach a cluster node that announces FROM (host:port) at TO (host:port) instead (NAT, containers). Repeatable")),
+    // A scan changes no setting (refused if given).
+    mut_arg("tune_server", |a| a.hide(true))
 )]
 pub struct KeysArgs {
     #[command(flatten)]
@@ -225,6 +227,13 @@ impl KeysArgs {
         };
         let read_from: ReadFrom = self.read_from.trim().parse()?;
         let probing = self.probing.probing.to_plan()?;
+        // A scan of someone's server changes none of its settings: the flag did nothing, unsaid
+        // (the hostile trial).
+        if probing.tune_server {
+            return Err(UsageError::Conflict(
+                "--tune-server does not apply to probe keys: a scan changes none of the server's settings".into(),
+            ));
+        }
         let output = self.output.to_plan();
         // --replay: the target flags name both servers, the scanned (--url) and the one the
         // tool starts (--server-bin), each checked on its own.
