@@ -394,8 +394,16 @@ fn a_dry_run_says_when_the_server_would_need_more_than_the_host_has() {
 #[test]
 fn a_user_without_a_password_is_refused() {
     let mut cmd = probe_cmd();
-    cmd.args(["keys", "--host", "127.0.0.1", "--port", "1", "--user", "bob"])
-        .env_remove("REDISCLI_AUTH");
+    cmd.args([
+        "keys",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "1",
+        "--user",
+        "bob",
+    ])
+    .env_remove("REDISCLI_AUTH");
     let output = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     assert_eq!(output.status.code(), Some(2), "{stderr}");

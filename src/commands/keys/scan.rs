@@ -142,7 +142,22 @@ impl Actor for KeyScanner {
                         let _ = events.send(Event::WriterDone);
                     }
                     Err(err) => {
-                        let text = crate::error::one_line(&err);
+                        // The scan's own words: the shared hint for NOPERM lists what a run's
+                        // writer needs (SET, DEL on holprobe:*), which a scan never sends (the
+                        // hostile trial, an ACL user without TYPE).
+                        let plain = err
+                            .chain()
+                            .map(|c| c.to_string())
+                            .collect::<Vec<_>>()
+                            .join(": ")
+                            .replace('\n', " ");
+                        let text = if plain.contains("NOPERM") {
+                            format!(
+                                "the scan stopped: {plain} (the ACL user may not run this command: probe keys needs SCAN, TYPE, PTTL and the count commands STRLEN, HLEN, LLEN, SCARD, ZCARD, XLEN, with OBJECT and MEMORY optional; or give --type to scan one type without TYPE)"
+                            )
+                        } else {
+                            format!("the scan stopped: {}", crate::error::one_line(&err))
+                        };
                         if let Ok(mut state) = scanner.shared.state.lock() {
                             state.failure = Some(text.clone());
                         }
