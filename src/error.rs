@@ -109,7 +109,7 @@ pub fn hint_for(message: &str) -> Option<&'static str> {
         ),
         (
             "Connection refused",
-            "nothing listens there: check the host and port, or omit --url (--host/--port) to let the tool start its own server",
+            "nothing listens there: check the host and port (or, for a server the tool started, whether it exited)",
         ),
     ];
     HINTS

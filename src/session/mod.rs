@@ -127,6 +127,8 @@ pub(crate) struct RunScope {
     key_prefix: String,
     /// [`Self::close`] was called: the run's own cleanup is over, whatever it achieved.
     closed: bool,
+    /// The server is the one the tool started (it goes with the run: nothing to restore).
+    embedded: bool,
 }
 
 impl RunScope {
@@ -218,6 +220,7 @@ impl RunScope {
             conn: target.conn.clone(),
             key_prefix: key_prefix.clone(),
             closed: false,
+            embedded: target.server.embedded,
         })
     }
 
@@ -274,6 +277,14 @@ impl RunScope {
     ) {
         match self.tuning.restore_until(deadline) {
             Ok(said) => warnings.extend(said),
+            Err(err) if self.embedded => {
+                // The tool's own server goes with the run; one that does not answer now has
+                // most likely died (the hostile trial's kill -9 read "set them back by hand").
+                self.tuning.give_up();
+                warnings.push(format!(
+                    "the server the tool started did not answer at the end ({err:#}): it may have exited"
+                ));
+            }
             Err(err) => {
                 // Those still changed (a restore can fail half-way).
                 let settings = self.server_settings();

@@ -277,7 +277,7 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
             )
         } else {
             format!(
-                "removing a large collection stalls the server (a 1M-field hash's DEL froze Redis 7.0 for ~400 ms): this run builds and removes {}s of up to {} elements, on a server others may be using",
+                "removing a large collection stalls the server (a 1M-field hash's DEL froze Redis 7.0 for ~400 ms): this run builds and removes values of type {} of up to {} elements, on a server others may be using",
                 writer.value_type,
                 writer.shapes().iter().map(|s| s.elements).max().unwrap_or(0)
             )

@@ -272,6 +272,9 @@ struct Writer {
     unmade: std::collections::HashSet<String>,
 }
 
+/// How the error of a value the server does not hold whole begins.
+const HELD_PART: &str = "the server holds ";
+
 /// The shortest quiet gap whose pace is taken (a shorter one says little of the probes' load).
 const MIN_IDLE_SPAN: std::time::Duration = std::time::Duration::from_millis(20);
 
@@ -354,10 +357,17 @@ impl Writer {
             return (self.unsent(seq, step, error.into(), room.rss_bytes), None);
         }
         let (record, io_error) = self.execute_sent(seq, step);
+        // Only a value the server refused or lost (OOM, evicted): a write lost to a failover
+        // or a dropped connection is retried by the plan's next making, and the ops between
+        // find no key (a cluster run that rides out a failover stays complete).
         if makes {
+            let lost = record
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(HELD_PART) || e.starts_with("OOM"));
             if record.ok {
                 self.unmade.remove(&step.key);
-            } else {
+            } else if lost && io_error.is_none() {
                 self.unmade.insert(step.key.clone());
             }
         }
@@ -489,7 +499,7 @@ impl Writer {
                     Some((held, expected)) if held != expected => (
                         false,
                         Some(format!(
-                            "the server holds {held} of the value's {expected} {} after it was written: evicted or trimmed (maxmemory-policy?), so the ops after it would not be of its size",
+                            "{HELD_PART}{held} of the value's {expected} {} after it was written: evicted or trimmed (maxmemory-policy?), so the ops after it would not be of its size",
                             if step.shape.kind == "string" {
                                 "bytes"
                             } else {
