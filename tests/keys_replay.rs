@@ -377,12 +377,20 @@ fn ctrl_c_during_a_replay_keeps_the_keys_replayed_so_far() {
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(
-        stderr.contains("interrupted; the keys replayed so far were kept"),
+        stderr.contains("interrupted; the keys scanned, and those replayed so far, were kept"),
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 
     let doc = common::read_json(&dir.join("run.json"));
+    // The scan was whole, the replay not: run.json says interrupted (it read complete).
+    assert_eq!(doc["status"], "interrupted", "{doc}");
+    assert!(
+        doc["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("--replay")),
+        "{doc}"
+    );
     let replayed = doc["replay"].as_array().expect("replay rows in run.json");
     let rows = common::read_csv(&dir.join("replay.csv"));
     assert!(!rows.is_empty() && rows.len() <= 2, "{rows:?}");

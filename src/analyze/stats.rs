@@ -146,6 +146,9 @@ pub struct SizeSpread {
     pub set_ms: Spread,
     /// Spread of their `hol_delay_ms` (over the writes some probe overlapped; empty if none).
     pub hol_delay_ms: Option<Spread>,
+    /// A collection's elements (its size as the tables show it; none for a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elements: Option<u64>,
 }
 
 /// Groups the successful writes by op and size (in first-seen order) and gives each group's
@@ -170,6 +173,10 @@ pub fn by_size(writes: &[WriteSummary]) -> Vec<SizeSpread> {
                 writes: members.len(),
                 set_ms: spread(&set)?,
                 hol_delay_ms: spread(&hol),
+                elements: members
+                    .first()
+                    .filter(|w| w.value_type.as_deref().is_some_and(|t| t != "string"))
+                    .and_then(|w| w.elements),
             })
         })
         .collect()

@@ -11,7 +11,6 @@ use serde::Serialize;
 use crate::output::export::RunJson;
 use crate::output::report::{fmt_us, stall_line_short, wall_ms};
 use crate::record::WriteRecord;
-use crate::units::format_size;
 
 /// What a measuring command prints on stdout.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -97,7 +96,11 @@ pub fn run_markdown(run: &RunJson, records: &[WriteRecord], show_stalls: usize) 
             .iter()
             .map(|w| {
                 let record = records.iter().find(|r| r.seq == w.seq);
-                let mut note = Vec::new();
+                // A collection's size is its elements, and its note what it was (the
+                // hostile trial's Markdown read `625K` for 20k fields, with no type).
+                let mut note: Vec<String> = crate::output::report::collection_note(w)
+                    .into_iter()
+                    .collect();
                 if w.memory_pressure {
                     note.push(format!(
                         "memory pressure (host peak {:.1}%, swap {:.1}%)",
@@ -116,7 +119,7 @@ pub fn run_markdown(run: &RunJson, records: &[WriteRecord], show_stalls: usize) 
                     record.map_or_else(String::new, |r| wall_ms(run.started_unix_us, r.start_us)),
                     w.seq.to_string(),
                     w.op.name().to_string(),
-                    format_size(w.size_bytes),
+                    crate::output::report::size_cell(w),
                     w.hol_delay_ms
                         .map_or_else(|| "n/a".into(), |ms| format!("{ms:.1}")),
                     format!("{:.1}", w.set_ms),

@@ -324,6 +324,17 @@ pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found
         .with_context(|| format!("reading the run markers ({registry}) of {conn}"))?;
     let mut found = Vec::new();
     for key in markers {
+        // Only the tool's own markers are read or forgotten: a member that is not one names
+        // someone else's key (the hostile trial's own set under this name lost its member).
+        if !(key.starts_with(&format!("{KEY_NAMESPACE}:")) && key.ends_with(":marker")) {
+            found.push(Found::Live {
+                run_id: key.clone(),
+                line: format!(
+                    "left {key} in {registry} alone: it is not a run marker of the tool's"
+                ),
+            });
+            continue;
+        }
         let text: Option<String> = redis::cmd("GET")
             .arg(&key)
             .query(&mut control)

@@ -157,6 +157,13 @@ pub fn run(
         this_probe.output.out = Some(dir.clone());
         this_probe.output.force = true; // checked above for every directory
         if several {
+            // The tables on stdout say whose they are (they read alike: the hostile trial).
+            out.line(&format!(
+                "== {} {} ({})",
+                flavor_name(binaries[i].flavor),
+                binaries[i].version,
+                binaries[i].path.display()
+            ));
             out.note(&format!(
                 "== run {} of {}: {} {} ({}) -> {}",
                 i + 1,

@@ -229,6 +229,15 @@ pub fn check_commands(plan: &WriterPlan, conn: &ConnInfo) -> Result<()> {
         };
         want("--ops", command, format!("for its {} op", op.name()));
     }
+    // An eviction is made by lowering maxmemory (the hostile trial's server with CONFIG
+    // renamed away built its value, then failed the evict with the raw error).
+    if ops.contains(&WriteOp::Evict) {
+        want(
+            "--ops",
+            "CONFIG",
+            "for its evict op (CONFIG SET maxmemory)".into(),
+        );
+    }
     let Ok(mut raw) = RawConn::connect(conn) else {
         return Ok(());
     };

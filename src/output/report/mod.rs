@@ -56,15 +56,8 @@ pub fn write_row(record: &WriteRecord, summary: &WriteSummary, started_unix_us: 
         format!("{:.1}ms", summary.stall_ms),
         summary.probes_delayed,
     );
-    // A collection's row says what it was and, for a removal, which thread freed it.
-    if let Some(kind) = collection_kind(summary) {
-        line.push_str(&format!(
-            "  {kind} {}",
-            summary.encoding.as_deref().unwrap_or("?")
-        ));
-        if let Some(freed) = summary.freed_by {
-            line.push_str(&format!(", freed: {}", freed.name()));
-        }
+    if let Some(what) = collection_note(summary) {
+        line.push_str(&format!("  {what}"));
     }
     if summary.memory_pressure {
         line.push_str(&format!(
@@ -99,8 +92,19 @@ fn collection_kind(summary: &WriteSummary) -> Option<&str> {
         .filter(|kind| *kind != "string")
 }
 
+/// What a collection's row says it was and, for a removal, which thread freed it:
+/// `hash hashtable, freed: main`; `None` for a string.
+pub(crate) fn collection_note(summary: &WriteSummary) -> Option<String> {
+    let kind = collection_kind(summary)?;
+    let mut note = format!("{kind} {}", summary.encoding.as_deref().unwrap_or("?"));
+    if let Some(freed) = summary.freed_by {
+        note.push_str(&format!(", freed: {}", freed.name()));
+    }
+    Some(note)
+}
+
 /// The size column: a string's bytes (`64M`), a collection's elements (`200k`, `1M`).
-fn size_cell(summary: &WriteSummary) -> String {
+pub(crate) fn size_cell(summary: &WriteSummary) -> String {
     match (collection_kind(summary), summary.elements) {
         (Some(_), Some(elements)) => format_count(elements),
         _ => format_size(summary.size_bytes),
@@ -614,14 +618,28 @@ pub fn by_size_lines(groups: &[SizeSpread]) -> Vec<String> {
                 range_cis.push((spread.n, coverage));
             }
         }
-        let hol = group
-            .hol_delay_ms
-            .as_ref()
-            .map_or_else(|| "n/a".to_string(), |s| spread_cell(s, 2));
+        // A figure from fewer writes than the row's says so (an UNLINK that no probe
+        // overlapped twice in three: `n 3` beside a median of one; the hostile trial).
+        let hol = group.hol_delay_ms.as_ref().map_or_else(
+            || "n/a".to_string(),
+            |s| {
+                if s.n < group.writes {
+                    format!(
+                        "{} (n {}: no probe overlapped the others)",
+                        spread_cell(s, 2),
+                        s.n
+                    )
+                } else {
+                    spread_cell(s, 2)
+                }
+            },
+        );
         lines.push(format!(
             "  {:<9} {:>5} {:>3}  {:<44}  {}",
             group.op.name(),
-            format_size(group.size_bytes),
+            group
+                .elements
+                .map_or_else(|| format_size(group.size_bytes), format_count),
             group.writes,
             spread_cell(&group.set_ms, 1),
             hol

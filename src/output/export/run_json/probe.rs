@@ -299,6 +299,7 @@ pub(crate) mod sample {
                 writes: 5,
                 set_ms: spread(2.5),
                 hol_delay_ms: Some(spread(1.875)),
+                elements: None,
             }],
             size_model: Some(SizeModel {
                 hol_ms_per_mib: 0.625,
