@@ -25,6 +25,11 @@
 
 use std::time::Duration;
 
+/// The most keys the first batch asks for, whatever `--count` allows: each key's commands are
+/// pipelined, and the server runs a batch's commands in one go, so a first batch of `--count
+/// 100000` held others 75 ms before any probe could say so. The count grows from there.
+pub const START_COUNT: u64 = 100;
+
 /// The shortest pause after a backoff.
 const MIN_BACKOFF_PAUSE: Duration = Duration::from_millis(5);
 /// The longest pause between two batches.
@@ -63,14 +68,15 @@ pub struct Pacer {
 }
 
 impl Pacer {
-    /// Starts at `count` (the `--count` ceiling, at least 1) without a pause.
+    /// Starts at `count` (the `--count` ceiling, at least 1), at most [`START_COUNT`], without a
+    /// pause.
     pub fn new(count: u64, threshold_us: u64) -> Pacer {
         let ceiling = count.max(1);
         Pacer {
             ceiling,
             threshold_us: threshold_us.max(1),
             step: Step {
-                count: ceiling,
+                count: ceiling.min(START_COUNT),
                 pause: Duration::ZERO,
             },
             backoffs: 0,
@@ -148,6 +154,11 @@ mod tests {
     #[test]
     fn a_quiet_server_is_scanned_at_full_count_without_pauses() {
         let mut pacer = Pacer::new(1000, 1000);
+        // From START_COUNT up, a quarter more a batch.
+        assert_eq!(pacer.step().count, START_COUNT);
+        for _ in 0..20 {
+            pacer.observe(cost(Some(200), 300));
+        }
         for _ in 0..100 {
             let step = pacer.observe(cost(Some(200), 300));
             assert_eq!(
@@ -163,13 +174,13 @@ mod tests {
 
     #[test]
     fn a_delayed_probe_halves_the_count_and_pauses() {
-        let mut pacer = Pacer::new(1000, 1000);
+        let mut pacer = Pacer::new(100, 1000);
         // Batches of 0.6 ms: long enough (half the threshold) to be why a probe waited.
         let step = pacer.observe(cost(Some(5_000), 600));
         assert_eq!(
             step,
             Step {
-                count: 500,
+                count: 50,
                 pause: MIN_BACKOFF_PAUSE
             }
         );
@@ -177,7 +188,7 @@ mod tests {
         assert_eq!(
             step,
             Step {
-                count: 250,
+                count: 25,
                 pause: MIN_BACKOFF_PAUSE * 2
             }
         );
@@ -186,9 +197,9 @@ mod tests {
 
     #[test]
     fn a_slow_batch_backs_off_before_the_probes_report() {
-        let mut pacer = Pacer::new(1000, 1000);
+        let mut pacer = Pacer::new(100, 1000);
         let step = pacer.observe(cost(None, 2_500));
-        assert_eq!(step.count, 500);
+        assert_eq!(step.count, 50);
         assert!(step.pause >= MIN_BACKOFF_PAUSE);
     }
 
@@ -247,15 +258,15 @@ mod tests {
 
     #[test]
     fn a_late_report_blames_the_heavy_batches_before_it() {
-        let mut pacer = Pacer::new(1000, 1000);
+        let mut pacer = Pacer::new(100, 1000);
         // A batch of 0.7 ms, then light ones: the report that comes two batches later is
         // charged, and so is the next one (its intervals may still cover the heavy batch).
         pacer.observe(cost(None, 700));
         pacer.observe(cost(None, 100));
-        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 500);
-        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 250);
+        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 50);
+        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 25);
         // By the third report only light batches are in view: no more backoff.
-        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 250 + 62);
+        assert_eq!(pacer.observe(cost(Some(5_000), 100)).count, 25 + 6);
         assert_eq!(pacer.backoffs(), 2);
     }
 
