@@ -224,6 +224,25 @@ impl CostModel {
         }
         let model: CostModel = serde_json::from_value(value)
             .map_err(|err| ModelError(format!("not a cost model ({err})")))?;
+        // An empty model priced every key `?`, silently (the hostile trial).
+        if model.entries.is_empty() {
+            return Err(ModelError("a cost model with no entries".into()));
+        }
+        for (i, entry) in model.entries.iter().enumerate() {
+            if model.entries[..i].iter().any(|e| {
+                e.kind == entry.kind
+                    && e.encoding == entry.encoding
+                    && e.op == entry.op
+                    && e.freed_by == entry.freed_by
+            }) {
+                return Err(ModelError(format!(
+                    "entry {} {} {} is there twice",
+                    entry.kind,
+                    entry.encoding,
+                    entry.op.name()
+                )));
+            }
+        }
         for entry in &model.entries {
             let usable = |x: f64| x.is_finite() && x >= 0.0;
             if kind_named(&entry.kind).is_none()
@@ -857,6 +876,15 @@ pub(crate) mod tests {
         );
         assert_ne!(steep, text);
         assert!(CostModel::parse(&steep).is_err());
+        // No entries, or one twice (the hostile trial: both accepted, every key priced `?`).
+        let mut empty = model.clone();
+        empty.entries.clear();
+        let err = CostModel::parse(&serde_json::to_string(&empty).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("no entries"), "{err}");
+        let mut twice = model.clone();
+        twice.entries.push(twice.entries[0].clone());
+        let err = CostModel::parse(&serde_json::to_string(&twice).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("twice"), "{err}");
         // Format 1 had no exponent: its entries are lines.
         let old: String = text
             .replacen("\"format\": 2", "\"format\": 1", 1)

@@ -75,7 +75,7 @@ pub struct WorkloadArgs {
 
     /// A collection's sizes as element counts, comma-separated, e.g. 100k,1M (instead of
     /// --writer-sizes, whose sizes are then the members' and values' total bytes).
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_negative_numbers = true)]
     pub elements: Option<String>,
 
     /// Bytes of one element of a collection (of a hash field and of its value, each) [default:

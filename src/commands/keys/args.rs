@@ -70,7 +70,12 @@ pub struct KeysArgs {
 
     /// keys.csv gets every key of at least this many bytes (MEMORY USAGE, or STRLEN where
     /// MEMORY is refused); 0 for every key.
-    #[arg(long, value_name = "SIZE", default_value = "64K")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "64K",
+        allow_negative_numbers = true
+    )]
     pub size_floor: String,
 
     /// A cost model file (as in data/models/) instead of the one shipped for the server's
@@ -94,11 +99,11 @@ pub struct KeysArgs {
     pub refit_types: Option<String>,
 
     /// With --refit: a collection's sizes, in elements of 16 bytes (a string is 16M and 64M).
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_negative_numbers = true)]
     pub refit_elements: Option<String>,
 
     /// With --refit: how many times each op is measured per size.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub refit_repeat: Option<String>,
 
     /// After the scan: build the N worst keys' shapes (type, element count and element size,
@@ -165,7 +170,7 @@ fn check_pattern(pattern: &str) -> Result<(), UsageError> {
     if pattern.is_empty() {
         return Err(UsageError::invalid(
             "--match",
-            "''",
+            "",
             "an empty pattern matches no key (use * for every key)",
         ));
     }
@@ -278,10 +283,23 @@ impl KeysArgs {
                     Some(super::replay::replay_plan(text, started)?),
                 )
             }
-            None => (
-                self.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?,
-                None,
-            ),
+            None => {
+                // The shared check said "cannot be used with --url" (the hostile trial): here
+                // the flags are --refit's and --replay's.
+                if !self.refit
+                    && self.target.url.is_some()
+                    && (!self.target.server.server_bin.is_empty()
+                        || !self.target.server.server_arg.is_empty())
+                {
+                    return Err(UsageError::Conflict(
+                        "--server-bin and --server-arg apply to --refit and --replay: the scan itself runs against --url".into(),
+                    ));
+                }
+                (
+                    self.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?,
+                    None,
+                )
+            }
         };
         let refit = if self.refit {
             if !matches!(target, TargetSpec::Embedded { .. }) {

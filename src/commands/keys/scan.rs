@@ -508,9 +508,13 @@ impl KeyScanner {
         let mut changed = 0u64;
         for (index, reply) in asked.into_iter().zip(counts) {
             match reply {
-                // A collection is never empty: a count of 0 is a key gone (expired, deleted)
-                // since the first round trip.
-                Reply::Integer(0) if seen[index].kind.is_some_and(|k| k.name() != "string") => {
+                // A hash, list, set or sorted set is never empty: a count of 0 is a key gone
+                // (expired, deleted) since the first round trip. (A stream can be empty.)
+                Reply::Integer(0)
+                    if seen[index]
+                        .kind
+                        .is_some_and(|k| !matches!(k.name(), "string" | "stream")) =>
+                {
                     seen[index].gone = true;
                     changed += 1;
                 }
@@ -542,10 +546,10 @@ impl KeyScanner {
                 }
                 continue;
             };
-            // Encoding unknown (OBJECT refused): a value of more elements than any default listpack or intset
-            // holds has its kind's large encoding; a smaller one is left unknown (it prices as
-            // one allocation, which such a value mostly is). The ACL trial's 100k-field hash
-            // was priced as one allocation: 0.5 ms against 26.5.
+            // Encoding unknown (OBJECT refused): a value of more elements than any default
+            // listpack or intset holds has its kind's large encoding; a smaller one is left
+            // unknown (it prices as one allocation, which such a value mostly is). The ACL
+            // trial's 100k-field hash was priced as one allocation: 0.5 ms against 26.5.
             let encoding = s.encoding.or_else(|| {
                 count
                     .is_some_and(|n| n > LARGEST_COMPACT_ELEMENTS)

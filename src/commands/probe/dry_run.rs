@@ -66,7 +66,16 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
                 plan.minimum_duration().as_secs_f64()
             ));
             lines.extend(plan.step_lines(&steps));
-            let largest = plan.value_buffer_bytes();
+            // A collection's client holds the bytes its elements are cut from and one build
+            // command (a batch of elements: 40 MB at --element-size 2M, shown as 64K before).
+            let largest = if plan.is_string() {
+                plan.value_buffer_bytes()
+            } else {
+                let per_element = plan.shapes().first().map_or(0, |s| {
+                    s.element_bytes * s.value_kind().bytes_per_element_factor()
+                });
+                plan.value_buffer_bytes() + plan.batch_elements.saturating_mul(per_element)
+            };
             let server_peak = crate::measure::writer::plan_server_peak(plan);
             let expire = plan.has_op(crate::record::WriteOp::Expire);
             let evict = plan.has_op(crate::record::WriteOp::Evict);
@@ -85,7 +94,7 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
                 )
             });
             lines.push(format!(
-                "memory: client about {} ({}); server up to {} (a SET holds its value twice while it executes; the allocator may round each up by 25%){}",
+                "memory: client about {} ({}); server up to {} ({}){}",
                 format_size(largest),
                 if plan.is_string() {
                     "one buffer of the largest value, sliced for every write"
@@ -93,6 +102,11 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
                     "the random bytes the elements are cut from, and one build command at a time"
                 },
                 crate::analyze::pressure::human_bytes(server_peak),
+                if plan.is_string() {
+                    "a SET holds its value twice while it executes; the allocator may round each up by 25%"
+                } else {
+                    "the value and, while a build command executes, its request"
+                },
                 if plan.keep {
                     " (--keep holds every value until the end)"
                 } else if plan.overwrite {

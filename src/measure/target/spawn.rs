@@ -148,7 +148,11 @@ impl ServerBinary {
                     return Err(UsageError::invalid(
                         "--server-bin",
                         path.display(),
-                        "no such file",
+                        if path.is_dir() {
+                            "a directory, not a server binary"
+                        } else {
+                            "no such file"
+                        },
                     )
                     .into());
                 }
