@@ -767,6 +767,18 @@ fn the_four_server_versions_each_run_a_small_sweep_side_by_side() {
             servers.len() - 1,
             "one compare per later version: {stdout}"
         );
+        // Each run's table says whose it is (they read alike: the hostile trial).
+        for (i, (name, _)) in servers.iter().enumerate() {
+            let (flavor, version) = name.split_once('-').unwrap();
+            assert!(
+                stdout.contains(&format!(
+                    "run {} of {}: {flavor} {version}",
+                    i + 1,
+                    servers.len()
+                )),
+                "{stdout}"
+            );
+        }
     }
 }
 

@@ -159,7 +159,9 @@ pub fn run(
         if several {
             // The tables on stdout say whose they are (they read alike: the hostile trial).
             out.line(&format!(
-                "== {} {} ({})",
+                "run {} of {}: {} {} ({})",
+                i + 1,
+                dirs.len(),
                 flavor_name(binaries[i].flavor),
                 binaries[i].version,
                 binaries[i].path.display()
