@@ -38,11 +38,7 @@ REPEAT="${REPEAT:-3}"
 TYPES="${TYPES:-hash set zset}"
 names=("$@")
 [[ ${#names[@]} -eq 0 ]] && names=(redis-6.2 valkey-9.1 redis-7.0 redis-8.2)
-out=$(mktemp -d)
-cleanup() {
-  if [[ "${KEEP:-0}" = 1 ]]; then echo "runs kept in $out" >&2; else rm -rf "$out"; fi
-}
-trap cleanup EXIT
+temp_runs_dir
 
 for name in "${names[@]}"; do
   bin="$(bash scripts/servers.sh "$name")"

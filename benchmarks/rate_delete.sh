@@ -2,7 +2,7 @@
 # The same DEL at two probe rates (issue 20: "a figure that moves with the tool's own knobs is
 # the tool's, not the server's").
 #
-#   benchmarks/rate_delete.sh [SERVER ...]      # default: redis-7.0 redis-6.2 redis-8.2 valkey-9.1
+#   benchmarks/rate_delete.sh [SERVER ...]      # default: redis-7.0 redis-6.2 valkey-9.1 redis-8.2
 #
 # For each server, in one sitting: `probe --server-bin BIN --type hash --elements 1M
 # --ops build,delete --repeat REPEAT --probe-rate R` at R = 500 and 5000 (per probe thread),
@@ -24,13 +24,8 @@ ELEMENTS="${ELEMENTS:-1M}"
 REPEAT="${REPEAT:-3}"
 ROUNDS="${ROUNDS:-2}"
 RATES="${RATES:-500 5000}"
-names=("$@")
-[[ ${#names[@]} -eq 0 ]] && names=(redis-7.0 redis-6.2 redis-8.2 valkey-9.1)
-out=$(mktemp -d)
-cleanup() {
-  if [[ "${KEEP:-0}" = 1 ]]; then echo "runs kept in $out" >&2; else rm -rf "$out"; fi
-}
-trap cleanup EXIT
+server_names "$@"
+temp_runs_dir
 
 for name in "${names[@]}"; do
   bin="$(bash scripts/servers.sh "$name")"

@@ -56,6 +56,18 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// The error and its causes on one line, `outer: cause: root`, leaving out a cause whose text
 /// the previous message already carries (redis-rs and io errors repeat their source).
 pub fn one_line(err: &anyhow::Error) -> String {
+    let mut line = chain_line(err);
+    if let Some(hint) = hint_for(&line) {
+        line.push_str(" (");
+        line.push_str(hint);
+        line.push(')');
+    }
+    line
+}
+
+/// The error and its causes on one line, each said once, without [`hint_for`]'s hint (for a
+/// caller that words its own).
+pub fn chain_line(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
         let text = cause.to_string();
@@ -67,13 +79,7 @@ pub fn one_line(err: &anyhow::Error) -> String {
         }
         line.push_str(&text);
     }
-    let mut line = line.replace('\n', " ");
-    if let Some(hint) = hint_for(&line) {
-        line.push_str(" (");
-        line.push_str(hint);
-        line.push(')');
-    }
-    line
+    line.replace('\n', " ")
 }
 
 /// What to do about the server errors a user meets most, matched on the server's own codes.

@@ -133,6 +133,27 @@ enum Regressors {
 /// ordered).
 pub type GroupKey = (String, String, ModelOp, Option<&'static str>);
 
+/// The group of a row: type, encoding, op, freeing thread.
+pub fn group_key(row: &FitRow) -> GroupKey {
+    (
+        row.kind.clone(),
+        row.encoding.clone(),
+        row.op,
+        row.freed_by.map(FreedBy::name),
+    )
+}
+
+/// A group as the tool names it: `hash hashtable delete (main)`.
+pub fn group_name(key: &GroupKey) -> String {
+    format!(
+        "{} {} {}{}",
+        key.0,
+        key.1,
+        key.2.name(),
+        key.3.map(|t| format!(" ({t})")).unwrap_or_default()
+    )
+}
+
 /// `rows` by group, leaving out a freeze that is not a finite non-negative number.
 pub fn groups(rows: &[FitRow]) -> BTreeMap<GroupKey, Vec<&FitRow>> {
     let mut groups: BTreeMap<GroupKey, Vec<&FitRow>> = BTreeMap::new();
@@ -140,15 +161,7 @@ pub fn groups(rows: &[FitRow]) -> BTreeMap<GroupKey, Vec<&FitRow>> {
         if !(row.hol_delay_ms.is_finite() && row.hol_delay_ms >= 0.0) {
             continue;
         }
-        groups
-            .entry((
-                row.kind.clone(),
-                row.encoding.clone(),
-                row.op,
-                row.freed_by.map(FreedBy::name),
-            ))
-            .or_default()
-            .push(row);
+        groups.entry(group_key(row)).or_default().push(row);
     }
     groups
 }

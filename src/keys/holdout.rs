@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::fit::{FitRow, GroupKey, RELATIVE_FROM_MS, fit, groups};
+use super::fit::{FitRow, GroupKey, RELATIVE_FROM_MS, fit, group_name, groups};
 use super::model::ModelOp;
 use crate::workload::lazyfree::FreedBy;
 
@@ -77,16 +77,6 @@ pub struct OneSize {
     pub elements: u64,
     /// Rows at it.
     pub rows: usize,
-}
-
-fn group_name(key: &GroupKey) -> String {
-    format!(
-        "{} {} {}{}",
-        key.0,
-        key.1,
-        key.2.name(),
-        key.3.map(|t| format!(" ({t})")).unwrap_or_default()
-    )
 }
 
 fn median(sorted: &[f64]) -> f64 {

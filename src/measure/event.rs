@@ -16,7 +16,8 @@ pub enum Event {
     Write(Box<WriteRecord>),
     /// The writer ran its plan and its last quiet gap.
     WriterDone,
-    /// The writer lost its connection and could not reconnect.
+    /// The run's actor (the writer, the key scan, the injector) failed, in its own words: the
+    /// run's status reason as it is.
     WriterFailed(String),
     /// A reading of host memory (for the memory-pressure flags).
     Memory(MemorySample),

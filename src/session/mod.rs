@@ -88,14 +88,8 @@ pub(crate) fn duration_before_plan() -> EndOfRun {
 pub(crate) fn actor_end(event: &Event) -> Option<EndOfRun> {
     match event {
         Event::WriterDone => Some((RunStatus::Complete, None)),
-        // An actor that says what stopped it (the key scan) is quoted as it is.
-        Event::WriterFailed(error) if error.starts_with("the scan ") => {
-            Some((RunStatus::Failed, Some(error.clone())))
-        }
-        Event::WriterFailed(error) => Some((
-            RunStatus::Failed,
-            Some(format!("the writer lost the server: {error}")),
-        )),
+        // Each actor words its own failure (the writer's, the key scan's, the injector's).
+        Event::WriterFailed(error) => Some((RunStatus::Failed, Some(error.clone()))),
         Event::Probe(_)
         | Event::Write(_)
         | Event::Memory(_)

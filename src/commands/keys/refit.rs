@@ -233,23 +233,13 @@ pub fn run(
     // list DEL of 32768 ms per MiB, 21.9 s predicted for a 100k list). Such groups get no
     // entry (the scan then prices them as their DEL, else as one allocation), and a refit with
     // nothing else is refused.
-    let group_of = |r: &FitRow| {
-        (
-            r.kind.clone(),
-            r.encoding.clone(),
-            r.op,
-            r.freed_by.map(|t| t.name()),
-        )
-    };
-    let mut unbounded_groups = std::collections::BTreeSet::new();
-    let mut all_groups = std::collections::BTreeSet::new();
-    for r in &rows {
-        all_groups.insert(group_of(r));
-        if !r.under_one_interval {
-            unbounded_groups.insert(group_of(r));
-        }
-    }
-    if unbounded_groups.is_empty() {
+    let grouped = crate::keys::fit::groups(&rows);
+    let bounded_only: Vec<_> = grouped
+        .iter()
+        .filter(|(_, group)| group.iter().all(|r| r.under_one_interval))
+        .map(|(key, _)| key.clone())
+        .collect();
+    if bounded_only.len() == grouped.len() {
         return Err(UsageError::invalid(
             "--refit-elements",
             &refit.elements_text,
@@ -259,21 +249,16 @@ pub fn run(
         )
         .into());
     }
-    let dropped: Vec<String> = all_groups
-        .difference(&unbounded_groups)
-        .map(|(kind, encoding, op, freed_by)| {
-            format!(
-                "{kind} {encoding} {}{}",
-                op.name(),
-                freed_by.map(|t| format!(" ({t})")).unwrap_or_default()
-            )
-        })
-        .collect();
-    rows.retain(|r| unbounded_groups.contains(&group_of(r)));
-    if !dropped.is_empty() {
+    drop(grouped);
+    if !bounded_only.is_empty() {
+        rows.retain(|r| !bounded_only.contains(&crate::keys::fit::group_key(r)));
+        let names: Vec<String> = bounded_only
+            .iter()
+            .map(crate::keys::fit::group_name)
+            .collect();
         out.warn(&format!(
             "no entry for {}: every op of it was under one probe interval ({interval_ms:.3} ms)",
-            dropped.join(", ")
+            names.join(", ")
         ));
     }
     let binary = match &plan.target {

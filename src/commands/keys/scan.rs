@@ -145,12 +145,7 @@ impl Actor for KeyScanner {
                         // The scan's own words: the shared hint for NOPERM lists what a run's
                         // writer needs (SET, DEL on holprobe:*), which a scan never sends (the
                         // hostile trial, an ACL user without TYPE).
-                        let plain = err
-                            .chain()
-                            .map(|c| c.to_string())
-                            .collect::<Vec<_>>()
-                            .join(": ")
-                            .replace('\n', " ");
+                        let plain = crate::error::chain_line(&err);
                         let text = if plain.contains("NOPERM") {
                             format!(
                                 "the scan stopped: {plain} (the ACL user may not run this command: probe keys needs SCAN, TYPE, PTTL and the count commands STRLEN, HLEN, LLEN, SCARD, ZCARD, XLEN, with OBJECT and MEMORY optional; or give --type to scan one type without TYPE)"

@@ -157,24 +157,17 @@ pub fn run(
         this_probe.output.out = Some(dir.clone());
         this_probe.output.force = true; // checked above for every directory
         if several {
-            // The tables on stdout say whose they are (they read alike: the hostile trial).
-            out.line(&format!(
+            let which = format!(
                 "run {} of {}: {} {} ({})",
                 i + 1,
                 dirs.len(),
                 flavor_name(binaries[i].flavor),
                 binaries[i].version,
                 binaries[i].path.display()
-            ));
-            out.note(&format!(
-                "== run {} of {}: {} {} ({}) -> {}",
-                i + 1,
-                dirs.len(),
-                flavor_name(binaries[i].flavor),
-                binaries[i].version,
-                binaries[i].path.display(),
-                dir.display()
-            ));
+            );
+            // The tables on stdout say whose they are (they read alike: the hostile trial).
+            out.line(&which);
+            out.note(&format!("== {which} -> {}", dir.display()));
         }
         let code = super::run(&this_probe.to_plan(&this_target)?, interrupt, out)?;
         if code != EXIT_OK {

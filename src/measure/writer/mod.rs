@@ -298,18 +298,16 @@ impl Writer {
                 None => {}
                 // No reply within --timeout: reconnecting would only wait again.
                 Some(ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    let _ = self.events.send(Event::WriterFailed(format!(
+                    self.fail(format!(
                         "the server did not answer the writer within --timeout {:?}",
                         self.conn_info.command_timeout
-                    )));
+                    ));
                     return;
                 }
                 // The server sent what no Redis server sends (a reply past the bounds, not
                 // RESP): the next write would get no better.
                 Some(ErrorKind::InvalidData) => {
-                    let _ = self
-                        .events
-                        .send(Event::WriterFailed(failure.unwrap_or_default()));
+                    self.fail(failure.unwrap_or_default());
                     return;
                 }
                 Some(_) => match self.reconnect() {
@@ -318,9 +316,7 @@ impl Writer {
                         self.conn = conn;
                     }
                     Err(err) => {
-                        let _ = self
-                            .events
-                            .send(Event::WriterFailed(crate::error::one_line(&err)));
+                        self.fail(crate::error::one_line(&err));
                         return;
                     }
                 },
@@ -330,6 +326,13 @@ impl Writer {
             }
         }
         let _ = self.events.send(Event::WriterDone);
+    }
+
+    /// Ends the run: the writer lost the server (each actor words its own failure).
+    fn fail(&self, why: String) {
+        let _ = self.events.send(Event::WriterFailed(format!(
+            "the writer lost the server: {why}"
+        )));
     }
 
     /// The run was stopped (Ctrl-C, `--duration`, a failed thread): no more waiting.
