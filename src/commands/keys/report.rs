@@ -71,12 +71,44 @@ fn worst_cell(row: &crate::keys::report::KeyRow) -> String {
 /// The most of a key's (escaped, quoted) name the text table shows.
 const TEXT_KEY_CHARS: usize = 60;
 
-/// `text` cut to `max` characters, its end marked `...`.
+/// `text` cut to `max` characters, its end marked `...`. The cut falls between escapes
+/// (`\xd0`, `\u{200b}`, `\"`), never inside one.
 fn shortened(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
-    let head: String = text.chars().take(max.saturating_sub(3)).collect();
+    let room = max.saturating_sub(3);
+    let mut head = String::new();
+    let mut used = 0;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let mut piece = c.to_string();
+        if c == '\\' {
+            match chars.next() {
+                Some(x @ 'x') => {
+                    piece.push(x);
+                    piece.extend(chars.by_ref().take(2));
+                }
+                Some(u @ 'u') if chars.peek() == Some(&'{') => {
+                    piece.push(u);
+                    for c in chars.by_ref() {
+                        piece.push(c);
+                        if c == '}' {
+                            break;
+                        }
+                    }
+                }
+                Some(other) => piece.push(other),
+                None => {}
+            }
+        }
+        let len = piece.chars().count();
+        if used + len > room {
+            break;
+        }
+        head.push_str(&piece);
+        used += len;
+    }
     format!("{head}...")
 }
 
@@ -318,5 +350,19 @@ mod tests {
         assert!(short.ends_with("..."), "{short}");
         assert_eq!(shortened("\"k\"", TEXT_KEY_CHARS), "\"k\"");
         assert_eq!(md_escaped("a|b`c*<d>"), "a\\|b\\`c\\*\\<d\\>");
+    }
+
+    /// The cut falls between escapes: a key of invalid bytes does not end in half of one.
+    #[test]
+    fn a_cut_never_splits_an_escape() {
+        for shift in 0..4 {
+            let key = format!("\"{}{}\"", "a".repeat(shift), "\\xd0".repeat(30));
+            let short = shortened(&key, TEXT_KEY_CHARS);
+            let body = short.trim_end_matches("...");
+            assert!(short.chars().count() <= TEXT_KEY_CHARS, "{short}");
+            assert!(body.ends_with("\\xd0") || body.ends_with('a'), "{short}");
+        }
+        let short = shortened(&format!("\"{}\"", "\\u{200b}".repeat(20)), 20);
+        assert_eq!(short, "\"\\u{200b}\\u{200b}...");
     }
 }

@@ -400,7 +400,17 @@ mod tests {
         );
         assert_eq!(parse_count("--keys", "250k", 1, u64::MAX).unwrap(), 250_000);
         assert_eq!(parse_count("--keys", "1_000", 1, u64::MAX).unwrap(), 1000);
-        assert!(parse_count("--keys", "1.5M", 1, u64::MAX).is_err());
+        assert_eq!(
+            parse_count("--keys", "1.5M", 1, u64::MAX).unwrap(),
+            1_500_000
+        );
+        assert_eq!(parse_count("--keys", "2.25k", 1, u64::MAX).unwrap(), 2250);
+        assert_eq!(parse_count("--keys", "1.50K", 1, u64::MAX).unwrap(), 1500);
+        assert!(parse_count("--keys", "1.5", 1, u64::MAX).is_err());
+        assert!(parse_count("--keys", "1.0005K", 1, u64::MAX).is_err());
+        assert!(parse_count("--keys", "1.K", 1, u64::MAX).is_err());
+        assert!(parse_count("--keys", ".5K", 1, u64::MAX).is_err());
+        assert!(parse_count("--keys", "1.2.3K", 1, u64::MAX).is_err());
         assert!(parse_count("--keys", "", 1, u64::MAX).is_err());
         assert!(parse_count("--keys", "99999999999999999999", 1, u64::MAX).is_err());
         // SET:GET, as memtier_benchmark: 1:10 is one SET per ten GETs.
