@@ -13,8 +13,9 @@ use crate::units::parse_duration;
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    /// Measure an existing server: redis://[user:password@]host:port[/db]. The password may
-    /// instead come from REDISCLI_AUTH, as with redis-cli. Without --url the tool starts its
+    /// Measure an existing server: redis://[user:password@]host:port[/db] (redis://password@...
+    /// is a password, as redis-cli reads it). The password may instead come from REDISCLI_AUTH,
+    /// as with redis-cli. Without --url the tool starts its
     /// own redis-server on a free loopback port and stops it afterwards.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,

@@ -142,15 +142,22 @@ impl ConnInfo {
             return Err(bad("the URL names no host"));
         }
         let settings = info.redis_settings();
-        let password = settings
-            .password()
+        // `redis://SECRET@host`: redis-cli reads a user info without `:` as the password
+        // (redis-rs as a user name, which would fail the login and show the secret).
+        let lone_password = userinfo.is_some_and(|info| !info.contains(':'));
+        let (username, url_password) = if lone_password {
+            (None, settings.username().or(settings.password()))
+        } else {
+            (settings.username(), settings.password())
+        };
+        let password = url_password
             .map(str::to_string)
             .or(env_password.filter(|p| !p.is_empty()));
         Ok(ConnInfo {
             host,
             port,
             db: settings.db(),
-            username: settings.username().map(str::to_string),
+            username: username.map(str::to_string),
             password,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
@@ -782,6 +789,18 @@ mod tests {
             "redis://alice:***@h:1/0"
         );
         assert_eq!(redact_url("redis://:s3cret@h:1"), "redis://:***@h:1");
+    }
+
+    /// `redis://SECRET@host` is a password, as redis-cli reads it (the hostile trial: it was
+    /// taken as a user name, the login failed and the secret was shown as the user).
+    #[test]
+    fn a_lone_user_info_is_the_password_as_with_redis_cli() {
+        let info = ConnInfo::from_url("redis://S3cret%40x@h:1", Some("env".into())).unwrap();
+        assert_eq!(info.username, None);
+        assert_eq!(info.password.as_deref(), Some("S3cret@x"));
+        let shown = format!("{info} {info:?}");
+        assert!(!shown.contains("S3cret"), "{shown}");
+        assert_eq!(redact_url("redis://S3cret@h:1"), "redis://***@h:1");
     }
 
     #[test]
