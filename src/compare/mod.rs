@@ -91,6 +91,12 @@ pub struct Comparison {
     pub improvements: usize,
     /// Rows the data cannot decide.
     pub inconclusive: usize,
+    /// The (size, op)s the baseline made and the candidate only failed (`set 8M: OOM ...`):
+    /// each makes the verdict a regression, as the candidate can no longer do it.
+    pub candidate_failed: Vec<String>,
+    /// The (size, op)s the baseline made and a candidate that did not complete (interrupted,
+    /// failed or still running) never reached: each makes the verdict at least inconclusive.
+    pub candidate_unmeasured: Vec<String>,
     /// Repeats per run that would let every inconclusive row be decided (the largest any row
     /// needs); empty when none is inconclusive or more repeats would not settle one.
     pub repeats_needed: Option<usize>,
@@ -123,7 +129,42 @@ pub fn compare(
         let missing: Vec<&GroupKey> = a.keys().filter(|k| !b.contains_key(*k)).collect();
         describe_keys(&missing)
     };
-    let base_only = only(&base_groups, &cand_groups);
+    // What the baseline made and the candidate did not: failed there (a regression), or not
+    // reached by a candidate that stopped early (not known); the rest is a plan of other sizes.
+    let mut missing: Vec<&GroupKey> = base_groups
+        .keys()
+        .filter(|k| !cand_groups.contains_key(*k))
+        .collect();
+    missing.sort_by(|a, b| (a.0, op_order(&a.2)).cmp(&(b.0, op_order(&b.2))));
+    let candidate_failed: Vec<String> = missing
+        .iter()
+        .filter_map(|k| {
+            let error = candidate.failed_groups.get(*k)?;
+            let error = error.lines().next().unwrap_or_default();
+            Some(format!("{}: {error}", describe_keys(&[*k])))
+        })
+        .collect();
+    let unmeasured: Vec<&GroupKey> = if candidate.meta.status == "complete" {
+        vec![]
+    } else {
+        missing
+            .iter()
+            .filter(|k| !candidate.failed_groups.contains_key(**k))
+            .copied()
+            .collect()
+    };
+    let candidate_unmeasured: Vec<String> = if unmeasured.is_empty() {
+        vec![]
+    } else {
+        vec![describe_keys(&unmeasured)]
+    };
+    let base_only = describe_keys(
+        &missing
+            .iter()
+            .filter(|k| !candidate.failed_groups.contains_key(**k) && !unmeasured.contains(k))
+            .copied()
+            .collect::<Vec<_>>(),
+    );
     let cand_only = only(&cand_groups, &base_groups);
     let shared: Vec<&GroupKey> = base_groups
         .keys()
@@ -245,6 +286,15 @@ pub fn compare(
         .filter(|r| r.verdict == Verdict::Inconclusive)
         .filter_map(|r| r.repeats_needed)
         .max();
+    let verdict = if regressions > 0 || !candidate_failed.is_empty() {
+        Verdict::Regression
+    } else if inconclusive > 0 || !candidate_unmeasured.is_empty() {
+        Verdict::Inconclusive
+    } else if improvements > 0 {
+        Verdict::Improvement
+    } else {
+        Verdict::NoChange
+    };
     Ok(Comparison {
         baseline: base_meta,
         candidate: cand_meta,
@@ -260,15 +310,9 @@ pub fn compare(
         improvements,
         inconclusive,
         repeats_needed,
-        verdict: if regressions > 0 {
-            Verdict::Regression
-        } else if inconclusive > 0 {
-            Verdict::Inconclusive
-        } else if improvements > 0 {
-            Verdict::Improvement
-        } else {
-            Verdict::NoChange
-        },
+        verdict,
+        candidate_failed,
+        candidate_unmeasured,
     })
 }
 

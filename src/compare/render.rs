@@ -124,7 +124,22 @@ fn summary_line(c: &Comparison) -> String {
     } else {
         String::new()
     };
+    let mut lost = String::new();
+    if !c.candidate_failed.is_empty() {
+        lost.push_str(&format!(
+            "; every write failed in the candidate: {}",
+            c.candidate_failed.join("; ")
+        ));
+    }
+    if !c.candidate_unmeasured.is_empty() {
+        lost.push_str(&format!(
+            "; not reached by the candidate (its run is {}): {}",
+            c.candidate.status,
+            c.candidate_unmeasured.join("; ")
+        ));
+    }
     let advice = match (c.verdict, c.repeats_needed) {
+        (Verdict::Inconclusive, _) if c.inconclusive == 0 => String::new(),
         (Verdict::Inconclusive, Some(n)) => format!(
             "; a possible regression the data cannot tell: record both runs with --repeat {n} (or more) to decide"
         ),
@@ -135,7 +150,7 @@ fn summary_line(c: &Comparison) -> String {
         _ => String::new(),
     };
     format!(
-        "verdict: {verdict} ({} regressed, {} improved, {inconclusive}{} no regression of {} size/op rows{not_judged}){advice}",
+        "verdict: {verdict} ({} regressed, {} improved, {inconclusive}{} no regression of {} size/op rows{not_judged}){lost}{advice}",
         c.regressions,
         c.improvements,
         c.rows.len() - c.regressions - c.improvements - c.inconclusive,

@@ -172,8 +172,12 @@ pub struct RunData {
     pub meta: RunMeta,
     /// Writes that succeeded, in write order.
     pub writes: Vec<WriteSample>,
-    /// Writes that failed (left out of every figure), with their error.
+    /// Writes that failed (left out of every figure): one entry per size, op and error, with
+    /// the writes' numbers (`writes 4, 10 (set 8M): OOM ...`).
     pub failed_writes: Vec<String>,
+    /// The (size, value, op) of every failed write, with the first one's error.
+    #[serde(skip)]
+    pub failed_groups: BTreeMap<GroupKey, String>,
     /// Problems found while reading that do not stop the compare.
     pub warnings: Vec<String>,
 }
@@ -241,7 +245,8 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
     let outcome: BTreeMap<u32, &WriteRecord> = writes.iter().map(|w| (w.seq, w)).collect();
 
     let mut samples = Vec::new();
-    let mut failed_writes = Vec::new();
+    let mut failed_writes: Vec<(String, Vec<u32>)> = Vec::new();
+    let mut failed_groups = BTreeMap::new();
     for row in summary {
         let recorded = outcome.get(&row.seq);
         if let Some(w) = recorded
@@ -261,12 +266,23 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
             let error = recorded
                 .and_then(|w| w.error.clone())
                 .unwrap_or_else(|| "failed".into());
-            failed_writes.push(format!(
-                "write {} ({} {}): {error}",
-                row.seq,
+            failed_groups
+                .entry((
+                    row.size_bytes,
+                    value_label(row.value_type.as_deref(), row.elements),
+                    row.op.name().to_string(),
+                ))
+                .or_insert_with(|| error.clone());
+            // Writes of one size and op that failed alike are named once, with their numbers.
+            let what = format!(
+                "({} {}): {error}",
                 row.op.name(),
                 crate::units::format_size(row.size_bytes)
-            ));
+            );
+            match failed_writes.iter_mut().find(|(w, _)| *w == what) {
+                Some((_, seqs)) => seqs.push(row.seq),
+                None => failed_writes.push((what, vec![row.seq])),
+            }
             continue;
         }
         if !row.set_ms.is_finite() || row.hol_delay_ms.is_some_and(|v| !v.is_finite()) {
@@ -296,7 +312,16 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
             hol_delay_ms: row.hol_delay_ms,
         });
     }
-    let summarized = samples.len() + failed_writes.len();
+    let failed_count: usize = failed_writes.iter().map(|(_, seqs)| seqs.len()).sum();
+    let failed_writes: Vec<String> = failed_writes
+        .into_iter()
+        .map(|(what, seqs)| {
+            let seqs: Vec<String> = seqs.iter().map(u32::to_string).collect();
+            let label = if seqs.len() == 1 { "write" } else { "writes" };
+            format!("{label} {} {what}", seqs.join(", "))
+        })
+        .collect();
+    let summarized = samples.len() + failed_count;
     if writes.len() > summarized {
         warnings.push(format!(
             "{shown}: {WRITES_CSV} has {} write(s) that {SUMMARY_CSV} does not (the run stopped before its last checkpoint): they are left out",
@@ -313,7 +338,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
     if !failed_writes.is_empty() {
         warnings.push(format!(
             "{shown}: {} failed write(s) left out: {}",
-            failed_writes.len(),
+            failed_count,
             failed_writes.join("; ")
         ));
     }
@@ -321,6 +346,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         meta,
         writes: samples,
         failed_writes,
+        failed_groups,
         warnings,
     };
     run.meta.repeats_read = run.repeats_read();

@@ -53,6 +53,7 @@ fn run(run_id: &str, rows: &[(u64, &str, &[f64], &[f64])]) -> RunData {
         meta: meta(run_id),
         writes,
         failed_writes: vec![],
+        failed_groups: Default::default(),
         warnings: vec![],
     }
 }
@@ -192,6 +193,57 @@ fn a_write_no_probe_overlapped_counts_as_under_one_probe_interval() {
     // And the other way round, an improvement.
     let back = compare(&cand, &base, Rules::default()).unwrap();
     assert_eq!(back.rows[0].hol_delay.verdict, Verdict::Improvement);
+}
+
+/// A size and op the baseline made and the candidate only failed (OOM under a smaller
+/// maxmemory) is a regression: the gate passed it as "no regression" (the hostile trial). One
+/// a candidate that stopped early never reached is not known: inconclusive.
+#[test]
+fn what_the_candidate_failed_or_never_reached_is_not_a_pass() {
+    let v: &[f64] = &[1.0, 1.1, 1.2, 1.0, 1.1];
+    let base = run("a", &[(1 << 20, "set", v, v), (M64, "set", v, v)]);
+    let mut cand = run("b", &[(1 << 20, "set", v, v)]);
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert_eq!(c.verdict, Verdict::NoChange, "a plan of other sizes: {c:?}");
+
+    cand.failed_groups.insert(
+        (M64, String::new(), "set".into()),
+        "OOM command not allowed\nsecond line".into(),
+    );
+    cand.meta.status = "failed".into();
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert_eq!(c.verdict, Verdict::Regression, "{c:?}");
+    assert_eq!(c.regressions, 0, "no row regressed: {c:?}");
+    assert!(
+        compare_all(&[base.clone(), cand.clone()], Rules::default())
+            .unwrap()
+            .regression
+    );
+    assert_eq!(c.candidate_failed, ["set 64M: OOM command not allowed"]);
+    assert!(c.candidate_unmeasured.is_empty());
+    let text = render::render(
+        &compare_all(&[base.clone(), cand.clone()], Rules::default()).unwrap(),
+        render::Format::Table,
+    );
+    assert!(
+        text.contains("verdict: REGRESSION")
+            && text.contains("every write failed in the candidate: set 64M"),
+        "{text}"
+    );
+
+    cand.failed_groups.clear();
+    cand.meta.status = "interrupted".into();
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
+    assert_eq!(c.candidate_unmeasured, ["set 64M"]);
+    let text = render::render(
+        &compare_all(&[base.clone(), cand.clone()], Rules::default()).unwrap(),
+        render::Format::Table,
+    );
+    assert!(
+        text.contains("not reached by the candidate (its run is interrupted): set 64M"),
+        "{text}"
+    );
 }
 
 #[test]
