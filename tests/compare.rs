@@ -617,7 +617,29 @@ fn bad_directories_missing_files_and_mismatched_runs_exit_2() {
         .code(2);
     let stderr = stderr_of(&assert);
     assert!(
-        stderr.contains("--baseline") && stderr.contains("none of the sizes"),
+        stderr.contains("--baseline") && stderr.contains("none of what is planned here (set 5M"),
+        "{stderr}"
+    );
+    // A type of another run is caught there too (it was found after the whole run, and the
+    // run's temporary exports were removed: the hostile trial).
+    let assert = probe_cmd()
+        .args(["--writer-sizes", "1M", "--type", "set", "--baseline"])
+        .arg(&good)
+        .assert()
+        .code(2);
+    let stderr = stderr_of(&assert);
+    assert!(
+        stderr.contains("none of what is planned here (build set"),
+        "{stderr}"
+    );
+    // And a rule of the compare without anything to compare is refused.
+    let assert = probe_cmd()
+        .args(["--writer-sizes", "1M", "--alpha", "0.05"])
+        .assert()
+        .code(2);
+    let stderr = stderr_of(&assert);
+    assert!(
+        stderr.contains("--alpha") && stderr.contains("--baseline"),
         "{stderr}"
     );
     assert!(

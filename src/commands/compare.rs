@@ -19,72 +19,96 @@ use crate::error::{EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_OK, UsageError};
 pub struct RulesArgs {
     /// "Worse" means at least this many times the baseline: a regression needs the lower
     /// confidence bound of the ratio candidate / baseline at or past it (an improvement: the
-    /// upper bound at or below 1/this).
-    #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_THRESHOLD, allow_negative_numbers = true)]
-    pub threshold: f64,
+    /// upper bound at or below 1/this). [default: 1.2]
+    #[arg(long, value_name = "RATIO", allow_negative_numbers = true)]
+    pub threshold: Option<String>,
 
     /// One-sided error of a regression call: a regression needs the (1 - P) lower confidence
     /// bounds of the slowdown past --threshold and --min-diff-ms. With 5 vs 5 repeats a bound
-    /// exists from 1/252 = 0.004 up.
-    #[arg(long, value_name = "P", default_value_t = DEFAULT_ALPHA, allow_negative_numbers = true)]
-    pub alpha: f64,
+    /// exists from 1/252 = 0.004 up. [default: 0.01]
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    pub alpha: Option<String>,
 
     /// Smallest difference that counts, ms: a regression needs the lower confidence bound of
     /// candidate - baseline at or past it (for hol_delay_ms at least one probe interval, the
-    /// resolution of a probe).
-    #[arg(long, value_name = "MS", default_value_t = DEFAULT_MIN_DIFF_MS, allow_negative_numbers = true)]
-    pub min_diff_ms: f64,
+    /// resolution of a probe). [default: 1]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub min_diff_ms: Option<String>,
 
     /// A metric not shown to regress at --alpha is inconclusive (a possible regression, exit
     /// 3) when its (1 - P) lower bounds are past the thresholds; else no regression. From
     /// --alpha (never inconclusive, unless the repeats are too few) to 0.5 (the estimate
-    /// itself decides).
-    #[arg(long, value_name = "P", default_value_t = DEFAULT_POSSIBLE_ALPHA, allow_negative_numbers = true)]
-    pub possible_alpha: f64,
+    /// itself decides). [default: 0.1, or --alpha when that is larger]
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    pub possible_alpha: Option<String>,
 }
 
 impl RulesArgs {
-    /// Checks the values.
+    /// The first of these flags given, if any (they mean nothing without a compare).
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            ("--threshold", self.threshold.is_some()),
+            ("--alpha", self.alpha.is_some()),
+            ("--min-diff-ms", self.min_diff_ms.is_some()),
+            ("--possible-alpha", self.possible_alpha.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
+    /// Checks the values (each error quotes the value as given).
     pub fn to_rules(&self) -> Result<Rules, UsageError> {
-        if !self.threshold.is_finite() || self.threshold <= 1.0 || self.threshold > 100.0 {
-            return Err(UsageError::invalid(
-                "--threshold",
-                self.threshold,
-                "expected a ratio above 1, such as 1.2 (20% slower)",
-            ));
-        }
-        if !self.alpha.is_finite() || self.alpha <= 0.0 || self.alpha > 0.5 {
-            return Err(UsageError::invalid(
-                "--alpha",
-                self.alpha,
-                "expected a one-sided error above 0 and at most 0.5, such as 0.01",
-            ));
-        }
-        if !self.min_diff_ms.is_finite() || self.min_diff_ms < 0.0 {
-            return Err(UsageError::invalid(
-                "--min-diff-ms",
-                self.min_diff_ms,
-                "expected a number of milliseconds, 0 or more",
-            ));
-        }
-        if !self.possible_alpha.is_finite()
-            || self.possible_alpha < self.alpha
-            || self.possible_alpha > 0.5
-        {
-            return Err(UsageError::invalid(
+        let number = |flag: &'static str,
+                      text: &Option<String>,
+                      default: f64,
+                      ok: &dyn Fn(f64) -> bool,
+                      expected: &str| {
+            let Some(text) = text else {
+                return Ok(default);
+            };
+            match text.trim().parse::<f64>() {
+                Ok(value) if value.is_finite() && ok(value) => Ok(value),
+                _ => Err(UsageError::invalid(flag, text, expected.to_string())),
+            }
+        };
+        let threshold = number(
+            "--threshold",
+            &self.threshold,
+            DEFAULT_THRESHOLD,
+            &|v| v > 1.0 && v <= 100.0,
+            "expected a ratio above 1 and at most 100, such as 1.2 (20% slower)",
+        )?;
+        let alpha = number(
+            "--alpha",
+            &self.alpha,
+            DEFAULT_ALPHA,
+            &|v| v > 0.0 && v <= 0.5,
+            "expected a one-sided error above 0 and at most 0.5, such as 0.01",
+        )?;
+        let min_diff_ms = number(
+            "--min-diff-ms",
+            &self.min_diff_ms,
+            DEFAULT_MIN_DIFF_MS,
+            &|v| v >= 0.0 && v <= 86_400_000.0,
+            "expected a number of milliseconds, 0 or more (at most a day)",
+        )?;
+        // Not given: the default, raised to --alpha (--alpha 0.2 alone was refused for a
+        // --possible-alpha of 0.1 the user never gave: the hostile trial).
+        let possible_alpha = match &self.possible_alpha {
+            None => DEFAULT_POSSIBLE_ALPHA.max(alpha),
+            given => number(
                 "--possible-alpha",
-                self.possible_alpha,
-                format!(
-                    "expected a one-sided error from --alpha ({}) to 0.5, such as 0.1",
-                    self.alpha
-                ),
-            ));
-        }
+                given,
+                DEFAULT_POSSIBLE_ALPHA,
+                &|v| v >= alpha && v <= 0.5,
+                &format!("expected a one-sided error from --alpha ({alpha}) to 0.5"),
+            )?,
+        };
         Ok(Rules {
-            threshold: self.threshold,
-            alpha: self.alpha,
-            min_diff_ms: self.min_diff_ms,
-            possible_alpha: self.possible_alpha,
+            threshold,
+            alpha,
+            min_diff_ms,
+            possible_alpha,
         })
     }
 }
@@ -139,5 +163,35 @@ pub fn exit_status(report: &crate::compare::CompareReport) -> i32 {
         EXIT_INCONCLUSIVE
     } else {
         EXIT_OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(alpha: Option<&str>, possible: Option<&str>) -> Result<Rules, UsageError> {
+        RulesArgs {
+            threshold: None,
+            alpha: alpha.map(str::to_string),
+            min_diff_ms: None,
+            possible_alpha: possible.map(str::to_string),
+        }
+        .to_rules()
+    }
+
+    /// --alpha 0.2 alone was refused for the default --possible-alpha 0.1, a value the user
+    /// never gave (the hostile trial): the default follows --alpha up.
+    #[test]
+    fn the_default_possible_alpha_follows_alpha_up() {
+        assert_eq!(
+            rules(None, None).unwrap().possible_alpha,
+            DEFAULT_POSSIBLE_ALPHA
+        );
+        assert_eq!(rules(Some("0.2"), None).unwrap().possible_alpha, 0.2);
+        let err = rules(Some("0.3"), Some("0.2")).unwrap_err().to_string();
+        assert!(err.contains("'0.2' for --possible-alpha"), "{err}");
+        let err = rules(Some("1e300"), None).unwrap_err().to_string();
+        assert!(err.contains("'1e300' for --alpha"), "{err}");
     }
 }

@@ -340,7 +340,7 @@ fn describe_groups(groups: &std::collections::BTreeMap<GroupKey, Vec<&WriteSampl
 
 /// `set 1M,2M; delete 1M,2M`: the sizes of each operation, operations in run order (a
 /// collection by its kind and elements: `delete hash 300k`).
-fn describe_keys(keys: &[&GroupKey]) -> String {
+pub fn describe_keys(keys: &[&GroupKey]) -> String {
     let mut ops: Vec<&str> = keys.iter().map(|(_, _, op)| op.as_str()).collect();
     ops.sort_by_key(|op| op_order(op));
     ops.dedup();

@@ -15,11 +15,10 @@ use crate::cli::sections::target::TargetArgs;
 use crate::commands::Output;
 use crate::commands::compare::RulesArgs;
 use crate::compare::render::{Format, render};
-use crate::compare::{compare_all, load_run};
+use crate::compare::{GroupKey, compare_all, describe_keys, load_run, value_label};
 use crate::error::{EXIT_OK, UsageError};
 use crate::measure::target::{ServerBinary, ServerFlavor};
 use crate::output::export::prepare_out_dir;
-use crate::units::format_size;
 
 /// `--baseline` and the rules of its compare.
 #[derive(Debug, Clone, Args)]
@@ -45,6 +44,14 @@ pub fn run(
 ) -> Result<i32> {
     let several = target.server.server_bin.len() > 1;
     if !several && baseline_args.baseline.is_none() {
+        // A gate's rule with nothing to compare would pass silently (a CI script that lost its
+        // --baseline argument: the hostile trial).
+        if let Some(flag) = baseline_args.rules.first_given() {
+            return Err(UsageError::Conflict(format!(
+                "{flag} is a rule of the compare after the run: it needs --baseline DIR (or several --server-bin)"
+            ))
+            .into());
+        }
         return super::run(&probe.to_plan(target)?, interrupt, out);
     }
     // Check everything before anything runs.
@@ -70,16 +77,28 @@ pub fn run(
     let baseline = match &baseline_args.baseline {
         Some(dir) => {
             let run = load_run("--baseline", dir)?;
-            let planned: BTreeSet<u64> = writer.sizes.iter().copied().collect();
-            let stored: BTreeSet<u64> = run.writes.iter().map(|w| w.size_bytes).collect();
+            // The (size, value, op)s planned here against the baseline's, before anything runs:
+            // a type or ops of another run was found only after the whole run (the hostile trial).
+            let planned: BTreeSet<GroupKey> = writer
+                .steps("")
+                .iter()
+                .map(|step| {
+                    (
+                        step.size_bytes,
+                        value_label(Some(step.shape.kind), Some(step.shape.elements)),
+                        step.op.name().to_string(),
+                    )
+                })
+                .collect();
+            let stored: BTreeSet<GroupKey> = run.groups().into_keys().collect();
             if planned.is_disjoint(&stored) {
                 return Err(UsageError::invalid(
                     "--baseline",
                     dir.display(),
                     format!(
-                        "its run wrote {}, none of the sizes planned here ({}): nothing to compare",
-                        list_sizes(&stored),
-                        list_sizes(&planned)
+                        "its run made {}, none of what is planned here ({}): nothing to compare",
+                        describe(&stored),
+                        describe(&planned)
                     ),
                 )
                 .into());
@@ -99,7 +118,34 @@ pub fn run(
         Vec::new()
     };
 
-    let _temp;
+    if probe.dry_run {
+        // Each run's plan, then what would be compared: nothing is started or written.
+        for (i, bin) in target
+            .server
+            .server_bin
+            .iter()
+            .enumerate()
+            .filter(|_| several)
+        {
+            out.line(&format!(
+                "run {} of {}: {}",
+                i + 1,
+                binaries.len(),
+                bin.display()
+            ));
+            super::run(&probe.to_plan(&single(target, Some(bin)))?, interrupt, out)?;
+        }
+        if !several {
+            super::run(&probe.to_plan(&first)?, interrupt, out)?;
+        }
+        out.line(&match &baseline_args.baseline {
+            Some(dir) => format!("then: compare with the run in {}", dir.display()),
+            None => "then: compare each run with the first".to_string(),
+        });
+        return Ok(EXIT_OK);
+    }
+
+    let mut temp_dir: Option<tempfile::TempDir> = None;
     let root = match &probe.output.out {
         Some(dir) => dir.clone(),
         None => {
@@ -112,7 +158,7 @@ pub fn run(
                 temp.path().display()
             ));
             let path = temp.path().to_path_buf();
-            _temp = temp;
+            temp_dir = Some(temp);
             path
         }
     };
@@ -178,21 +224,44 @@ pub fn run(
                     dirs.len()
                 ));
             }
+            keep_temp(temp_dir.take(), "the run did not complete", out);
             return Ok(code);
         }
     }
 
     let mut runs = Vec::new();
     runs.extend(baseline);
-    for dir in &dirs {
-        runs.push(load_run("--out", dir)?);
-    }
-    let report = compare_all(&runs, rules)?;
+    let compared = dirs
+        .iter()
+        .map(|dir| load_run("--out", dir))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|made| {
+            runs.extend(made);
+            compare_all(&runs, rules)
+        });
+    let report = match compared {
+        Ok(report) => report,
+        Err(err) => {
+            keep_temp(temp_dir.take(), "the compare failed", out);
+            return Err(err.into());
+        }
+    };
     out.line("");
     for line in render(&report, Format::Table).lines() {
         out.line(line);
     }
     Ok(crate::commands::compare::exit_status(&report))
+}
+
+/// What was measured is not lost with a run or compare that did not end well: a temporary
+/// --out is kept, and said where.
+fn keep_temp(temp: Option<tempfile::TempDir>, why: &str, out: &mut Output) {
+    if let Some(temp) = temp {
+        out.note(&format!(
+            "the exports are kept in {} ({why})",
+            temp.keep().display()
+        ));
+    }
 }
 
 /// The target flags with one server binary (or the default).
@@ -222,15 +291,12 @@ pub fn run_dir_names(binaries: &[ServerBinary]) -> Vec<String> {
     names
 }
 
-fn list_sizes(sizes: &BTreeSet<u64>) -> String {
-    if sizes.is_empty() {
-        return "no sizes".into();
+/// `set 1M,8M; delete 1M`, or "no successful writes".
+fn describe(keys: &BTreeSet<GroupKey>) -> String {
+    if keys.is_empty() {
+        return "no successful writes".into();
     }
-    sizes
-        .iter()
-        .map(|&s| format_size(s))
-        .collect::<Vec<_>>()
-        .join(",")
+    describe_keys(&keys.iter().collect::<Vec<_>>())
 }
 
 #[cfg(test)]
