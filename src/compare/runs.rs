@@ -233,6 +233,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
     // A run over several nodes: the written server's rows only (the others' figures are of
     // other servers, not more repeats).
     let nodes: Vec<SummaryNode> = read_csv(&dir.join(SUMMARY_CSV), &[]).map_err(&bad)?;
+    let summarised: Vec<u32> = summary.iter().map(|row| row.seq).collect();
     let summary: Vec<WriteSummary> = summary
         .into_iter()
         .zip(nodes)
@@ -241,7 +242,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         .collect();
     let writes: Vec<WriteRecord> =
         read_csv(&dir.join(WRITES_CSV), WRITES_REQUIRED).map_err(&bad)?;
-    check_rows(&summary, &writes, &meta, &expected).map_err(&bad)?;
+    check_rows(&summary, &summarised, &writes, &meta, &expected).map_err(&bad)?;
     let outcome: BTreeMap<u32, &WriteRecord> = writes.iter().map(|w| (w.seq, w)).collect();
 
     let mut samples = Vec::new();
@@ -362,8 +363,11 @@ struct Expected {
 /// The rows are the run's own, each once: no write twice in either file (a file edited, or
 /// two joined, would count its values twice and fake repeats the run did not make), no key
 /// outside the run's prefix (writes.csv of another run).
+/// `summary` holds the written node's rows, `summarised` the writes of every row (a run over
+/// several nodes has a row per node for each write).
 fn check_rows(
     summary: &[WriteSummary],
+    summarised: &[u32],
     writes: &[WriteRecord],
     meta: &RunMeta,
     expected: &Expected,
@@ -379,6 +383,27 @@ fn check_rows(
     };
     twice(SUMMARY_CSV, summary.iter().map(|row| row.seq).collect())?;
     twice(WRITES_CSV, writes.iter().map(|w| w.seq).collect())?;
+    // Every summarised write is in writes.csv, and both say alike whether it succeeded: a row
+    // only summary.csv has cannot be checked against the run's key prefix (an edited file was
+    // counted as a repeat, or dropped without a word: the hostile trial).
+    let recorded: BTreeMap<u32, &WriteRecord> = writes.iter().map(|w| (w.seq, w)).collect();
+    if let Some(seq) = summarised.iter().find(|seq| !recorded.contains_key(seq)) {
+        return Err(format!(
+            "{SUMMARY_CSV} holds write {seq} that {WRITES_CSV} does not: a run records every write it summarises (was a file edited or joined with another?)"
+        ));
+    }
+    for row in summary {
+        match recorded.get(&row.seq) {
+            None => {}
+            Some(w) if w.ok != row.ok => {
+                return Err(format!(
+                    "{SUMMARY_CSV} and {WRITES_CSV} disagree on whether write {} succeeded (ok {} vs {}): was a file edited?",
+                    row.seq, row.ok, w.ok
+                ));
+            }
+            Some(_) => {}
+        }
+    }
     if let Some(w) = writes
         .iter()
         .find(|w| !w.key.is_empty() && !w.key.starts_with(&expected.key_prefix))
@@ -593,6 +618,13 @@ fn read_csv<T: for<'de> Deserialize<'de>>(
                 .map_or(index as u64 + 2, |position| position.line());
             let what = match err.kind() {
                 csv::ErrorKind::Deserialize { err, .. } => err.to_string(),
+                csv::ErrorKind::UnequalLengths {
+                    expected_len, len, ..
+                } => format!(
+                    "{len} fields where the header has {expected_len} (a file cut short or edited?)"
+                ),
+                csv::ErrorKind::Utf8 { .. } => "not UTF-8 text".to_string(),
+                csv::ErrorKind::Io(err) => err.to_string(),
                 other => format!("{other:?}"),
             };
             format!("{name} line {line} is malformed: {what}")
@@ -1039,6 +1071,27 @@ mod tests {
         fs::write(&path, text.replacen(",set,", ",delete,", 1)).unwrap();
         let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
         assert!(err.contains("disagree"), "{err}");
+
+        // A summarised write writes.csv lacks, and the two files disagreeing on its success
+        // (edited files went through: the hostile trial); a row cut short is named plainly.
+        write_run(dir.path(), &run);
+        let text = fs::read_to_string(&path).unwrap();
+        let kept: Vec<&str> = text.lines().collect();
+        fs::write(&path, kept[..kept.len() - 1].join("\n") + "\n").unwrap();
+        let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
+        assert!(err.contains("that writes.csv does not"), "{err}");
+        write_run(dir.path(), &run);
+        let summary = dir.path().join(SUMMARY_CSV);
+        let text = fs::read_to_string(&summary).unwrap();
+        fs::write(&summary, text.replacen(",true,", ",false,", 1)).unwrap();
+        let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
+        assert!(err.contains("disagree on whether write"), "{err}");
+        write_run(dir.path(), &run);
+        let text = fs::read_to_string(&summary).unwrap();
+        fs::write(&summary, text + "1,set,5\n").unwrap();
+        let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
+        assert!(err.contains("fields where the header has"), "{err}");
+        write_run(dir.path(), &run);
 
         fs::remove_file(dir.path().join(WRITES_CSV)).unwrap();
         let err = load_run("CANDIDATE", dir.path()).unwrap_err().to_string();
