@@ -280,6 +280,38 @@ fn closing_stdout_ends_the_run_quietly() {
     assert_ne!(status.code(), Some(0));
 }
 
+/// `probe ... 2>&1 | head -1`: stderr on the closed pipe too. Writing a note there panicked
+/// (exit 101) and could leave --out without run.json (the hostile trial); it now stops the run
+/// as a closed stdout does, with exit 130 and the files whole.
+#[test]
+fn closing_a_pipe_shared_by_stdout_and_stderr_ends_the_run_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(probe_bin())
+        .args([
+            "--writer-sizes",
+            "1M",
+            "--repeat",
+            "100",
+            "--gap",
+            "50ms",
+            "--out",
+        ])
+        .arg(dir.path())
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(reader).read_line(&mut first).unwrap();
+    assert!(!first.is_empty());
+    // The reader is dropped here: the next note on stderr hits a closed pipe.
+    let status = wait_within(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(130), "after the first line {first:?}");
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "interrupted", "{run}");
+}
+
 #[test]
 fn password_problems_are_named_and_the_password_never_printed() {
     let server = TestServer::start(&["requirepass sekrit-pass"]);

@@ -90,7 +90,10 @@ pub fn main_entry() -> i32 {
             if code == EXIT_USAGE {
                 let argv: Vec<String> = std::env::args().skip(1).collect();
                 let rendered = name_flags_before_subcommand(&err.render().to_string(), &argv);
-                eprintln!("{}", one_line_usage_error(&rendered));
+                let _ = std::io::Write::write_fmt(
+                    &mut std::io::stderr(),
+                    format_args!("{}\n", one_line_usage_error(&rendered)),
+                );
             } else {
                 let _ = err.print();
             }
@@ -198,8 +201,11 @@ fn install_signal_handler(interrupt: Arc<AtomicBool>) {
         if first.get().is_some_and(|at| at.elapsed() < SAME_SIGNAL) {
             return;
         }
-        eprintln!(
-            "interrupted again: exiting without finishing; the run's files may be incomplete, and on a --url server the tool's keys and any setting it changed may be left: `probe clean` with the same --url (or the next run there) undoes them"
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!(
+                "interrupted again: exiting without finishing; the run's files may be incomplete, and on a --url server the tool's keys and any setting it changed may be left: `probe clean` with the same --url (or the next run there) undoes them\n"
+            ),
         );
         std::process::exit(EXIT_INTERRUPTED);
     });

@@ -1,6 +1,6 @@
 //! Where the command line's text goes: results to stdout, notes and errors to stderr, a progress
-//! bar on a terminal's stderr. A closed stdout (`probe ... | head`) stops the run quietly instead
-//! of panicking.
+//! bar on a terminal's stderr. A closed stdout or stderr (`probe ... | head`, `probe ... 2>&1 |
+//! head`) stops the run quietly instead of panicking.
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -12,7 +12,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// Terminal output of one command.
 pub struct Output {
     interrupt: Arc<AtomicBool>,
-    stdout_closed: bool,
+    /// Set once stdout or stderr is found closed by its reader.
+    closed: AtomicBool,
     progress: Option<ProgressBar>,
 }
 
@@ -21,39 +22,49 @@ impl Output {
     pub fn new(interrupt: Arc<AtomicBool>) -> Output {
         Output {
             interrupt,
-            stdout_closed: false,
+            closed: AtomicBool::new(false),
             progress: None,
         }
     }
 
-    /// True once a write to stdout failed because its reader went away.
+    /// True once a write to stdout or stderr failed because its reader went away.
     pub fn stdout_closed(&self) -> bool {
-        self.stdout_closed
+        self.closed.load(Ordering::SeqCst)
     }
 
-    /// A result line on stdout.
-    pub fn line(&mut self, text: &str) {
-        if self.stdout_closed {
+    /// Writes a line to stdout or stderr; a reader gone (a broken pipe) stops the run, as
+    /// Ctrl-C does, and nothing more is written. Any other error of a terminal is let be.
+    fn write_line(&self, to_stderr: bool, text: &str) {
+        if self.stdout_closed() {
             return;
         }
+        let write = || {
+            if to_stderr {
+                writeln!(io::stderr(), "{text}")
+            } else {
+                writeln!(io::stdout(), "{text}")
+            }
+        };
         let result = match &self.progress {
-            Some(bar) => bar.suspend(|| writeln!(io::stdout(), "{text}")),
-            None => writeln!(io::stdout(), "{text}"),
+            Some(bar) => bar.suspend(write),
+            None => write(),
         };
         if let Err(err) = result
             && err.kind() == io::ErrorKind::BrokenPipe
         {
-            self.stdout_closed = true;
+            self.closed.store(true, Ordering::SeqCst);
             self.interrupt.store(true, Ordering::SeqCst);
         }
     }
 
+    /// A result line on stdout.
+    pub fn line(&mut self, text: &str) {
+        self.write_line(false, text);
+    }
+
     /// A note on stderr (what was started, warnings).
     pub fn note(&self, text: &str) {
-        match &self.progress {
-            Some(bar) => bar.suspend(|| eprintln!("{text}")),
-            None => eprintln!("{text}"),
-        }
+        self.write_line(true, text);
     }
 
     /// A warning on stderr.
@@ -64,9 +75,7 @@ impl Output {
     /// The final error line on stderr.
     pub fn error(&mut self, text: &str) {
         self.finish_progress();
-        if !self.stdout_closed {
-            eprintln!("error: {text}");
-        }
+        self.write_line(true, &format!("error: {text}"));
     }
 
     /// Starts a progress bar on stderr (drawn only when stderr is a terminal).
