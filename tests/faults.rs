@@ -178,6 +178,40 @@ fn a_server_killed_mid_run_fails_the_run_quickly_and_keeps_results() {
     server.server.stop();
 }
 
+/// `probe load` with no writer, its server killed: it ran out its --duration with no request
+/// answered and wrote run.json `complete` (the hostile trial). Connections that cannot be
+/// reopened for a second end it, `failed`, with what was measured kept.
+#[test]
+fn a_server_killed_under_load_fails_the_load_run_quickly() {
+    let mut server = TestServer::start(&[]);
+    Command::new(probe_bin())
+        .args(["populate", "--url", &server.url(), "--keys", "1000"])
+        .output()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(probe_bin())
+        .args(["load", "--url", &server.url(), "--clients", "4"])
+        .args(["--duration", "30s", "--out"])
+        .arg(dir.path())
+        .spawn_quiet();
+    thread::sleep(Duration::from_millis(1500));
+    let killed = Instant::now();
+    signal(server.server.pid().unwrap(), libc::SIGKILL);
+    let status = wait_within(&mut child, Duration::from_secs(20));
+    assert!(
+        killed.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        killed.elapsed()
+    );
+    let stderr = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "failed", "{run}");
+    let reason = run["status_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("lost redis://127.0.0.1"), "{reason}");
+    server.server.stop();
+}
+
 #[test]
 fn an_unresponsive_server_ends_the_run_after_the_timeout() {
     let server = TestServer::start(&[]);

@@ -140,7 +140,15 @@ pub(super) struct Worker {
     /// Each server that answered none of this thread's requests for `--timeout`: no longer
     /// waited for (nor reconnected to).
     unanswered: Vec<bool>,
+    /// Since when reopening a connection to each server has failed without one success in
+    /// between (run clock, µs): past [`GONE_AFTER_US`] the server is taken for gone.
+    refused_since: Vec<Option<u64>>,
 }
+
+/// How long connections to a server may fail to reopen before the run ends with it: a server
+/// killed mid-run refuses every connect, and the load ran out its --duration with no request
+/// answered (the hostile trial); the main job stops within about a second too.
+pub(super) const GONE_AFTER_US: u64 = 1_000_000;
 
 impl Worker {
     #[allow(clippy::too_many_arguments)]
@@ -188,6 +196,7 @@ impl Worker {
             touched: Vec::new(),
             heard_us: vec![0; config_servers],
             unanswered: vec![false; config_servers],
+            refused_since: vec![None; config_servers],
         };
         for i in 0..worker.clients.len() {
             if let Some(stream) = worker.clients[i].stream.as_mut() {

@@ -204,6 +204,7 @@ impl Worker {
                     return;
                 }
                 self.reconnects += 1;
+                self.refused_since[server] = None;
                 self.clients[i].stream = Some(stream);
                 if self.config.rate.is_some() {
                     self.unblock_open(i, now);
@@ -214,6 +215,20 @@ impl Worker {
             }
             Err(err) => {
                 self.clients[i].retry_at_us = now + 200_000;
+                let since = *self.refused_since[server].get_or_insert(now);
+                if now.saturating_sub(since) >= super::GONE_AFTER_US {
+                    // Gone (killed, or its port closed): the run ends with it.
+                    self.unanswered[server] = true;
+                    if let Ok(mut said) = self.control.unanswered.lock() {
+                        said.get_or_insert_with(|| {
+                            format!(
+                                "lost {}: its connections closed and reopening them failed for {} ({err:#})",
+                                self.config.servers[server].conn,
+                                format_limit(Duration::from_micros(super::GONE_AFTER_US))
+                            )
+                        });
+                    }
+                }
                 self.note(format!("reconnecting: {err:#}"));
             }
         }
