@@ -515,3 +515,69 @@ fn a_writer_done_before_duration_leaves_the_load_its_duration() {
         assert!((4.9..15.0).contains(&runtime), "runtime {runtime} s: {run}");
     }
 }
+
+/// SETs the server refuses are not a load it served (the hostile trial: thousands of errors and
+/// exit 0): to a replica they are refused before anything is sent, and a user whose ACL lacks
+/// SET fails the run.
+#[test]
+fn sets_a_server_refuses_fail_the_load() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[&format!("replicaof 127.0.0.1 {}", master.port())]);
+    populate(&master, &["--keys", "1000", "--value-size", "64"]);
+    let synced = std::time::Instant::now();
+    while redis::cmd("EXISTS")
+        .arg("holprobe:load:meta")
+        .query::<u32>(&mut replica.conn())
+        .unwrap()
+        == 0
+    {
+        assert!(
+            synced.elapsed() < std::time::Duration::from_secs(20),
+            "replica never synced"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let assert = probe_cmd()
+        .args([
+            "load",
+            "--url",
+            &replica.url(),
+            "--duration",
+            "1s",
+            "--ratio",
+            "1:5",
+        ])
+        .assert()
+        .code(2);
+    let stderr = stderr_of(&assert);
+    assert!(
+        stderr.contains("'1:5' for --ratio") && stderr.contains("replica"),
+        "{stderr}"
+    );
+    // Reading the replica is fine.
+    probe_cmd()
+        .args(["load", "--url", &replica.url(), "--duration", "1s"])
+        .assert()
+        .success();
+
+    redis::cmd("ACL")
+        .arg(vec![
+            "SETUSER",
+            "noset",
+            "on",
+            ">noset-pass",
+            "~*",
+            "&*",
+            "+@all",
+            "-set",
+        ])
+        .query::<()>(&mut master.conn())
+        .unwrap();
+    let url = format!("redis://noset:noset-pass@127.0.0.1:{}", master.port());
+    let assert = probe_cmd()
+        .args(["load", "--url", &url, "--duration", "1s", "--ratio", "1:1"])
+        .assert()
+        .code(1);
+    let stderr = stderr_of(&assert);
+    assert!(stderr.contains("answered with an error"), "{stderr}");
+}

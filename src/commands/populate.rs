@@ -142,7 +142,7 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         None => format!("about {estimate} bytes per key (estimated)"),
     };
     out.line(&format!(
-        "populated {LOAD_PREFIX}0..{} on {}: {} written, {} kept, {} errors in {:.2} s ({:.1} MiB of values, {:.1} MiB/s); server memory +{:.1} MiB, {per_key}",
+        "populated {LOAD_PREFIX}0..{} on {}: {} written, {} kept, {} errors in {:.2} s ({:.1} MiB of values sent, {:.1} MiB/s); server memory +{:.1} MiB, {per_key}",
         keys - 1,
         target.conn,
         outcome.written,

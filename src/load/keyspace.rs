@@ -220,7 +220,9 @@ pub struct PopulationMeta {
     pub updated_unix_s: u64,
 }
 
-/// Reads the population's metadata; `None` when the server holds no population.
+/// Reads the population's metadata; `None` when the server holds no population (a
+/// description of 0 keys, left by an earlier version's populate whose every SET failed, is
+/// none: a load on it was all misses).
 pub fn read_meta(control: &mut redis::Connection) -> Result<Option<PopulationMeta>> {
     let fields: HashMap<String, String> = redis::cmd("HGETALL")
         .arg(META_KEY)
@@ -237,6 +239,9 @@ pub fn read_meta(control: &mut redis::Connection) -> Result<Option<PopulationMet
     ) else {
         anyhow::bail!("{META_KEY} exists but is not a holprobe population description");
     };
+    if keys == 0 {
+        return Ok(None);
+    }
     Ok(Some(PopulationMeta {
         keys,
         value_size: ValueSize {

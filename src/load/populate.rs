@@ -259,12 +259,13 @@ pub fn populate(
         .filter(|&b| b > 0);
 
     let answered = counts.written + counts.kept + counts.errors;
-    let meta = if plan.write_meta && answered > 0 {
-        let covered = if counts.errors == 0 {
-            answered
-        } else {
-            counts.written + counts.kept
-        };
+    let covered = if counts.errors == 0 {
+        answered
+    } else {
+        counts.written + counts.kept
+    };
+    // Nothing stored (every SET refused): no population to describe, and none announced.
+    let meta = if plan.write_meta && covered > 0 {
         let meta = merged_meta(previous.as_ref(), plan, covered, measured_bytes_per_key);
         write_meta(&mut control, &meta)?;
         Some(meta)

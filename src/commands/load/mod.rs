@@ -189,6 +189,9 @@ fn run_cluster(
     )
 }
 
+/// The share of requests answered with an error from which a load run fails (exit 1).
+const ERRORS_FAIL_SHARE: f64 = 0.01;
+
 fn run_opened(
     plan: &LoadPlan,
     opened: &[Target],
@@ -330,6 +333,20 @@ fn drive(
         out.error("connections to a server were lost and could not be reopened");
         return Ok(EXIT_FAILURE);
     }
+    // A load whose requests the server refused in numbers (an ACL without SET, OOM) is not a
+    // measurement of serving them: it exited 0 with a fifth of its requests errors.
+    if code == EXIT_OK
+        && let Some(all) = report.blocks.iter().find(|b| b.server == "all")
+        && all.errors > 0
+        && all.errors as f64 >= ERRORS_FAIL_SHARE * (all.errors + all.total_requests) as f64
+    {
+        out.error(&format!(
+            "{} of {} requests were answered with an error (the warnings above quote the server): the figures are not of a load the server served",
+            all.errors,
+            all.errors + all.total_requests
+        ));
+        return Ok(EXIT_FAILURE);
+    }
     Ok(code)
 }
 
@@ -394,10 +411,33 @@ fn populate_embedded(
 
 /// Refuses a write size the server would reject; warns before deleting on someone's server.
 fn preflight_writer(options: &LoadOptions, opened: &[Target], out: &Output) -> Result<()> {
+    // SETs to a replica are refused by it one by one: thousands of errors and a run that
+    // exited 0 (the hostile trial). The main job refuses it up front; so does the load.
+    if options.set_weight > 0
+        && let Some(replica) = opened
+            .iter()
+            .find(|t| t.server.role.as_deref() == Some("slave"))
+    {
+        return Err(UsageError::invalid(
+            "--ratio",
+            format!("{}:{}", options.set_weight, options.get_weight),
+            format!(
+                "its SETs go to {}, a replica (read-only): point --url at the primary, or read only with --ratio 0:1",
+                replica.conn
+            ),
+        )
+        .into());
+    }
     let Some(writer) = &options.writer else {
         return Ok(());
     };
     let target = &opened[0];
+    if target.server.role.as_deref() == Some("slave") {
+        anyhow::bail!(
+            "{} is a read-only replica: point --url at the primary for --writer-sizes",
+            target.conn
+        );
+    }
     crate::measure::writer::check_bulk_len(writer, &target.server)?;
     crate::measure::writer::check_evict(writer, target.server.embedded, &target.server.address)?;
     crate::measure::writer::check_commands(writer, &target.conn)?;
