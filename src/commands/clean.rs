@@ -34,7 +34,12 @@ pub struct CleanArgs {
     target: TargetArgs,
 
     /// Keys per SCAN (COUNT) and per UNLINK.
-    #[arg(long, value_name = "N", default_value = "1000")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1000",
+        allow_negative_numbers = true
+    )]
     batch: String,
 
     #[command(flatten)]

@@ -79,10 +79,10 @@ fn fmt_p(m: &MetricComparison) -> String {
 
 fn run_line(role: &str, meta: &super::RunMeta) -> String {
     // As the rows hold them, not as run.json planned them.
-    let repeats = meta
-        .repeats_read
-        .describe()
-        .map_or(String::new(), |n| format!(", {n} repeats"));
+    let repeats = meta.repeats_read.describe().map_or(String::new(), |n| {
+        let unit = if n == "1" { "repeat" } else { "repeats" };
+        format!(", {n} {unit}")
+    });
     format!(
         "{role}: {} ({}{repeats}, probe engine {}, run {})",
         meta.server_label(),
@@ -236,12 +236,18 @@ fn side_by_side_cells(s: &SideBySide, hol: bool) -> Vec<Vec<String>> {
         .runs
         .windows(2)
         .any(|w| w[0].probe_engine_version != w[1].probe_engine_version);
-    header.extend(s.runs.iter().map(|r| {
-        if engines_differ {
-            format!("{} (engine {})", r.server_label(), r.probe_engine_version)
-        } else {
-            r.server_label()
+    // Runs of one server version are told apart by their directory's name.
+    let labels: Vec<String> = s.runs.iter().map(|r| r.server_label()).collect();
+    header.extend(s.runs.iter().zip(&labels).map(|(r, label)| {
+        let mut label = label.clone();
+        if labels.iter().filter(|l| **l == label).count() > 1 {
+            let name = r.dir.file_name().unwrap_or(r.dir.as_os_str());
+            label = format!("{label} ({})", name.to_string_lossy());
         }
+        if engines_differ {
+            label = format!("{label} (engine {})", r.probe_engine_version);
+        }
+        label
     }));
     let mut rows = vec![header];
     for row in &s.rows {

@@ -367,6 +367,8 @@ pub fn default_keys(room: &MemoryRoom, per_key: u64) -> (u64, String) {
     let keys = round_down_2sig(raw.clamp(1_000, SEED_KEYS));
     if raw >= SEED_KEYS {
         why = format!("at most 10M keys ({why} would hold more)");
+    } else if raw < 1_000 {
+        why = format!("at least 1000 keys ({why} would hold {raw})");
     }
     (keys, format!("{why}, at about {per_key} bytes per key"))
 }

@@ -342,7 +342,13 @@ impl ServerTuning {
                         &self.conn,
                         conn.command_timeout,
                     ))
-                    .with_context(|| format!("restoring {} to {}", change.name, change.old));
+                    .with_context(|| {
+                        format!(
+                            "restoring {} to {}",
+                            change.name,
+                            crate::session::marker::shown(&change.old)
+                        )
+                    });
                 }
                 Err(_) => None,
             };
@@ -374,7 +380,13 @@ impl ServerTuning {
                         conn.command_timeout,
                     )
                 })
-                .with_context(|| format!("restoring {} to {}", change.name, change.old))?;
+                .with_context(|| {
+                    format!(
+                        "restoring {} to {}",
+                        change.name,
+                        crate::session::marker::shown(&change.old)
+                    )
+                })?;
             self.changed.pop();
         }
         Ok(said)

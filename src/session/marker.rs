@@ -416,7 +416,9 @@ fn reclaim(
                 .arg(&setting.name)
                 .arg(&setting.old)
                 .query::<()>(control)
-                .with_context(|| format!("restoring {} to {}", setting.name, setting.old))?;
+                .with_context(|| {
+                    format!("restoring {} to {}", setting.name, shown(&setting.old))
+                })?;
             said.push(format!(
                 "restored {} {} -> {}",
                 setting.name,

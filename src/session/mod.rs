@@ -237,7 +237,14 @@ impl RunScope {
         self.tuning
             .changed()
             .iter()
-            .map(|c| format!("{} {} -> {}", c.name, c.old, c.new))
+            .map(|c| {
+                format!(
+                    "{} {} -> {}",
+                    c.name,
+                    marker::shown(&c.old),
+                    marker::shown(&c.new)
+                )
+            })
             .collect()
     }
 

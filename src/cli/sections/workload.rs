@@ -65,7 +65,12 @@ pub struct WorkloadArgs {
     pub keep: bool,
 
     /// Seed of the random value bytes, so runs repeat.
-    #[arg(long, value_name = "N", default_value_t = 0x5eed)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0x5eed,
+        allow_negative_numbers = true
+    )]
     pub seed: u64,
 
     /// The kind of value: string (SET, the default), hash, list, set, zset or stream (built in
@@ -80,11 +85,11 @@ pub struct WorkloadArgs {
 
     /// Bytes of one element of a collection (of a hash field and of its value, each) [default:
     /// 16].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub element_size: Option<String>,
 
     /// Elements a collection's build adds per command [default: 1000].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub batch: Option<String>,
 
     /// The ops on each key, in order, each measured on its own: set (a string) or build (a
@@ -103,7 +108,7 @@ pub const LOAD_GAP: &str = "2s";
     mut_arg("writer_sizes", |a| a.help(crate::size_help!(
         "Run the writer meanwhile: value sizes to write, comma-separated, e.g. 16M,64M."
     ))),
-    mut_arg("gap", |a| a.default_value(LOAD_GAP).help("Quiet load before and after each write; at least 1s so that the seconds around a write hold none")),
+    mut_arg("gap", |a| a.default_value(LOAD_GAP).help("Quiet load before and after each write, at least 1s; from 2s (the default) the seconds beside a write hold no other, so its throughput is compared with theirs (under 2s that comparison may be missing)")),
     mut_arg("overwrite", |a| a.help("Write each size twice to the same key (the second write also frees the first value)")),
     mut_arg("keep", |a| a.help("Keep every written value until the end instead of deleting each after its gap")),
     mut_arg("seed", |a| a.help("Seed of key choice, SET bytes and the writer's value"))

@@ -189,7 +189,7 @@ impl LoadArgs {
                     return Err(UsageError::invalid(
                         "--gap",
                         &workload.gap,
-                        "must be at least 1s under load: the seconds around a write must hold none, to compare its throughput with",
+                        "must be at least 1s under load (2s, the default, leaves a write-free second beside each write to compare its throughput with)",
                     ));
                 }
             }

@@ -64,8 +64,8 @@ pub struct ProbeArgs {
     )]
     pub interval: String,
 
-    /// Observe mode: print a line (wall-clock time, probes, p50/p99/p99.9/max latency in µs,
-    /// stalls) every this long, as redis-cli --latency-history does; 0 for none. A whole
+    /// Observe mode: print a line (wall-clock time, probes, p50/p99/p99.9/max latency, µs under
+    /// a millisecond and ms from one, stalls) every this long, as redis-cli --latency-history does; 0 for none. A whole
     /// number of --interval rows [default: 10s, or the first multiple of --interval past it]
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub report_every: Option<String>,
@@ -78,7 +78,12 @@ pub struct ProbeArgs {
 
     /// How many of the longest stalls the end of the run lists, each with its wall-clock
     /// time and its write or culprit: a number, or `all` (stalls.csv has every one).
-    #[arg(long, value_name = "N|all", default_value = "5")]
+    #[arg(
+        long,
+        value_name = "N|all",
+        default_value = "5",
+        allow_negative_numbers = true
+    )]
     pub show_stalls: String,
 
     #[command(flatten)]

@@ -30,6 +30,15 @@ fn ms_cell(ms: Option<f64>) -> String {
     ms.map_or_else(|| "n/a".to_string(), |ms| format!("{ms:.1}ms"))
 }
 
+/// `1 probe delayed`, `3 probes delayed`.
+fn probes_delayed_text(n: u64) -> String {
+    if n == 1 {
+        "1 probe delayed".to_string()
+    } else {
+        format!("{n} probes delayed")
+    }
+}
+
 /// A latency for people: `850us`, `12.3ms`.
 pub fn fmt_us(us: u64) -> String {
     if us >= 1000 {
@@ -360,7 +369,7 @@ pub fn node_event_line(event: &crate::output::export::NodeEvent) -> String {
 }
 
 /// A node's run in one line: `  127.0.0.1:7002 replica shard 0 (same shard)  baseline p50 52us
-/// p99 310us  stalls: 12 (80.1ms in all, longest 20.3ms)`.
+/// p99 1.3ms  stalls: 12 (80.1ms in all, longest 20.3ms)`.
 pub fn node_summary_line(node: &crate::output::export::NodeFindings) -> String {
     let shard = match node.node.shard {
         Some(shard) => format!(" shard {shard}"),
@@ -373,11 +382,11 @@ pub fn node_summary_line(node: &crate::output::export::NodeFindings) -> String {
         .map(|s| s.duration_ms)
         .fold(0.0, f64::max);
     format!(
-        "  {} {}{shard}{same}  baseline p50 {}us p99 {}us  stalls: {} ({:.1}ms in all, longest {:.1}ms)",
+        "  {} {}{shard}{same}  baseline p50 {} p99 {}  stalls: {} ({:.1}ms in all, longest {:.1}ms)",
         node.node.node,
         node.node.role.name(),
-        node.baseline.p50_us,
-        node.baseline.p99_us,
+        fmt_us(node.baseline.p50_us),
+        fmt_us(node.baseline.p99_us),
         node.stalls_found,
         node.stall_ms_total,
         longest
@@ -601,7 +610,7 @@ fn spread_cell(spread: &Spread, decimals: usize) -> String {
 /// "CI" is not repeated on every row).
 pub fn by_size_lines(groups: &[SizeSpread]) -> Vec<String> {
     let mut lines = vec![
-        "per size: median [min..max], from 5 repeats the 95% interval for the median (order statistics, exact coverage)".to_string(),
+        "per size: median [min..max], and with 5 repeats or more the 95% interval for the median (order statistics, exact coverage)".to_string(),
         format!(
             "  {:<9} {:>5} {:>3}  {:<44}  {}",
             "op", "size", "n", "set_ms", "hol_delay_ms (others blocked)"
@@ -775,7 +784,7 @@ pub fn stall_line(stall: &Stall, writes: &[WriteSummary]) -> String {
         _ => format!("{:.3}s", stall.start_us as f64 / 1e6),
     };
     let cause = if cause.is_empty() {
-        format!("{} probes delayed", stall.probes_delayed)
+        probes_delayed_text(stall.probes_delayed)
     } else {
         cause.join(", ")
     };
@@ -885,7 +894,7 @@ pub fn stall_line_short(stall: &Stall, writes: &[WriteSummary]) -> String {
         cause.push(key.clone());
     }
     let cause = if cause.is_empty() {
-        format!("{} probes delayed", stall.probes_delayed)
+        probes_delayed_text(stall.probes_delayed)
     } else {
         cause.join(", ")
     };
