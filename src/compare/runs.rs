@@ -264,9 +264,12 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         }
         let ok = row.ok && recorded.is_none_or(|w| w.ok);
         if !ok {
+            // One line of it: the warning that quotes it is one line.
             let error = recorded
-                .and_then(|w| w.error.clone())
-                .unwrap_or_else(|| "failed".into());
+                .and_then(|w| w.error.as_deref())
+                .and_then(|e| e.lines().find(|l| !l.trim().is_empty()))
+                .unwrap_or("failed")
+                .to_string();
             failed_groups
                 .entry((
                     row.size_bytes,
