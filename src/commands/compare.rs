@@ -89,7 +89,7 @@ impl RulesArgs {
             "--min-diff-ms",
             &self.min_diff_ms,
             DEFAULT_MIN_DIFF_MS,
-            &|v| v >= 0.0 && v <= 86_400_000.0,
+            &|v| (0.0..=86_400_000.0).contains(&v),
             "expected a number of milliseconds, 0 or more (at most a day)",
         )?;
         // Not given: the default, raised to --alpha (--alpha 0.2 alone was refused for a

@@ -144,12 +144,16 @@ pub fn compare(
             Some(format!("{}: {error}", describe_keys(&[*k])))
         })
         .collect();
+    // Of a string run, only the sizes its run.json planned (a collection run plans element
+    // counts, so any of its rows may have been planned).
+    let planned = &candidate.meta.planned_sizes_bytes;
     let unmeasured: Vec<&GroupKey> = if candidate.meta.status == "complete" {
         vec![]
     } else {
         missing
             .iter()
             .filter(|k| !candidate.failed_groups.contains_key(**k))
+            .filter(|k| planned.is_empty() || !k.1.is_empty() || planned.contains(&k.0))
             .copied()
             .collect()
     };
@@ -170,7 +174,9 @@ pub fn compare(
         .keys()
         .filter(|k| cand_groups.contains_key(*k))
         .collect();
-    if shared.is_empty() {
+    // Nothing in common is bad input, unless what the baseline made is what the candidate
+    // failed or never reached: that is the verdict.
+    if shared.is_empty() && candidate_failed.is_empty() && candidate_unmeasured.is_empty() {
         return Err(UsageError::Conflict(format!(
             "the runs share no size and operation: {} has {}; {} has {}",
             baseline.meta.dir.display(),

@@ -244,6 +244,26 @@ fn what_the_candidate_failed_or_never_reached_is_not_a_pass() {
         text.contains("not reached by the candidate (its run is interrupted): set 64M"),
         "{text}"
     );
+    // A size the interrupted candidate never planned is only a plan of other sizes.
+    cand.meta.planned_sizes_bytes = vec![1 << 20];
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert_eq!(c.verdict, Verdict::NoChange, "{c:?}");
+
+    // Every write of the candidate failed: nothing shared, and still a verdict, not bad input.
+    let failed_all = RunData {
+        writes: vec![],
+        ..cand.clone()
+    };
+    let mut failed_all = failed_all;
+    failed_all.meta.status = "failed".into();
+    for size in [1u64 << 20, M64] {
+        failed_all
+            .failed_groups
+            .insert((size, String::new(), "set".into()), "OOM".into());
+    }
+    let c = compare(&base, &failed_all, Rules::default()).unwrap();
+    assert_eq!(c.verdict, Verdict::Regression, "{c:?}");
+    assert!(c.rows.is_empty());
 }
 
 #[test]
