@@ -116,6 +116,9 @@ pub struct Control {
     /// without closing the connections), said in words: the run ends with it, within the
     /// user's limit (reopening connections to it would wait past it, a connect at a time).
     pub unanswered: std::sync::Mutex<Option<String>>,
+    /// Run-clock time from which a server refused every reconnect (it is gone): the load's
+    /// length ends there, so its rate is of the time the server served it. `u64::MAX`: none.
+    pub lost_at_us: AtomicU64,
 }
 
 impl Control {
@@ -124,6 +127,7 @@ impl Control {
         Control {
             stop_at_us: AtomicU64::new(u64::MAX),
             unanswered: std::sync::Mutex::new(None),
+            lost_at_us: AtomicU64::new(u64::MAX),
         }
     }
 

@@ -284,7 +284,16 @@ impl Instrument for LoadInstrument<'_, '_> {
     }
 
     fn stop(&mut self, events: &Receiver<Event>, keys: &mut KeyLedger) -> Option<String> {
-        let now = self.meta.run.clock.now_us().max(self.meta.load_start_us);
+        // A server gone ends the load's length when it went, not a second later when that was
+        // known (the rate of a killed server's load counted the dead second).
+        let lost_at = self.control.lost_at_us.load(Ordering::SeqCst);
+        let now = self
+            .meta
+            .run
+            .clock
+            .now_us()
+            .min(lost_at)
+            .max(self.meta.load_start_us);
         self.control.stop_at_us.fetch_min(now, Ordering::SeqCst);
         // The threads send their last reports whatever the channel holds: take them while waiting.
         while self.handles.iter().flatten().any(|h| !h.is_finished()) {

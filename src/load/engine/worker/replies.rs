@@ -219,6 +219,9 @@ impl Worker {
                 if now.saturating_sub(since) >= super::GONE_AFTER_US {
                     // Gone (killed, or its port closed): the run ends with it.
                     self.unanswered[server] = true;
+                    self.control
+                        .lost_at_us
+                        .fetch_min(since, std::sync::atomic::Ordering::SeqCst);
                     if let Ok(mut said) = self.control.unanswered.lock() {
                         said.get_or_insert_with(|| {
                             format!(
