@@ -209,6 +209,9 @@ fn a_server_killed_under_load_fails_the_load_run_quickly() {
     assert_eq!(run["status"], "failed", "{run}");
     let reason = run["status_reason"].as_str().unwrap_or_default();
     assert!(reason.contains("lost redis://127.0.0.1"), "{reason}");
+    // The load's length ends when the server went (killed 1.5 s in), not when that was known.
+    let runtime = run["runtime_s"].as_f64().unwrap();
+    assert!((1.0..2.4).contains(&runtime), "runtime {runtime} s");
     server.server.stop();
 }
 
