@@ -121,7 +121,7 @@ fn user_names_an_acl_user() {
     .stdout;
     assert!(
         stdout.contains(&format!(
-            "target: redis://flaguser@127.0.0.1:{port} (password: given, not shown)"
+            "target: redis://flaguser:***@127.0.0.1:{port} (password: given, not shown)"
         )),
         "{stdout}"
     );

@@ -53,7 +53,8 @@ impl fmt::Debug for ConnInfo {
 }
 
 impl fmt::Display for ConnInfo {
-    /// `redis://[user@]host:port/db`: the password is never shown.
+    /// `redis://[user:***@]host:port/db`: the password is never shown (`user@` alone would
+    /// read back as a password, as redis-cli reads a user info without `:`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = if self.tls.is_some() {
             "rediss"
@@ -62,7 +63,7 @@ impl fmt::Display for ConnInfo {
         };
         write!(f, "{scheme}://")?;
         if let Some(user) = &self.username {
-            write!(f, "{user}@")?;
+            write!(f, "{user}:***@")?;
         }
         // `[::1]:6379`: the form --url reads back.
         write!(f, "{}", join_host_port(&self.host, self.port))?;
