@@ -310,7 +310,41 @@ fn a_cluster_scan_covers_every_master_once_and_the_replicas_on_request() {
             .to_string();
         assert_eq!(expected.get(&top_key), Some(&("hash", 2)), "{}", doc["top"]);
         assert_eq!(doc["top"][0]["elements"], 15_000, "{read_from}");
+        assert!(doc.get("nodes_lazyfree").is_none(), "alike nodes: {doc}");
     }
+
+    // Each key is priced with its own node's lazyfree settings: with lazyfree-lazy-user-del on
+    // shard 0's master only, its big hash's DEL is a background free there, while shard 1's
+    // stays on the main thread (all were priced with the --url node's: the hostile trial).
+    let delete_ms = |rows: &[BTreeMap<String, String>], shard: usize| -> f64 {
+        let key = rows
+            .iter()
+            .find(|r| r["key"].starts_with("topo:big:") && expected[&r["key"]].1 == shard)
+            .expect("the shard's big hash");
+        key["delete_ms"].parse().expect("delete_ms")
+    };
+    let url = format!("redis://{}", topology.shards[1].master.address);
+    let (_, before) = scan(&url, &[], &tempfile::tempdir().unwrap().path().join("a"));
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lazyfree-lazy-user-del")
+        .arg("yes")
+        .query::<()>(&mut conns[0])
+        .unwrap();
+    let (doc, after) = scan(&url, &[], &tempfile::tempdir().unwrap().path().join("b"));
+    let shard0 = &topology.shards[0].master.announced;
+    assert_eq!(
+        doc["nodes_lazyfree"][shard0]["lazy_user_del"], true,
+        "{}",
+        doc["nodes_lazyfree"]
+    );
+    assert!(
+        delete_ms(&after, 0) < delete_ms(&before, 0) / 5.0,
+        "shard 0's DEL {} ms before, {} after",
+        delete_ms(&before, 0),
+        delete_ms(&after, 0)
+    );
+    assert_eq!(delete_ms(&after, 1), delete_ms(&before, 1));
     drop(conns);
     drop(cluster);
     assert_gone(&pids);

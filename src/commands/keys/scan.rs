@@ -41,6 +41,9 @@ pub struct ScanNode {
     pub conn: ConnInfo,
     /// A cluster replica: READONLY first, or it answers MOVED.
     pub readonly: bool,
+    /// The `lazyfree-lazy-*` settings its keys are priced with: its own, or for a replica its
+    /// master's (where a DEL or an expiry of its keys runs). Nodes of one cluster may differ.
+    pub lazyfree: LazyfreeSettings,
 }
 
 /// What the scan shares with the command while it goes.
@@ -99,8 +102,6 @@ pub struct ScanSpec {
     pub size_floor_bytes: u64,
     /// The cost model.
     pub model: CostModel,
-    /// The server's lazyfree settings.
-    pub lazyfree: LazyfreeSettings,
 }
 
 /// The actor.
@@ -556,7 +557,7 @@ impl KeyScanner {
                 elements: count,
                 memory_bytes: s.memory,
             };
-            let prediction = predict(&self.spec.model, &shape, &self.spec.lazyfree);
+            let prediction = predict(&self.spec.model, &shape, &node.lazyfree);
             rows.push(KeyRow::new(
                 &node.name,
                 key,

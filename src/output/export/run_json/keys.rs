@@ -37,8 +37,12 @@ pub struct KeysRunJson {
     pub nodes_done: Vec<String>,
     /// The scan's settings.
     pub scan: KeysScanSettings,
-    /// The server's `lazyfree-lazy-*` settings, which the predictions apply.
+    /// The `--url` server's `lazyfree-lazy-*` settings, which the predictions apply.
     pub lazyfree: LazyfreeSettings,
+    /// Each scanned node's, where the nodes' differ (a cluster): each key is priced with its
+    /// node's. Empty (and absent) when they are alike.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub nodes_lazyfree: std::collections::BTreeMap<String, LazyfreeSettings>,
     /// The cost model.
     pub model: KeysModelUsed,
     /// Keys scanned.
@@ -174,6 +178,7 @@ mod tests {
                 rows_written: 3,
             },
             lazyfree: LazyfreeSettings::default(),
+            nodes_lazyfree: Default::default(),
             model: KeysModelUsed {
                 server: "redis 7.0.15".into(),
                 from: "shipped".into(),
