@@ -197,13 +197,24 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
             "read"
         ),
     ];
+    let (mut off, mut pairs) = (0usize, 0usize);
     for r in rows {
         let under = |op: &str| r.under_one_interval.split(';').any(|o| o == op);
-        let pair = |predicted: Option<f64>, measured: Option<f64>, op: &str| {
+        let mut pair = |predicted: Option<f64>, measured: Option<f64>, op: &str| {
+            let miss = match (predicted, measured) {
+                (Some(p), Some(m)) => {
+                    pairs += 1;
+                    let far = far_off(p, m);
+                    off += usize::from(far);
+                    far
+                }
+                _ => false,
+            };
             format!(
-                "{} / {}",
+                "{} / {}{}",
                 cell(predicted, false, r.probe_interval_ms),
-                cell(measured, under(op), r.probe_interval_ms)
+                cell(measured, under(op), r.probe_interval_ms),
+                if miss { "!" } else { "" }
             )
         };
         let mut key = r.key.clone();
@@ -228,7 +239,24 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
             lines.push(format!("  {}: {error}", r.key));
         }
     }
+    if off > 0 {
+        lines.push(format!(
+            "! {off} of {pairs} predictions missed the measured freeze by more than max({FAR_MS} ms, {:.0}%): the model's stated error does not cover them (a read's cost follows how fast its reader drains the reply, and this host's CPU shortage is in every measured figure)",
+            FAR_SHARE * 100.0
+        ));
+    }
     lines
+}
+
+/// A prediction further than this from the measured freeze, ms or a share of the measured,
+/// whichever is larger, is marked `!` in the replay's table: the goal the model is held to.
+const FAR_MS: f64 = 3.0;
+/// See [`FAR_MS`].
+const FAR_SHARE: f64 = 0.4;
+
+/// True when `predicted` misses `measured` past [`FAR_MS`] and [`FAR_SHARE`].
+fn far_off(predicted: f64, measured: f64) -> bool {
+    (predicted - measured).abs() > FAR_MS.max(FAR_SHARE * measured)
 }
 
 #[cfg(test)]
@@ -303,11 +331,30 @@ pub(crate) mod tests {
     #[test]
     fn the_screen_shows_predicted_beside_measured() {
         let lines = text_lines(&[sample_replay_row()], "redis 7.0.15");
-        assert_eq!(lines.len(), 3, "{lines:?}");
+        // The sample's predictions (a 1M hash's) are far from its measures (200k): marked.
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines[3].starts_with("! 3 of 3 predictions"), "{lines:?}");
         let row = &lines[2];
         assert!(row.contains("61.5"), "{row}");
         // No probe overlapped the UNLINK: under one interval, not a 0.
         assert!(row.contains("/ <0.50"), "{row}");
         assert!(row.contains("70.2") || row.contains("70.3"), "{row}");
+
+        // A read predicted at 45 ms and measured at 250.9 (the hostile trial's 64M GET) is
+        // marked, and counted under the table; one within max(3 ms, 40%) is not.
+        let mut far = sample_replay_row();
+        far.read_predicted_ms = Some(45.0);
+        far.read_measured_ms = Some(250.9);
+        far.delete_predicted_ms = Some(50.0);
+        far.delete_measured_ms = Some(61.5);
+        let lines = text_lines(&[far], "redis 7.0.15");
+        assert!(lines[2].contains("45.0 / 250.9!"), "{lines:?}");
+        assert!(lines[2].contains("50.0 / 61.5 "), "{lines:?}");
+        let last = lines.last().unwrap();
+        assert!(
+            last.starts_with("! 2 of 3"),
+            "the read and the expiry (400 / 70.2): {last}"
+        );
+        assert!(far_off(45.0, 250.9) && !far_off(1.0, 3.5) && !far_off(100.0, 139.0));
     }
 }
