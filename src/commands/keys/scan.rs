@@ -147,7 +147,12 @@ impl Actor for KeyScanner {
                         // writer needs (SET, DEL on holprobe:*), which a scan never sends (the
                         // hostile trial, an ACL user without TYPE).
                         let plain = crate::error::chain_line(&err);
-                        let text = if plain.contains("NOPERM") {
+                        let text = if plain.contains("NOPERM") && plain.contains("keys used as arguments") {
+                            // Commands allowed, keys not: an ACL key pattern (`~app:*`).
+                            format!(
+                                "the scan stopped: {plain} (the ACL user may read only some keys: give --match with a pattern inside its key permissions, e.g. the user's ~pattern)"
+                            )
+                        } else if plain.contains("NOPERM") {
                             format!(
                                 "the scan stopped: {plain} (the ACL user may not run this command: probe keys needs SCAN, TYPE, PTTL and the count commands STRLEN, HLEN, LLEN, SCARD, ZCARD, XLEN, with OBJECT and MEMORY optional; or give --type to scan one type without TYPE)"
                             )
