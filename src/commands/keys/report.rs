@@ -27,11 +27,21 @@ fn ttl(x: Option<u64>) -> String {
 
 /// The table rows of the worst keys: key, type, encoding, elements, bytes, TTL, DEL, UNLINK,
 /// expiry, read.
+/// The top table's header: a scan of several nodes (a cluster) adds the node holding each key.
+fn top_header(doc: &KeysRunJson) -> Vec<String> {
+    let mut header: Vec<String> = TOP_HEADER.iter().map(|s| s.to_string()).collect();
+    if doc.nodes.len() > 1 {
+        header.push("node".into());
+    }
+    header
+}
+
 fn top_cells(doc: &KeysRunJson) -> Vec<Vec<String>> {
+    let several = doc.nodes.len() > 1;
     doc.top
         .iter()
         .map(|r| {
-            vec![
+            let mut cells = vec![
                 format!("\"{}\"", r.key),
                 r.kind.clone(),
                 r.encoding.clone(),
@@ -43,7 +53,11 @@ fn top_cells(doc: &KeysRunJson) -> Vec<Vec<String>> {
                 ms(r.expire_ms),
                 ms(r.read_ms),
                 worst_cell(r),
-            ]
+            ];
+            if several {
+                cells.push(r.node.clone());
+            }
+            cells
         })
         .collect()
 }
@@ -190,14 +204,16 @@ pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
         doc.keys_with_ttl
     ));
     if !doc.top.is_empty() {
-        let mut rows = vec![TOP_HEADER.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
+        let header = top_header(doc);
+        let columns = header.len();
+        let mut rows = vec![header];
         // A key name can be any length (64 KiB and more): the table shows its start, the files
         // hold it whole.
         rows.extend(top_cells(doc).into_iter().map(|mut row| {
             row[0] = shortened(&row[0], TEXT_KEY_CHARS);
             row
         }));
-        let widths: Vec<usize> = (0..TOP_HEADER.len())
+        let widths: Vec<usize> = (0..columns)
             .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
             .collect();
         lines.push(format!(
@@ -211,7 +227,8 @@ pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
                 .enumerate()
                 .map(|(i, (cell, &w))| {
                     let pad = " ".repeat(w.saturating_sub(cell.chars().count()));
-                    if i < 3 {
+                    // Names left, figures right; the node column (past the figures) left.
+                    if i < 3 || i >= TOP_HEADER.len() {
                         format!("{cell}{pad}")
                     } else {
                         format!("{pad}{cell}")
@@ -286,11 +303,10 @@ pub fn markdown(doc: &KeysRunJson) -> String {
         ms(Some(doc.sum_over_threshold_ms)),
         doc.keys_with_ttl
     ));
-    out.push_str(&md_row(
-        &TOP_HEADER.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-    ));
+    let header = top_header(doc);
+    out.push_str(&md_row(&header));
     out.push('\n');
-    out.push_str(&md_row(&vec!["---".to_string(); TOP_HEADER.len()]));
+    out.push_str(&md_row(&vec!["---".to_string(); header.len()]));
     out.push('\n');
     for row in top_cells(doc) {
         let mut cells: Vec<String> = row.iter().map(|c| md_escaped(c)).collect();
@@ -350,6 +366,34 @@ mod tests {
         assert!(short.ends_with("..."), "{short}");
         assert_eq!(shortened("\"k\"", TEXT_KEY_CHARS), "\"k\"");
         assert_eq!(md_escaped("a|b`c*<d>"), "a\\|b\\`c\\*\\<d\\>");
+    }
+
+    /// A scan of several nodes (a cluster) says which holds each key (the hostile trial: only
+    /// keys.csv did); one node's table has no such column.
+    #[test]
+    fn a_cluster_scan_names_each_key_s_node() {
+        let mut doc = crate::output::export::run_json::keys::tests::sample_doc();
+        let mut row = crate::keys::report::tests::sample_row();
+        row.node = "10.0.0.2:7001".into();
+        doc.top = vec![row];
+        let one = text_lines(&doc).join("\n");
+        assert!(!one.contains("10.0.0.2:7001"), "{one}");
+        doc.nodes = vec!["10.0.0.1:7000".into(), "10.0.0.2:7001".into()];
+        let text = text_lines(&doc);
+        let header = text
+            .iter()
+            .find(|l| l.trim_start().starts_with("key"))
+            .unwrap();
+        assert!(header.trim_end().ends_with("node"), "{header}");
+        assert!(
+            text.iter().any(|l| l.trim_end().ends_with("10.0.0.2:7001")),
+            "{text:?}"
+        );
+        let md = markdown(&doc);
+        assert!(
+            md.contains("| node |") && md.contains("| 10.0.0.2:7001 |"),
+            "{md}"
+        );
     }
 
     /// The cut falls between escapes: a key of invalid bytes does not end in half of one.

@@ -15,7 +15,7 @@
 
 pub mod columns;
 mod csv_rows;
-mod run_json;
+pub(crate) mod run_json;
 mod timeline;
 
 use std::fs::{self, File, OpenOptions};

@@ -145,12 +145,12 @@ pub struct ScanCost {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn keys_run_json_round_trips_and_says_its_mode() {
-        let doc = KeysRunJson {
+    /// A keys document of one node, as the tests of its renderings use it.
+    pub(crate) fn sample_doc() -> KeysRunJson {
+        KeysRunJson {
             tool: ToolInfo::default(),
             mode: Mode::Keys,
             run_id: "abcd".into(),
@@ -213,7 +213,12 @@ mod tests {
             },
             warnings: vec![],
             replay: vec![crate::keys::replay::tests::sample_replay_row()],
-        };
+        }
+    }
+
+    #[test]
+    fn keys_run_json_round_trips_and_says_its_mode() {
+        let doc = sample_doc();
         let text = serde_json::to_string(&doc).unwrap();
         assert!(text.contains("\"mode\":\"keys\""));
         let back: KeysRunJson = serde_json::from_str(&text).unwrap();

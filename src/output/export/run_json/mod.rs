@@ -6,7 +6,7 @@
 //! reading the rest.
 
 mod calibrate;
-mod keys;
+pub(crate) mod keys;
 mod load;
 mod probe;
 
