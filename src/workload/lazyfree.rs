@@ -57,6 +57,20 @@ impl LazyfreeSettings {
         }
         settings
     }
+
+    /// The settings the server told, as `CONFIG SET` name/value pairs (`yes`/`no`).
+    pub fn to_config(&self) -> Vec<(&'static str, &'static str)> {
+        [
+            ("lazyfree-lazy-user-del", self.lazy_user_del),
+            ("lazyfree-lazy-server-del", self.lazy_server_del),
+            ("lazyfree-lazy-expire", self.lazy_expire),
+            ("lazyfree-lazy-eviction", self.lazy_eviction),
+            ("lazyfree-lazy-user-flush", self.lazy_user_flush),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| Some((name, if on? { "yes" } else { "no" })))
+        .collect()
+    }
 }
 
 /// How a value leaves the server.

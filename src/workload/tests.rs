@@ -272,3 +272,22 @@ fn a_big_collection_follows_its_removal_s_setting() {
     );
     assert_eq!(avoidable_by(Removal::Unlink, effort), None);
 }
+
+/// What CONFIG GET told goes back as CONFIG SET pairs (a replay server takes a cluster node's);
+/// what it did not tell is left out.
+#[test]
+fn lazyfree_settings_go_back_as_config_pairs() {
+    let told = LazyfreeSettings::from_config([
+        ("lazyfree-lazy-user-del", "yes"),
+        ("lazyfree-lazy-expire", "no"),
+    ]);
+    assert_eq!(
+        told.to_config(),
+        [
+            ("lazyfree-lazy-user-del", "yes"),
+            ("lazyfree-lazy-expire", "no")
+        ]
+    );
+    let pairs: Vec<(&str, &str)> = told.to_config();
+    assert_eq!(LazyfreeSettings::from_config(pairs), told);
+}

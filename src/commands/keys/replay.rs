@@ -24,6 +24,7 @@ use crate::output::export::{REPLAY_CSV, RowAppender, RunStatus, columns, prepare
 use crate::record::WriteOp;
 use crate::run::{self, Notice, RunOptions};
 use crate::workload::ValueKind;
+use crate::workload::lazyfree::LazyfreeSettings;
 
 /// A collection's ops: each way `--replay` measures it, the value built again before each.
 pub const REPLAY_OPS: &str = "build,read,delete,build,unlink,build,expire,build,evict";
@@ -289,6 +290,7 @@ pub fn run(
     replay: &ReplayPlan,
     keys: &[KeyRow],
     settings: &[(String, String)],
+    nodes_lazyfree: &std::collections::BTreeMap<String, LazyfreeSettings>,
     options: &RunOptions,
     out_dir: Option<&PathBuf>,
     force: bool,
@@ -367,6 +369,21 @@ pub fn run(
     for (rank, (key, plan)) in keys.iter().zip(plans).enumerate() {
         if interrupt.load(Ordering::SeqCst) {
             break;
+        }
+        // A key of a cluster node whose lazyfree settings differ from the --url node's is
+        // replayed under its own node's (the predictions applied them).
+        if let Some(node) = nodes_lazyfree.get(&key.node) {
+            let mut conn = target
+                .conn
+                .redis_connection()
+                .context("connecting to the replay server")?;
+            for (name, value) in node.to_config() {
+                let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+                    .arg("SET")
+                    .arg(name)
+                    .arg(value)
+                    .query(&mut conn);
+            }
         }
         let row = match plan {
             Err(why) => unmeasured_row(key, (0, 0), probe_interval_ms, Some(why)),
