@@ -124,52 +124,43 @@ pub fn compare(
     warnings.extend(baseline.warnings.iter().cloned());
     warnings.extend(candidate.warnings.iter().cloned());
 
-    let only = |a: &std::collections::BTreeMap<GroupKey, Vec<&WriteSample>>,
-                b: &std::collections::BTreeMap<GroupKey, Vec<&WriteSample>>| {
-        let missing: Vec<&GroupKey> = a.keys().filter(|k| !b.contains_key(*k)).collect();
-        describe_keys(&missing)
-    };
-    // What the baseline made and the candidate did not: failed there (a regression), or not
-    // reached by a candidate that stopped early (not known); the rest is a plan of other sizes.
+    // What the baseline made and the candidate did not, in three parts: failed there (a
+    // regression), not reached by a candidate that stopped early (not known), or a plan of
+    // other sizes (warned about). Of a string run only the sizes its run.json planned count as
+    // not reached (a collection run plans element counts, so any of its rows may have been).
+    let stopped_early = candidate.meta.status != "complete";
+    let planned = &candidate.meta.planned_sizes_bytes;
     let mut missing: Vec<&GroupKey> = base_groups
         .keys()
         .filter(|k| !cand_groups.contains_key(*k))
         .collect();
     missing.sort_by(|a, b| (a.0, op_order(&a.2)).cmp(&(b.0, op_order(&b.2))));
-    let candidate_failed: Vec<String> = missing
-        .iter()
-        .filter_map(|k| {
-            let error = candidate.failed_groups.get(*k)?;
+    let (mut candidate_failed, mut unmeasured, mut base_only) =
+        (Vec::new(), Vec::new(), Vec::new());
+    for key in missing {
+        if let Some(error) = candidate.failed_groups.get(key) {
             let error = error.lines().next().unwrap_or_default();
-            Some(format!("{}: {error}", describe_keys(&[*k])))
-        })
-        .collect();
-    // Of a string run, only the sizes its run.json planned (a collection run plans element
-    // counts, so any of its rows may have been planned).
-    let planned = &candidate.meta.planned_sizes_bytes;
-    let unmeasured: Vec<&GroupKey> = if candidate.meta.status == "complete" {
-        vec![]
-    } else {
-        missing
-            .iter()
-            .filter(|k| !candidate.failed_groups.contains_key(**k))
-            .filter(|k| planned.is_empty() || !k.1.is_empty() || planned.contains(&k.0))
-            .copied()
-            .collect()
-    };
+            candidate_failed.push(format!("{}: {error}", describe_keys(&[key])));
+        } else if stopped_early
+            && (planned.is_empty() || !key.1.is_empty() || planned.contains(&key.0))
+        {
+            unmeasured.push(key);
+        } else {
+            base_only.push(key);
+        }
+    }
     let candidate_unmeasured: Vec<String> = if unmeasured.is_empty() {
         vec![]
     } else {
         vec![describe_keys(&unmeasured)]
     };
-    let base_only = describe_keys(
-        &missing
-            .iter()
-            .filter(|k| !candidate.failed_groups.contains_key(**k) && !unmeasured.contains(k))
-            .copied()
+    let base_only = describe_keys(&base_only);
+    let cand_only = describe_keys(
+        &cand_groups
+            .keys()
+            .filter(|k| !base_groups.contains_key(*k))
             .collect::<Vec<_>>(),
     );
-    let cand_only = only(&cand_groups, &base_groups);
     let shared: Vec<&GroupKey> = base_groups
         .keys()
         .filter(|k| cand_groups.contains_key(*k))
@@ -180,9 +171,9 @@ pub fn compare(
         return Err(UsageError::Conflict(format!(
             "the runs share no size and operation: {} has {}; {} has {}",
             baseline.meta.dir.display(),
-            describe_groups(&base_groups),
+            describe_made(base_groups.keys()),
             candidate.meta.dir.display(),
-            describe_groups(&cand_groups)
+            describe_made(cand_groups.keys())
         )));
     }
     if !base_only.is_empty() {
@@ -337,11 +328,13 @@ pub fn op_order(op: &str) -> (u8, &str) {
     (rank, op)
 }
 
-fn describe_groups(groups: &std::collections::BTreeMap<GroupKey, Vec<&WriteSample>>) -> String {
-    if groups.is_empty() {
+/// What a run made, as [`describe_keys`] says it, or "no successful writes".
+pub fn describe_made<'a>(keys: impl IntoIterator<Item = &'a GroupKey>) -> String {
+    let keys: Vec<&GroupKey> = keys.into_iter().collect();
+    if keys.is_empty() {
         return "no successful writes".into();
     }
-    describe_keys(&groups.keys().collect::<Vec<_>>())
+    describe_keys(&keys)
 }
 
 /// `set 1M,2M; delete 1M,2M`: the sizes of each operation, operations in run order (a

@@ -242,8 +242,7 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         .collect();
     let writes: Vec<WriteRecord> =
         read_csv(&dir.join(WRITES_CSV), WRITES_REQUIRED).map_err(&bad)?;
-    check_rows(&summary, &summarised, &writes, &meta, &expected).map_err(&bad)?;
-    let outcome: BTreeMap<u32, &WriteRecord> = writes.iter().map(|w| (w.seq, w)).collect();
+    let outcome = check_rows(&summary, &summarised, &writes, &meta, &expected).map_err(&bad)?;
 
     let mut samples = Vec::new();
     let mut failed_writes: Vec<(String, Vec<u32>)> = Vec::new();
@@ -367,14 +366,14 @@ struct Expected {
 /// two joined, would count its values twice and fake repeats the run did not make), no key
 /// outside the run's prefix (writes.csv of another run).
 /// `summary` holds the written node's rows, `summarised` the writes of every row (a run over
-/// several nodes has a row per node for each write).
-fn check_rows(
+/// several nodes has a row per node for each write). Returns writes.csv's rows by write.
+fn check_rows<'a>(
     summary: &[WriteSummary],
     summarised: &[u32],
-    writes: &[WriteRecord],
+    writes: &'a [WriteRecord],
     meta: &RunMeta,
     expected: &Expected,
-) -> Result<(), String> {
+) -> Result<BTreeMap<u32, &'a WriteRecord>, String> {
     let twice = |name: &str, seqs: Vec<u32>| -> Result<(), String> {
         let mut seen = std::collections::BTreeSet::new();
         match seqs.into_iter().find(|&seq| !seen.insert(seq)) {
@@ -395,17 +394,15 @@ fn check_rows(
             "{SUMMARY_CSV} holds write {seq} that {WRITES_CSV} does not: a run records every write it summarises (was a file edited or joined with another?)"
         ));
     }
-    for row in summary {
-        match recorded.get(&row.seq) {
-            None => {}
-            Some(w) if w.ok != row.ok => {
-                return Err(format!(
-                    "{SUMMARY_CSV} and {WRITES_CSV} disagree on whether write {} succeeded (ok {} vs {}): was a file edited?",
-                    row.seq, row.ok, w.ok
-                ));
-            }
-            Some(_) => {}
-        }
+    if let Some((row, w)) = summary
+        .iter()
+        .map(|row| (row, recorded[&row.seq]))
+        .find(|(row, w)| w.ok != row.ok)
+    {
+        return Err(format!(
+            "{SUMMARY_CSV} and {WRITES_CSV} disagree on whether write {} succeeded (ok {} vs {}): was a file edited?",
+            row.seq, row.ok, w.ok
+        ));
     }
     if let Some(w) = writes
         .iter()
@@ -416,7 +413,7 @@ fn check_rows(
             w.seq, w.key, expected.key_prefix, meta.run_id
         ));
     }
-    Ok(())
+    Ok(recorded)
 }
 
 fn read_run_json(dir: &Path) -> Result<(RunMeta, Expected), String> {

@@ -366,13 +366,17 @@ pub fn run(
         .sum();
     out.start_progress(steps.max(1) as u64, "ops");
     let mut done = 0u64;
+    let mut applied: Option<LazyfreeSettings> = None;
     for (rank, (key, plan)) in keys.iter().zip(plans).enumerate() {
         if interrupt.load(Ordering::SeqCst) {
             break;
         }
-        // A key of a cluster node whose lazyfree settings differ from the --url node's is
-        // replayed under its own node's (the predictions applied them).
-        if let Some(node) = nodes_lazyfree.get(&key.node) {
+        // Where a cluster's nodes differ, a key is replayed under its own node's lazyfree
+        // settings (the predictions applied them), set when they change from the last key's.
+        if let Some(node) = nodes_lazyfree.get(&key.node)
+            && applied != Some(*node)
+        {
+            applied = Some(*node);
             let mut conn = target
                 .conn
                 .redis_connection()

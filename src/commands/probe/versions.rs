@@ -15,7 +15,7 @@ use crate::cli::sections::target::TargetArgs;
 use crate::commands::Output;
 use crate::commands::compare::RulesArgs;
 use crate::compare::render::{Format, render};
-use crate::compare::{GroupKey, compare_all, describe_keys, load_run, value_label};
+use crate::compare::{GroupKey, compare_all, describe_made, load_run, value_label};
 use crate::error::{EXIT_OK, UsageError};
 use crate::measure::target::{ServerBinary, ServerFlavor};
 use crate::output::export::prepare_out_dir;
@@ -97,8 +97,8 @@ pub fn run(
                     dir.display(),
                     format!(
                         "its run made {}, none of what is planned here ({}): nothing to compare",
-                        describe(&stored),
-                        describe(&planned)
+                        describe_made(&stored),
+                        describe_made(&planned)
                     ),
                 )
                 .into());
@@ -120,22 +120,17 @@ pub fn run(
 
     if probe.dry_run {
         // Each run's plan, then what would be compared: nothing is started or written.
-        for (i, bin) in target
-            .server
-            .server_bin
-            .iter()
-            .enumerate()
-            .filter(|_| several)
-        {
-            out.line(&format!(
-                "run {} of {}: {}",
-                i + 1,
-                binaries.len(),
-                bin.display()
-            ));
-            super::run(&probe.to_plan(&single(target, Some(bin)))?, interrupt, out)?;
-        }
-        if !several {
+        if several {
+            for (i, bin) in target.server.server_bin.iter().enumerate() {
+                out.line(&format!(
+                    "run {} of {}: {}",
+                    i + 1,
+                    binaries.len(),
+                    bin.display()
+                ));
+                super::run(&probe.to_plan(&single(target, Some(bin)))?, interrupt, out)?;
+            }
+        } else {
             super::run(&probe.to_plan(&first)?, interrupt, out)?;
         }
         out.line(&match &baseline_args.baseline {
@@ -289,14 +284,6 @@ pub fn run_dir_names(binaries: &[ServerBinary]) -> Vec<String> {
         names.push(name);
     }
     names
-}
-
-/// `set 1M,8M; delete 1M`, or "no successful writes".
-fn describe(keys: &BTreeSet<GroupKey>) -> String {
-    if keys.is_empty() {
-        return "no successful writes".into();
-    }
-    describe_keys(&keys.iter().collect::<Vec<_>>())
 }
 
 #[cfg(test)]

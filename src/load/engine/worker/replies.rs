@@ -218,22 +218,31 @@ impl Worker {
                 let since = *self.refused_since[server].get_or_insert(now);
                 if now.saturating_sub(since) >= super::GONE_AFTER_US {
                     // Gone (killed, or its port closed): the run ends with it.
-                    self.unanswered[server] = true;
                     self.control
                         .lost_at_us
                         .fetch_min(since, std::sync::atomic::Ordering::SeqCst);
-                    if let Ok(mut said) = self.control.unanswered.lock() {
-                        said.get_or_insert_with(|| {
-                            format!(
-                                "lost {}: its connections closed and reopening them failed for {} ({err:#})",
-                                self.config.servers[server].conn,
-                                format_limit(Duration::from_micros(super::GONE_AFTER_US))
-                            )
-                        });
-                    }
+                    self.give_up_on(server, |conn| {
+                        format!(
+                            "lost {conn}: its connections closed and reopening them failed for {} ({err:#})",
+                            format_limit(Duration::from_micros(super::GONE_AFTER_US))
+                        )
+                    });
                 }
                 self.note(format!("reconnecting: {err:#}"));
             }
+        }
+    }
+
+    /// `server` is no longer waited for nor reconnected to, and the run ends with the first
+    /// such reason any thread gives ([`super::Control::unanswered`]).
+    fn give_up_on(
+        &mut self,
+        server: usize,
+        reason: impl FnOnce(&crate::measure::target::ConnInfo) -> String,
+    ) {
+        self.unanswered[server] = true;
+        if let Ok(mut said) = self.control.unanswered.lock() {
+            said.get_or_insert_with(|| reason(&self.config.servers[server].conn));
         }
     }
 
@@ -255,16 +264,12 @@ impl Worker {
                 let server = client.server as usize;
                 if self.heard_us[server] < front.sent_us && !self.unanswered[server] {
                     // Not one reply from the server since: it is frozen or gone.
-                    self.unanswered[server] = true;
-                    if let Ok(mut said) = self.control.unanswered.lock() {
-                        said.get_or_insert_with(|| {
-                            format!(
-                                "timed out after {} waiting for {} to answer: none of the load's requests were answered since (--timeout)",
-                                format_limit(Duration::from_micros(timeout)),
-                                self.config.servers[server].conn
-                            )
-                        });
-                    }
+                    self.give_up_on(server, |conn| {
+                        format!(
+                            "timed out after {} waiting for {conn} to answer: none of the load's requests were answered since (--timeout)",
+                            format_limit(Duration::from_micros(timeout)),
+                        )
+                    });
                 }
                 let mut lost = std::mem::take(&mut self.clients[i].inflight);
                 self.rec.lost(server, &mut lost, now, true);
