@@ -91,3 +91,93 @@ fn an_expiry_is_heard_with_its_key_and_the_setting_is_put_back() {
     tuning.restore().unwrap();
     assert_eq!(config(&server, "notify-keyspace-events"), "");
 }
+
+/// Another key's active expiry during a write's window is named by its key and said to be in the
+/// write's figures (issue: it was charged to the write with no word): with `--tune-server`, the
+/// run hears the expired keys even while its server logs every command.
+#[test]
+fn another_key_s_expiry_in_a_write_s_window_is_named_and_flagged() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    // 40 hashes of 30,000 fields, not the run's: each expiry frees 30,000 allocations on the
+    // main thread, a few ms; the active expiry runs 10 times a second, so their removals stall
+    // the server every 100 ms or so while they run out.
+    let keys: Vec<String> = (0..40).map(|i| format!("other:big:{i}")).collect();
+    for key in &keys {
+        for batch in 0..30 {
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(key);
+            for field in batch * 1000..(batch + 1) * 1000 {
+                cmd.arg(format!("{field:016}")).arg("v");
+            }
+            let _: i64 = cmd.query(&mut conn).unwrap();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let url = server.url();
+    let child = common::spawn_run(
+        &[
+            "--url",
+            &url,
+            "--tune-server",
+            "--type",
+            "list",
+            "--elements",
+            "1M",
+            "--ops",
+            "build,delete",
+            "--repeat",
+            "4",
+            "--gap",
+            "200ms",
+        ],
+        &out,
+    );
+    // They run out from 0.3 s on, one every 60 ms, over the run's builds.
+    for (i, key) in keys.iter().enumerate() {
+        let _: i64 = redis::cmd("PEXPIRE")
+            .arg(key)
+            .arg(300 + 60 * i)
+            .query(&mut conn)
+            .unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(server.keys("other:big:*").len(), 0, "every key expired");
+
+    let stalls = common::read_csv(&out.join("stalls.csv"));
+    let in_writes: Vec<_> = stalls
+        .iter()
+        .filter(|s| !s["write_seq"].is_empty() && s["server_key"].contains("other:big:"))
+        .collect();
+    assert!(
+        !in_writes.is_empty(),
+        "no stall in a write's window named by a foreign key: {stalls:?}"
+    );
+    let meta = common::read_json(&out.join("run.json"));
+    let warnings: Vec<&str> = meta["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains("not the run's"))
+        .collect();
+    assert!(!warnings.is_empty(), "{meta}");
+    for warning in &warnings {
+        assert!(warning.contains("expired other:big:"), "{warning}");
+        assert!(!warning.contains("holprobe:"), "{warning}");
+    }
+    // Each flagged write is one whose window held such a stall.
+    for stall in &in_writes {
+        let seq = &stall["write_seq"];
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with(&format!("write {seq}:"))),
+            "write {seq} not flagged: {warnings:?}"
+        );
+    }
+    assert!(stderr.contains("not the run's"), "{stderr}");
+}

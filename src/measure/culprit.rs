@@ -10,7 +10,7 @@ use serde::Serialize;
 
 pub use crate::analyze::naming::{
     Culprit, LoopWindow, RemovedKey, ServerCommandEntry, WallSpan, client_label, command_label,
-    eventloop_label, key_label, latency_changes, name_stall, printable,
+    eventloop_label, key_label, label_of, latency_changes, name_stall, printable, removed_during,
 };
 use crate::measure::clock::RunClock;
 use crate::measure::keyspace::KeyEvents;
@@ -115,6 +115,19 @@ impl ServerLogPoller {
     /// from now on. Fails only on connection trouble (no connection, authentication refused,
     /// the server hung up or did not answer); error replies give notes instead.
     pub fn connect(conn_info: &ConnInfo) -> Result<ServerLogPoller> {
+        Self::connect_reading(conn_info, true)
+    }
+
+    /// As [`connect`](Self::connect), without the slow commands: for a run whose server logs
+    /// every command (`slowlog-log-slower-than 0`, which the writer's view of each write
+    /// needs), where the probes alone would fill every page. LATENCY events, the event loop's
+    /// longest cycles and removed keys still name the stalls no write explains (another key's
+    /// expiry).
+    pub fn connect_without_command_log(conn_info: &ConnInfo) -> Result<ServerLogPoller> {
+        Self::connect_reading(conn_info, false)
+    }
+
+    fn connect_reading(conn_info: &ConnInfo, command_log: bool) -> Result<ServerLogPoller> {
         let mut conn = open_conn(conn_info)?;
         let mut poller = ServerLogPoller {
             conn_info: conn_info.clone(),
@@ -132,9 +145,11 @@ impl ServerLogPoller {
             last_reset: false,
             key_events: None,
         };
-        poller
-            .pick_source(&mut conn)
-            .context("reading the command log")?;
+        if command_log {
+            poller
+                .pick_source(&mut conn)
+                .context("reading the command log")?;
+        }
         if let Some(rows) = poller
             .read_latency(&mut conn)
             .context("reading LATENCY LATEST")?

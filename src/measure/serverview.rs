@@ -275,14 +275,6 @@ impl ServerTuning {
             .map(|&(_, v)| v)
     }
 
-    /// True when the tool itself switched the latency monitor on: its history then holds only
-    /// the run's own events and may be reset before each write.
-    pub fn latency_monitor_turned_on(&self) -> bool {
-        self.changed
-            .iter()
-            .any(|c| c.name == "latency-monitor-threshold" && c.old.trim() == "0")
-    }
-
     /// Puts every changed setting back (in reverse order) on a fresh connection. Settings that
     /// were restored are forgotten, so a second call (or the drop) does nothing more.
     pub fn restore(&mut self) -> Result<Vec<String>> {
@@ -424,8 +416,9 @@ pub struct ViewSetup {
     /// `CONFIG RESETSTAT` before each write, so `eventloop_duration_max` covers exactly the
     /// write (the embedded server only: it clears every INFO counter).
     pub reset_stats: bool,
-    /// `LATENCY RESET` before each write (the embedded server, or when the tool switched the
-    /// monitor on and the history holds nothing but the run's own events).
+    /// `LATENCY RESET` before each write: the embedded server only. Someone else's server keeps
+    /// its history (the monitor switched off does not clear it: an operator's events of before
+    /// the run survive), and a write's events are those new or changed since just before it.
     pub reset_latency: bool,
     /// The server's process when the tool started it, or a `--url` server's found on this host
     /// ([`crate::measure::target::ServerFacts::local_pid`]): the writer reads its main thread's

@@ -41,13 +41,23 @@ pub struct RemovedKey {
 /// The keys removed during `stall`, as `expired holprobe:ab12:w1:hash` or `expired k1, k2 (+3
 /// more)`; `None` when none was heard in it.
 pub fn key_label(stall: WallSpan, removed: &[RemovedKey]) -> Option<String> {
-    let mut heard: Vec<&RemovedKey> = removed
-        .iter()
-        .filter(|r| {
-            r.at_unix_us >= stall.start_unix_us
-                && r.at_unix_us <= stall.end_unix_us.saturating_add(KEY_SLACK_US)
-        })
-        .collect();
+    let heard: Vec<&RemovedKey> = removed_during(stall, removed).collect();
+    label_of(heard)
+}
+
+/// The keys heard removed during `stall` (see the rule above).
+pub fn removed_during(
+    stall: WallSpan,
+    removed: &[RemovedKey],
+) -> impl Iterator<Item = &RemovedKey> {
+    removed.iter().filter(move |r| {
+        r.at_unix_us >= stall.start_unix_us
+            && r.at_unix_us <= stall.end_unix_us.saturating_add(KEY_SLACK_US)
+    })
+}
+
+/// As [`key_label`], of keys already picked (none: `None`).
+pub fn label_of(mut heard: Vec<&RemovedKey>) -> Option<String> {
     if heard.is_empty() {
         return None;
     }

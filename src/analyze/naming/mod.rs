@@ -86,7 +86,9 @@ use serde::Serialize;
 pub use command::{ServerCommandEntry, client_label, is_command};
 pub use eventloop::{LoopWindow, eventloop_label};
 pub use events::{LatencyEvent, latency_changes};
-pub use keys::{KEY_SLACK_US, RemovedKey, cause_of, event_cause, key_label};
+pub use keys::{
+    KEY_SLACK_US, RemovedKey, cause_of, event_cause, key_label, label_of, removed_during,
+};
 pub use label::{command_label, printable};
 pub use span::WallSpan;
 

@@ -270,6 +270,9 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
         crate::measure::writer::check_plan_memory(writer, target)?;
     }
     if !target.server.embedded {
+        if options.tune_server {
+            warn_slowlog_pushed_out(target, out);
+        }
         out.warn(&if writer.is_string() {
             format!(
                 "deleting a large key stalls the server (~45-80 us per MiB, measured on Redis 7.0): this run deletes each value it writes (largest {}), on a server others may be using",
@@ -284,6 +287,23 @@ fn preflight(options: &RunOptions, target: &Target, out: &Output) -> Result<()> 
         });
     }
     Ok(())
+}
+
+/// With `--tune-server` the main job logs every command: the probes' entries push out what the
+/// server's slow log held (`slowlog-max-len` comes back afterwards, the entries do not). Said
+/// before anything changes, while the operator can still read them.
+fn warn_slowlog_pushed_out(target: &Target, out: &Output) {
+    let held = target.conn.redis_connection().ok().and_then(|mut conn| {
+        redis::cmd("SLOWLOG")
+            .arg("LEN")
+            .query::<i64>(&mut conn)
+            .ok()
+    });
+    if let Some(held) = held.filter(|&n| n > 0) {
+        out.warn(&format!(
+            "the server's slow log holds {held} entries: with --tune-server the run logs every command, and its own entries push those out (the settings come back afterwards, the entries do not); read them first (SLOWLOG GET {held}) if they matter"
+        ));
+    }
 }
 
 fn describe_plan(options: &RunOptions, out: &Output) {

@@ -649,13 +649,12 @@ impl Writer {
         };
         if !own_events.is_empty() {
             figures.exec_us = None;
-            // An eviction's figure is its own event or none: the largest other event of
-            // LATENCY LATEST was an earlier build's `command` (21-27 ms beside a 0.3 ms list
-            // eviction).
-            if step.op == WriteOp::Evict {
-                figures.latency_event = None;
-                figures.latency_event_ms = None;
-            }
+            // An expiry's or eviction's figure is its own event or none: the largest other
+            // event of LATENCY LATEST was an earlier build's `command` (21-27 ms beside a 0.3 ms
+            // list eviction), or on a libc Valkey the `command` of an INFO that set off the merge
+            // of a background free (38 ms beside an expiry whose `expire-del` was not logged).
+            figures.latency_event = None;
+            figures.latency_event_ms = None;
             for event in own_events {
                 if let Some(ms) = self.latest_latency_ms(event, start_unix_s) {
                     figures.latency_event = Some(event.to_string());

@@ -368,7 +368,15 @@ impl Collector {
     /// Files the stalls the server's logs have caught up with (every one waiting, at the end).
     pub(super) fn file_named(&mut self, all: bool, sinks: &mut ProbeSinks<'_>) -> Result<()> {
         let named = match self.naming.as_mut() {
-            Some(namer) => namer.named(self.unix_start_us, all),
+            Some(namer) => {
+                let named = namer.named(self.unix_start_us, all);
+                for line in namer.foreign.drain(..) {
+                    if !self.notes.contains(&line) {
+                        self.notes.push(line);
+                    }
+                }
+                named
+            }
             None => return Ok(()),
         };
         for stall in named {

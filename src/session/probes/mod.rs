@@ -122,7 +122,7 @@ pub fn measure_nodes(
     // of a key never made was a write command on the user's server; keys_replay's test).
     let view = ViewSetup {
         reset_stats: target.server.embedded,
-        reset_latency: target.server.embedded || scope.tuning.latency_monitor_turned_on(),
+        reset_latency: target.server.embedded,
         server_pid: target
             .embedded
             .as_ref()
@@ -280,10 +280,17 @@ pub fn measure_nodes(
         }
     }
     // The server's slow log names the stalls, unless it logs every command (the writer's view
-    // of each write needs that; its stalls are named by their write instead).
+    // of each write needs that; a write's stalls are its own): then LATENCY events and the keys
+    // the server removed name them (another key's expiry, in a gap or in a write's window).
     let log_threshold = session.scope.tuning.effective("slowlog-log-slower-than");
-    let naming = if log_threshold.is_none_or(|t| t != 0) {
-        match ServerLogPoller::connect(&target.conn)
+    let logs_everything = log_threshold == Some(0);
+    let naming = {
+        let connected = if logs_everything {
+            ServerLogPoller::connect_without_command_log(&target.conn)
+        } else {
+            ServerLogPoller::connect(&target.conn)
+        };
+        match connected
             .map(|poller| {
                 // The event loop's longest cycle per poll, exact on the run's own server when
                 // no actor reads the counters a reset clears.
@@ -300,6 +307,7 @@ pub fn measure_nodes(
             Ok(handle) => {
                 threads.poller = Some(handle);
                 if let Some(t) = log_threshold
+                    && !logs_everything
                     && t > i64::try_from(options.stall_threshold_us).unwrap_or(i64::MAX)
                 {
                     session.warnings.push(format!(
@@ -307,7 +315,10 @@ pub fn measure_nodes(
                         t as f64 / 1e3
                     ));
                 }
-                Some(Namer::default())
+                Some(Namer {
+                    own_prefix: run_base.as_bytes().to_vec(),
+                    ..Namer::default()
+                })
             }
             Err(err) => {
                 session.warnings.push(format!(
@@ -317,8 +328,6 @@ pub fn measure_nodes(
                 None
             }
         }
-    } else {
-        None
     };
     // A cluster's topology is read every second, and so is a standalone master's list of
     // replicas: a failover shows with its time, and a node that comes is probed from then on.

@@ -4,7 +4,7 @@
 use crate::analyze::correlate::Stall;
 use crate::measure::culprit::{
     Culprit, LoopWindow, RemovedKey, ServerCommandEntry, ServerLogBatch, WallSpan, eventloop_label,
-    key_label, name_stall,
+    key_label, label_of, name_stall, removed_during,
 };
 use crate::measure::serverview::LatencyEvent;
 
@@ -20,6 +20,11 @@ pub(super) struct Namer {
     /// Every command that ended before this (Unix µs) has been read.
     pub(super) read_through_unix_us: i64,
     pub(super) waiting: std::collections::VecDeque<Stall>,
+    /// The run's key prefix: a key outside it that the server removed during a write's stall
+    /// is not the write's doing.
+    pub(super) own_prefix: Vec<u8>,
+    /// One line per write whose window held such a removal, for the run's warnings.
+    pub(super) foreign: Vec<String>,
 }
 
 /// How long a stall waits for the slow-log poll after its end, µs (a poll comes every 250 ms).
@@ -98,7 +103,19 @@ impl Namer {
             } = name_stall(span, self.entries.make_contiguous(), &self.events);
             stall.server_command = server_command;
             stall.server_client = server_client;
-            stall.server_key = key_label(span, self.removed_keys.make_contiguous());
+            let removed = self.removed_keys.make_contiguous();
+            stall.server_key = key_label(span, removed);
+            if let Some(seq) = stall.write_seq {
+                let foreign: Vec<&RemovedKey> = removed_during(span, removed)
+                    .filter(|r| !r.key.starts_with(&self.own_prefix))
+                    .collect();
+                if let Some(label) = label_of(foreign) {
+                    self.foreign.push(format!(
+                        "write {seq}: a stall of {:.1} ms in its window came with the server's removal of a key not the run's ({label}): its figures (hol_delay_ms, stall_ms) include that freeze (stalls.csv server_key)",
+                        stall.duration_ms
+                    ));
+                }
+            }
             let event_loop = eventloop_label(span, self.loop_windows.make_contiguous());
             // `latency command 80ms, expire-cycle 12ms; event loop max 80.2ms`
             let events = server_event.map(|events| format!("latency {events}"));
