@@ -492,7 +492,7 @@ fn dry_run_connects_to_nothing() {
         .stdout(predicate::str::contains(
             "SET holprobe:<run-id>:w2:2G:1 <2G random bytes>",
         ))
-        .stdout(predicate::str::contains("memory: client about 2G"))
+        .stdout(predicate::str::contains("memory: client about 2.0 GiB"))
         .stdout(predicate::str::contains("pw").not());
     assert!(
         listener.accept().is_err(),
@@ -1159,6 +1159,48 @@ fn any_run_file_in_out_is_refused_without_force() {
             "kept\n"
         );
     }
+}
+
+/// `--force` replaces a run with its files: an old calibration's, load's or scan's files left
+/// beside the new run made the directory read as the old kind of run. Files the tool does not
+/// write stay.
+#[test]
+fn force_takes_the_old_run_s_files_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = [
+        "calibration.json",
+        "calibration.csv",
+        "load_timeline.csv",
+        "load_writes.csv",
+        "keys.csv",
+        "summary.csv.tmp",
+    ];
+    for name in old {
+        std::fs::write(dir.path().join(name), "old\n").unwrap();
+    }
+    std::fs::write(dir.path().join("notes.txt"), "mine\n").unwrap();
+    let output = probe_cmd()
+        .args(["--duration", "1s", "--force", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for name in old {
+        assert!(!dir.path().join(name).exists(), "{name} left beside the new run");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["status"], "complete", "{meta}");
 }
 
 /// `probe --duration 4s --out DIR` started in the background (stderr piped, stdout dropped).

@@ -210,6 +210,16 @@ impl ProbeArgs {
         let predict_bytes = match &self.predict {
             Some(list) => {
                 let sizes = parse_size_list("--predict", list)?;
+                if let Some(w) = writer.as_ref().filter(|w| !w.is_string()) {
+                    return Err(UsageError::invalid(
+                        "--predict",
+                        list,
+                        format!(
+                            "the size model fits strings' SETs, and a {} run makes none (`probe keys` predicts a collection's freezes)",
+                            w.value_type
+                        ),
+                    ));
+                }
                 let distinct: std::collections::BTreeSet<u64> = writer
                     .as_ref()
                     .map(|w| w.sizes.iter().copied().collect())
@@ -427,6 +437,17 @@ mod tests {
             ),
             (
                 vec!["--writer-sizes", "1M,2M", "--predict", "1X"],
+                "--predict",
+            ),
+            (
+                vec![
+                    "--type",
+                    "hash",
+                    "--writer-sizes",
+                    "1M,2M,4M",
+                    "--predict",
+                    "64M",
+                ],
                 "--predict",
             ),
         ] {

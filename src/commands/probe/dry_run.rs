@@ -5,7 +5,6 @@ use anyhow::Result;
 
 use crate::measure::target::{ServerBinary, TargetSpec};
 use crate::run::{self, RunOptions};
-use crate::units::format_size;
 
 /// `target: ...` of a dry run: the server named (never its password), or the binary that would
 /// be started (located, never run).
@@ -54,8 +53,6 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
             // What the session resets before each write (src/session/probes.rs, ViewSetup).
             let resets = if embedded {
                 ", CONFIG RESETSTAT and LATENCY RESET"
-            } else if options.tune_server {
-                ", LATENCY RESET if the run switched the latency monitor on"
             } else {
                 ""
             };
@@ -71,10 +68,18 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
             let largest = if plan.is_string() {
                 plan.value_buffer_bytes()
             } else {
-                let per_element = plan.shapes().first().map_or(0, |s| {
-                    s.element_bytes * s.value_kind().bytes_per_element_factor()
-                });
-                plan.value_buffer_bytes() + plan.batch_elements.saturating_mul(per_element)
+                // A command holds at most the batch, and never more elements than the value has.
+                let command = plan
+                    .shapes()
+                    .iter()
+                    .map(|s| {
+                        plan.batch_elements.min(s.elements).saturating_mul(
+                            s.element_bytes * s.value_kind().bytes_per_element_factor(),
+                        )
+                    })
+                    .max()
+                    .unwrap_or(0);
+                plan.value_buffer_bytes() + command
             };
             let server_peak = crate::measure::writer::plan_server_peak(plan);
             let expire = plan.has_op(crate::record::WriteOp::Expire);
@@ -95,7 +100,7 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
             });
             lines.push(format!(
                 "memory: client about {} ({}); server up to {} ({}){}",
-                format_size(largest),
+                crate::analyze::pressure::human_bytes(largest),
                 if plan.is_string() {
                     "one buffer of the largest value, sliced for every write"
                 } else {

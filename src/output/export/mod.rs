@@ -79,6 +79,8 @@ pub const EXPORT_FILES: &[&str] = &[
     LOAD_TIMELINE_CSV,
     LOAD_LATENCY_HGRM,
     LOAD_WRITES_CSV,
+    KEYS_CSV,
+    REPLAY_CSV,
 ];
 
 /// An `--out` directory held by one run: an exclusive `flock` on the directory itself, so that
@@ -166,6 +168,30 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<OutDirLock> {
             ),
         )
         .into());
+    }
+    if force {
+        // A replaced run takes its files with it: a calibration.json or a load's files left
+        // beside a new main run made the directory read as the old kind of run (compare refused
+        // it) or drew the old run's rows under the new run.json.
+        for name in EXPORT_FILES {
+            for file in [dir.join(name), dir.join(format!("{name}.tmp"))] {
+                match fs::remove_file(&file) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(err) => {
+                        return Err(UsageError::invalid(
+                            "--out",
+                            &shown,
+                            format!(
+                                "--force cannot remove the old run's {} ({err})",
+                                file.display()
+                            ),
+                        )
+                        .into());
+                    }
+                }
+            }
+        }
     }
     // Written, not only sized: a sparse file would keep no space on a full disk.
     File::create(&lock.reserve)
