@@ -1191,7 +1191,10 @@ fn force_takes_the_old_run_s_files_with_it() {
         String::from_utf8_lossy(&output.stderr)
     );
     for name in old {
-        assert!(!dir.path().join(name).exists(), "{name} left beside the new run");
+        assert!(
+            !dir.path().join(name).exists(),
+            "{name} left beside the new run"
+        );
     }
     assert_eq!(
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),

@@ -529,6 +529,56 @@ fn a_user_without_memory_gets_one_line_and_the_counts() {
     assert!(doc["top"][0]["delete_ms"].as_f64().unwrap() > 0.0);
 }
 
+/// A key whose type the model has no entry for is said to be unpriced, not priced at 0 ms (it
+/// read `worst_ms 0.0` and "0 predicted to freeze", with no word).
+#[test]
+fn a_key_the_model_cannot_price_is_said_so() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    build(&mut conn, "big:zset", "zset", 50_000);
+    build(&mut conn, "big:hash", "hash", 50_000);
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/models/redis-7.0.json");
+    let mut model: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(shipped).unwrap()).unwrap();
+    model["entries"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|e| e["type"] != "zset");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("no-zset.json");
+    std::fs::write(&file, model.to_string()).unwrap();
+    let out = dir.path().join("scan");
+    let (code, _, stderr) = common::probe_keys(&[
+        "--url",
+        &server.url(),
+        "--model",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(
+            "1 key(s) of a type or encoding the model has no entry for (zset skiplist: 1)"
+        ),
+        "{stderr}"
+    );
+    let rows = common::read_csv(&out.join("keys.csv"));
+    let zset = rows.iter().find(|r| r["key"] == "big:zset").unwrap();
+    assert_eq!(zset["worst_ms"], "", "{zset:?}");
+    let hash = rows.iter().find(|r| r["key"] == "big:hash").unwrap();
+    assert!(hash["worst_ms"].parse::<f64>().unwrap() > 0.0, "{hash:?}");
+    let meta = common::read_json(&out.join("run.json"));
+    assert!(
+        meta["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("zset skiplist: 1")),
+        "{meta}"
+    );
+}
+
 /// 400k keys: a release build scanned 100k in under the 2.5 s the test waits, and ended
 /// complete before the Ctrl-C came.
 #[test]
@@ -617,7 +667,7 @@ fn a_refit_writes_a_model_of_the_binary() {
         "--server-bin",
         bin.to_str().unwrap(),
         "--refit-types",
-        "hash,set",
+        "hash,set,string",
         "--refit-elements",
         "20k,80k",
         "--refit-repeat",
@@ -644,7 +694,29 @@ fn a_refit_writes_a_model_of_the_binary() {
     assert!(model.entries.iter().all(|e| e.source == Source::Tool));
     let kinds: std::collections::BTreeSet<&str> =
         model.entries.iter().map(|e| e.kind.as_str()).collect();
-    assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["hash", "set"]);
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        ["hash", "set", "string"]
+    );
+    // A string is measured by every op the model prices (it was SET and DEL only, and a
+    // string key's read came out unknown).
+    for op in [
+        ModelOp::Delete,
+        ModelOp::Unlink,
+        ModelOp::Expire,
+        ModelOp::Overwrite,
+        ModelOp::Read,
+        ModelOp::Evict,
+    ] {
+        assert!(
+            model
+                .entries
+                .iter()
+                .any(|e| e.kind == "string" && e.op == op),
+            "string {op:?}: {:?}",
+            model.entries
+        );
+    }
     assert!(out.join("hash/summary.csv").exists() && out.join("set/run.json").exists());
     assert!(model.measured_how.iter().any(|l| l.contains("--refit")));
     // Evictions are among the ops measured: each type has an eviction entry of its own rows.

@@ -268,7 +268,11 @@ fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
         "build,delete",
     ]);
     let taken = common::exits_with(&mut big_command, 0);
-    assert!(!taken.stderr.contains("client-query-buffer-limit"), "{}", taken.stderr);
+    assert!(
+        !taken.stderr.contains("client-query-buffer-limit"),
+        "{}",
+        taken.stderr
+    );
     // One element past the limit: no --batch helps, and the user gave none: --element-size is
     // the flag named (it was --batch, which the user had not given).
     refused(

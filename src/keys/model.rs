@@ -503,6 +503,20 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// Whether the model priced any op [`Self::worst_ms`] takes (a type or encoding with no
+    /// entry in it: none; an UNLINK sent to the background is 0 without an entry).
+    pub fn priced(&self) -> bool {
+        [
+            &self.delete,
+            &self.expire,
+            &self.evict,
+            &self.overwrite,
+            &self.read,
+        ]
+        .iter()
+        .any(|p| p.freeze_ms.is_some())
+    }
+
     /// The worst freeze any op would cause, ms.
     pub fn worst_ms(&self) -> f64 {
         [

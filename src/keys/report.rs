@@ -45,8 +45,9 @@ pub struct KeyRow {
     pub overwrite_ms: Option<f64>,
     /// Predicted freeze of reading it whole, ms.
     pub read_ms: Option<f64>,
-    /// The worst of them, ms.
-    pub worst_ms: f64,
+    /// The worst of them, ms (empty: the model has no entry for the key's type and encoding,
+    /// and prices none of them).
+    pub worst_ms: Option<f64>,
     /// The thread its expiry frees it on (`main`, `background`; empty: unknown).
     pub expire_freed_by: Option<String>,
     /// The thread its eviction frees it on (`main`, `background`; empty: unknown).
@@ -90,7 +91,7 @@ impl KeyRow {
             evict_ms: ms3(p.evict.freeze_ms),
             overwrite_ms: ms3(p.overwrite.freeze_ms),
             read_ms: ms3(p.read.freeze_ms),
-            worst_ms: ms3(Some(p.worst_ms())).unwrap_or(0.0),
+            worst_ms: ms3(p.priced().then(|| p.worst_ms())),
             expire_freed_by: p.expire.freed_by.map(|t| t.name().to_string()),
             evict_freed_by: p.evict.freed_by.map(|t| t.name().to_string()),
             basis: p.delete.basis.to_string(),
@@ -177,6 +178,8 @@ pub struct Tally {
     pub evictions_lazy_would_help: u64,
     /// Strings past the threshold: nothing takes their free off the main thread.
     pub strings_over_threshold: u64,
+    /// Keys the model prices no op of, by `type encoding`: their freezes are unknown, not 0.
+    pub unpriced: std::collections::BTreeMap<String, u64>,
 }
 
 impl Tally {
@@ -196,6 +199,7 @@ impl Tally {
             deletes_unlink_would_help: 0,
             evictions_lazy_would_help: 0,
             strings_over_threshold: 0,
+            unpriced: Default::default(),
         }
     }
 
@@ -205,12 +209,19 @@ impl Tally {
         if row.ttl_ms.is_some() {
             self.keys_with_ttl += 1;
         }
+        let Some(worst_ms) = row.worst_ms else {
+            *self
+                .unpriced
+                .entry(format!("{} {}", row.kind, row.encoding).trim().to_string())
+                .or_default() += 1;
+            return;
+        };
         let past = |x: Option<f64>| x.is_some_and(|ms| ms > self.threshold_ms);
         let main = row.expire_freed_by.as_deref() == Some(FreedBy::Main.name());
         let collection_past = row.free_effort > LAZYFREE_THRESHOLD;
-        if row.worst_ms > self.threshold_ms {
+        if worst_ms > self.threshold_ms {
             self.keys_over_threshold += 1;
-            self.sum_over_threshold_ms += row.worst_ms;
+            self.sum_over_threshold_ms += worst_ms;
             if row.kind == "string" {
                 self.strings_over_threshold += 1;
             }
@@ -399,7 +410,7 @@ pub(crate) mod tests {
                 .iter()
                 .any(|a| a.change == "nothing" && a.effect.contains("1 string"))
         );
-        let sum = tally.top[0].worst_ms + tally.top[1].worst_ms;
+        let sum = tally.top[0].worst_ms.unwrap() + tally.top[1].worst_ms.unwrap();
         assert!(tally.sum_over_threshold_ms > sum);
     }
 

@@ -393,6 +393,20 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         .filter(|s| s.end_us > from_us && s.start_us < to_us)
         .collect();
     let tally = &state.tally;
+    if !tally.unpriced.is_empty() {
+        let count: u64 = tally.unpriced.values().sum();
+        let kinds: Vec<String> = tally
+            .unpriced
+            .iter()
+            .map(|(kind, n)| format!("{kind}: {n}"))
+            .collect();
+        let warning = format!(
+            "{count} key(s) of a type or encoding the model has no entry for ({}): their freezes are not predicted (worst_ms empty in keys.csv), and they are not among the keys counted over the threshold",
+            kinds.join(", ")
+        );
+        out.warn(&warning);
+        warnings.push(warning);
+    }
     let mut doc = KeysRunJson {
         tool: ToolInfo::default(),
         mode: Mode::Keys,

@@ -77,7 +77,7 @@ fn worst_cell(row: &crate::keys::report::KeyRow) -> String {
         .filter_map(|&(op, v)| Some((op, v?)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
     {
-        Some((op, _)) => format!("{} {op}", ms(Some(row.worst_ms))),
+        Some((op, _)) => format!("{} {op}", ms(row.worst_ms)),
         None => ms(None),
     }
 }
@@ -348,10 +348,10 @@ mod tests {
         row.evict_ms = Some(37.0);
         row.overwrite_ms = Some(20.0);
         row.read_ms = Some(10.0);
-        row.worst_ms = 37.0;
+        row.worst_ms = Some(37.0);
         assert_eq!(worst_cell(&row), format!("{} evict", ms(Some(37.0))));
         row.evict_ms = None;
-        row.worst_ms = 26.5;
+        row.worst_ms = Some(26.5);
         assert_eq!(worst_cell(&row), format!("{} del", ms(Some(26.5))));
         assert_eq!(TOP_HEADER.last(), Some(&"worst ms"));
     }

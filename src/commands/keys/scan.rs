@@ -585,7 +585,7 @@ impl KeyScanner {
                 // predicted freeze passes the threshold is written, not left out.
                 let kept = match bytes {
                     Some(bytes) => bytes >= self.spec.size_floor_bytes,
-                    None => row.worst_ms >= threshold_ms,
+                    None => row.worst_ms.is_none_or(|ms| ms >= threshold_ms),
                 };
                 if kept {
                     csv.push(row)?;
