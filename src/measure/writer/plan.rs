@@ -87,7 +87,7 @@ pub struct WriterPlan {
 
 /// The writer's plan as run.json records it: with the run's key prefix and the seed of its
 /// value bytes (both also at run.json's top level; kept here, where every run has had them).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(from = "RecordedWriterFields")]
 pub struct RecordedWriter {
     /// What was planned.
@@ -97,6 +97,36 @@ pub struct RecordedWriter {
     pub key_prefix: String,
     /// Seed of the value bytes.
     pub seed: u64,
+}
+
+/// A collection run records its element size and batch even at their defaults (they decide
+/// every build's figures; a string run's run.json stays as it always was, without them).
+impl Serialize for RecordedWriter {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Recorded<'a> {
+            #[serde(flatten)]
+            plan: &'a WriterPlan,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            element_bytes: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            batch_elements: Option<u64>,
+            key_prefix: &'a str,
+            seed: u64,
+        }
+        let collection = !self.plan.is_string();
+        // Only where the plan's own field is left out (at its default): never twice.
+        Recorded {
+            plan: &self.plan,
+            element_bytes: (collection && is_default_element_bytes(&self.plan.element_bytes))
+                .then_some(self.plan.element_bytes),
+            batch_elements: (collection && is_default_batch(&self.plan.batch_elements))
+                .then_some(self.plan.batch_elements),
+            key_prefix: &self.key_prefix,
+            seed: self.seed,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// How a [`RecordedWriter`] is read back: field by field, so that an error names the field

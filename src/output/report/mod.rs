@@ -151,7 +151,11 @@ pub fn format_count(n: u64) -> String {
 /// suggesting UNLINK. One line per op and kind, its worst freeze. On a server built with glibc's
 /// malloc (`allocator` `libc`) a last line says that the background thread moves the free, not
 /// the whole freeze (docs/methodology.md: the main thread merges the freed chunks afterwards).
-pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<String> {
+pub fn avoidable_lines(
+    writes: &[WriteSummary],
+    allocator: Option<&str>,
+    no_unlink: bool,
+) -> Vec<String> {
     use crate::workload::lazyfree::{FreedBy, LAZYFREE_THRESHOLD, Removal, avoidable_by};
     let mut worst: Vec<(WriteOp, String, &WriteSummary)> = Vec::new();
     // Collections the server freed in the background: on a glibc build, not the end of it.
@@ -219,6 +223,12 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
             op.name()
         ));
         lines.push(match avoidable_by(removal, effort) {
+            // A server with UNLINK renamed away: its setting is all that is left.
+            Some(_) if no_unlink && removal == Removal::Delete => {
+                advised_background = true;
+                "  -> lazyfree-lazy-user-del yes would free it in the background (the server has no UNLINK)"
+                    .to_string()
+            }
             Some(advice) => {
                 advised_background = true;
                 format!("  -> {advice}")
@@ -256,8 +266,12 @@ pub fn avoidable_lines(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<
 
 /// The run's closing notes: [`avoidable_lines`], then [`pieces_lines`] (kept in run.json's
 /// `notes`, printed after the table in every format).
-pub fn closing_notes(writes: &[WriteSummary], allocator: Option<&str>) -> Vec<String> {
-    let mut notes = avoidable_lines(writes, allocator);
+pub fn closing_notes(
+    writes: &[WriteSummary],
+    allocator: Option<&str>,
+    no_unlink: bool,
+) -> Vec<String> {
+    let mut notes = avoidable_lines(writes, allocator, no_unlink);
     notes.extend(pieces_lines(writes));
     notes
 }

@@ -272,7 +272,7 @@ fn a_collections_main_thread_free_is_said_avoidable_and_a_strings_is_not() {
         hash(WriteOp::Unlink, 400.0, FreedBy::Background),
         hash(WriteOp::Expire, 5.0, FreedBy::Main),
     ];
-    let lines = avoidable_lines(&writes, Some("jemalloc-5.3.0"));
+    let lines = avoidable_lines(&writes, Some("jemalloc-5.3.0"), false);
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(
         lines[0].starts_with("1M hash delete froze others 410.0ms"),
@@ -282,22 +282,32 @@ fn a_collections_main_thread_free_is_said_avoidable_and_a_strings_is_not() {
         lines[1].contains("UNLINK (or lazyfree-lazy-user-del yes)"),
         "{lines:?}"
     );
+    // A server with UNLINK renamed away is told its setting only.
+    let no_unlink = avoidable_lines(&writes, Some("jemalloc-5.3.0"), true);
+    assert!(
+        no_unlink[1].contains("lazyfree-lazy-user-del yes") && !no_unlink[1].contains("UNLINK ("),
+        "{no_unlink:?}"
+    );
+    assert!(
+        no_unlink.iter().all(|l| l.chars().count() <= 100),
+        "{no_unlink:?}"
+    );
     // The same advice on a glibc build says what is left of the freeze after the op.
-    let glibc = avoidable_lines(&writes, Some("libc"));
+    let glibc = avoidable_lines(&writes, Some("libc"), false);
     assert_eq!(glibc.len(), 4, "{glibc:?}");
     assert_eq!(glibc[..2], lines[..]);
     assert!(glibc[2].contains("libc malloc"), "{glibc:?}");
     assert!(glibc.iter().all(|l| l.chars().count() <= 100), "{glibc:?}");
     // Background frees alone: said on a glibc build only.
     let background = [hash(WriteOp::Unlink, 4.0, FreedBy::Background)];
-    assert!(avoidable_lines(&background, Some("jemalloc-5.3.0")).is_empty());
-    let said = avoidable_lines(&background, Some("libc"));
+    assert!(avoidable_lines(&background, Some("jemalloc-5.3.0"), false).is_empty());
+    let said = avoidable_lines(&background, Some("libc"), false);
     assert!(
         said[0].starts_with("1 collection(s) freed in the background"),
         "{said:?}"
     );
     assert!(said.iter().all(|l| l.chars().count() <= 100), "{said:?}");
-    let expire = avoidable_lines(&[hash(WriteOp::Expire, 50.0, FreedBy::Main)], None);
+    let expire = avoidable_lines(&[hash(WriteOp::Expire, 50.0, FreedBy::Main)], None, false);
     assert!(expire[1].contains("lazyfree-lazy-expire yes"), "{expire:?}");
     // A string's delete: never UNLINK as the way out.
     let string = WriteSummary {
@@ -306,7 +316,7 @@ fn a_collections_main_thread_free_is_said_avoidable_and_a_strings_is_not() {
         ..summary(2, 40.0)
     };
     // Nothing takes a string off the main thread, so nothing is said of glibc either.
-    let lines = avoidable_lines(&[string], Some("libc"));
+    let lines = avoidable_lines(&[string], Some("libc"), false);
     assert_eq!(lines.len(), 2);
     assert!(
         lines

@@ -527,6 +527,7 @@ pub(super) fn run_json(
         notes: crate::output::report::closing_notes(
             &analysis.writes,
             meta.target.server.mem_allocator.as_deref(),
+            meta.target.server.no_unlink,
         ),
     }
 }

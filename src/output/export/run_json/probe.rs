@@ -165,6 +165,7 @@ pub(crate) mod sample {
             address: "127.0.0.1:40001".into(),
             embedded: true,
             binary: Some("/usr/bin/valkey-server".into()),
+            server_args: vec!["io-threads 2".into()],
             maxmemory_bytes: Some(1 << 30),
             proto_max_bulk_len_bytes: Some(512 << 20),
             save: Some("3600 1".into()),
@@ -185,6 +186,7 @@ pub(crate) mod sample {
             io_threads: Some(1),
             mem_allocator: Some("jemalloc-5.3.0".into()),
             local_pid: None,
+            no_unlink: false,
         };
         let host = HostInfo {
             hostname: Some("bench-host".into()),
