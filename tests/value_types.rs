@@ -257,7 +257,7 @@ fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
     // The limit bounds one argument, not a command: one HSET of 2000 fields and values of
     // 1 KiB (4 MiB) is taken under a limit of 1 MiB (it used to be refused).
     let mut big_command = common::probe_cmd();
-    big_command.args(&hash).args([
+    big_command.args(hash).args([
         "--elements",
         "2000",
         "--element-size",
