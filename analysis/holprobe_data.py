@@ -27,6 +27,7 @@ STALLS_CSV = "stalls.csv"
 SUMMARY_CSV = "summary.csv"
 RUN_JSON = "run.json"
 LOAD_TIMELINE_CSV = "load_timeline.csv"
+LOAD_WRITES_CSV = "load_writes.csv"
 # The column that names a row's node (host:port) in probes.csv, writes.csv, stalls.csv and
 # summary.csv of a run over several nodes; absent in runs recorded before them.
 NODE_COLUMN = "node"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The load timeline of a `probe load --out` run: throughput (requests per second, and MB/s on
 the right axis) and round-trip latency per second (p99 solid, p50 dashed, max dotted, on a log
-axis), with the writes of the run (writes.csv, when the load ran with --writer-sizes) shaded
+axis), with the writes of the run (load_writes.csv, when the load ran with --writer-sizes) shaded
 and labelled, and seconds that had errors marked. Reads load_timeline.csv (columns second,
 requests, bytes, p50_us, p99_us, max_us, errors; one line per server when a server column names
 several; other columns are ignored)."""
@@ -40,7 +40,7 @@ def render(args: argparse.Namespace) -> None:
     table = hd.Table(
         directory / hd.LOAD_TIMELINE_CSV,
         ["second", "requests", "p99_us"],
-        ["bytes", "p50_us", "max_us", "errors", "server"],
+        ["bytes", "p50_us", "max_us", "errors", "server", "start_us"],
     )
     if len(table) == 0:
         raise hd.InputError(f"{directory / hd.LOAD_TIMELINE_CSV}: no rows")
@@ -92,13 +92,19 @@ def render(args: argparse.Namespace) -> None:
     if table.has("errors"):
         handles.append(Line2D([], [], color=ERROR_COLOUR, marker="x", ls="none", label="a second with errors"))
 
-    # The writes, from writes.csv on the same clock.
-    writes_path = directory / hd.WRITES_CSV
+    # The writes, from load_writes.csv: their times are on the run clock, the timeline's seconds
+    # count from the load's start (each row's start_us is its second's start on the run clock).
+    writes_path = directory / hd.LOAD_WRITES_CSV
+    load_start_us = 0.0
+    if table.has("start_us"):
+        offsets = table.num("start_us") - second * 1e6
+        offsets = offsets[np.isfinite(offsets)]
+        load_start_us = float(np.min(offsets)) if len(offsets) else 0.0
     shown = 0
     if writes_path.is_file():
         writes = hd.Table(writes_path, ["op", "size_bytes", "start_us", "reply_us"])
-        starts = writes.num("start_us") / 1e6
-        replies = writes.num("reply_us") / 1e6
+        starts = (writes.num("start_us") - load_start_us) / 1e6
+        replies = (writes.num("reply_us") - load_start_us) / 1e6
         ops = writes.text("op")
         sizes = writes.num("size_bytes")
         label_transform = blended_transform_factory(ax_rate.transData, ax_rate.transAxes)
@@ -110,7 +116,10 @@ def render(args: argparse.Namespace) -> None:
                 ax.axvspan(starts[i], replies[i], color=WRITE_COLOUR, alpha=0.5, lw=0, zorder=0)
                 ax.axvline(starts[i], color=hd.OP_COLOURS.get(ops[i], "black"), lw=0.7, alpha=0.8, zorder=0.5)
             ax_rate.text(starts[i], 0.03, f"{ops[i]} {hd.size_label(sizes[i])}", transform=label_transform, rotation=90, ha="right", va="bottom", fontsize=7, color=hd.OP_COLOURS.get(ops[i], "black"))
-        handles.append(Patch(color=WRITE_COLOUR, alpha=0.5, label=f"write (start \u2192 reply), {shown} in writes.csv"))
+        handles.append(Patch(color=WRITE_COLOUR, alpha=0.5, label=f"write (start \u2192 reply), {shown} in {writes_path.name}"))
+        finite = starts[np.isfinite(starts)]
+        first = f" (the first at {float(np.min(finite)):.1f} s)" if len(finite) else ""
+        print(f"{shown} write(s) shaded, from {writes_path.name}{first}")
 
     ax_rate.set_ylabel("throughput (thousand requests/s)")
     ax_rate.set_ylim(bottom=0)

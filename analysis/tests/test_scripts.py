@@ -324,6 +324,26 @@ class Load(PictureChecks):
                 script("load.py", timeline.parent, "-o", real)
                 self.assert_picture(real)
 
+    def test_a_load_run_s_writes_are_shaded_at_their_seconds(self):
+        # As probe load writes them: load_writes.csv on the run clock, the timeline's seconds from
+        # the load's start (5 s into the run here, each row's start_us its second's start).
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Path(tmp) / "load"
+            run.mkdir()
+            with open(run / "load_timeline.csv", "w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["second", "requests", "bytes", "p50_us", "p99_us", "max_us", "errors", "server", "start_us"])
+                for second in range(6):
+                    writer.writerow([second, 1000, 2_000_000, 300, 900, 1500, 0, "all", 5_000_000 + second * 1_000_000])
+                writer.writerow([6, 0, 0, "", "", "", 3, "all", 11_000_000])
+            with open(run / "load_writes.csv", "w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["seq", "op", "size_bytes", "set_ms", "start_us", "reply_us", "ok"])
+                writer.writerow([1, "set", 8 << 20, 12.0, 8_200_000, 8_212_000, "true"])
+            result = script("load.py", run, "-o", Path(tmp) / "load.png")
+            self.assertIn("1 write(s) shaded, from load_writes.csv (the first at 3.2 s)", result.stdout)
+            self.assert_picture(Path(tmp) / "load.png")
+
     def test_several_servers_and_extra_columns(self):
         with tempfile.TemporaryDirectory() as tmp:
             run = Path(tmp) / "two"

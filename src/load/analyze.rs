@@ -188,8 +188,9 @@ pub struct WriteUnderLoad {
     pub second: u64,
     /// Seconds the write's window touches.
     pub seconds: u64,
-    /// Requests per second of the written server over those seconds.
-    pub rps_during: f64,
+    /// Requests per second of the written server over those seconds (empty when one of them
+    /// is not whole: the run ended in it, as when the server went).
+    pub rps_during: Option<f64>,
     /// Requests per second over the neighbouring seconds (one before, one after) that hold no
     /// write; empty when neither is available.
     pub rps_around: Option<f64>,
@@ -248,9 +249,9 @@ pub fn writes_under_load(
             let last = second_of(write.reply_us);
             let seconds = last - first + 1;
             let during: Option<Vec<u64>> = (first..=last).map(rps).collect();
-            let rps_during = during.as_ref().map_or(0.0, |d| {
-                d.iter().sum::<u64>() as f64 / d.len().max(1) as f64
-            });
+            let rps_during = during
+                .as_ref()
+                .map(|d| d.iter().sum::<u64>() as f64 / d.len().max(1) as f64);
             let neighbours: Vec<u64> = [first.checked_sub(1), Some(last + 1)]
                 .into_iter()
                 .flatten()
@@ -259,7 +260,9 @@ pub fn writes_under_load(
                 .collect();
             let rps_around = (!neighbours.is_empty() && during.is_some())
                 .then(|| neighbours.iter().sum::<u64>() as f64 / neighbours.len() as f64);
-            let lost = rps_around.map(|around| around - rps_during);
+            let lost = rps_around
+                .zip(rps_during)
+                .map(|(around, during)| around - during);
             WriteUnderLoad {
                 seq: write.seq,
                 op: write.op,
@@ -635,7 +638,7 @@ mod tests {
         assert_eq!(f.delayed_requests, 2);
         assert_eq!(f.unanswered_requests, 0);
         assert_eq!((f.second, f.seconds), (2, 1));
-        assert_eq!(f.rps_during, 800.0);
+        assert_eq!(f.rps_during, Some(800.0));
         assert_eq!(f.rps_around, Some(1000.0));
         assert_eq!(f.throughput_lost_pct, Some(20.0));
         assert_eq!(f.requests_lost, Some(200.0));
@@ -682,6 +685,14 @@ mod tests {
         let late = unloaded(&late, &rps);
         assert_eq!(late[0].rps_around, None);
         assert_eq!(late[0].throughput_lost_pct, None);
+        // Nor is its own rate known (it read 0 req/s when the server went in that second).
+        assert_eq!(late[0].rps_during, None);
+        assert_eq!(late[0].requests_lost, None);
+        assert!(
+            crate::load::report::write_line(&late[0], 1_000).contains("throughput: not known"),
+            "{}",
+            crate::load::report::write_line(&late[0], 1_000)
+        );
     }
 
     #[test]
@@ -690,7 +701,7 @@ mod tests {
         let rps = [1000, 700, 900, 1000];
         let found = unloaded(&writes, &rps);
         assert_eq!(found[0].seconds, 2);
-        assert_eq!(found[0].rps_during, 800.0);
+        assert_eq!(found[0].rps_during, Some(800.0));
         assert_eq!(found[0].rps_around, Some(1000.0));
         assert_eq!(found[0].requests_lost, Some(400.0));
     }

@@ -53,15 +53,18 @@ pub fn write_line(finding: &WriteUnderLoad, threshold_us: u64) -> String {
         0 => String::new(),
         n => format!(", {n} more without a reply"),
     };
-    let throughput = match (finding.rps_around, finding.throughput_lost_pct) {
-        (Some(around), Some(lost)) => format!(
-            "{:.0} req/s vs {around:.0} around: {lost:.1}% lost",
-            finding.rps_during
-        ),
-        _ => format!(
-            "{:.0} req/s (no write-free second around to compare)",
-            finding.rps_during
-        ),
+    let throughput = match (
+        finding.rps_during,
+        finding.rps_around,
+        finding.throughput_lost_pct,
+    ) {
+        (None, _, _) => "not known (the run ended during the write's seconds)".to_string(),
+        (Some(during), Some(around), Some(lost)) => {
+            format!("{during:.0} req/s vs {around:.0} around: {lost:.1}% lost")
+        }
+        (Some(during), _, _) => {
+            format!("{during:.0} req/s (no write-free second around to compare)")
+        }
     };
     let seconds = if finding.seconds > 1 {
         format!(
@@ -145,7 +148,7 @@ mod tests {
             delayed_requests: 50,
             second: 3,
             seconds: 1,
-            rps_during: 95_000.0,
+            rps_during: Some(95_000.0),
             rps_around: Some(98_000.0),
             throughput_lost_pct: Some(3.06),
             requests_lost: Some(3000.0),

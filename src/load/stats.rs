@@ -16,12 +16,13 @@ pub struct LoadSecondRow {
     pub requests: u64,
     /// Value bytes transferred (GET payloads received, SET values sent).
     pub bytes: u64,
-    /// Median round-trip latency, µs.
-    pub p50_us: u64,
-    /// 99th percentile round-trip latency, µs.
-    pub p99_us: u64,
-    /// Worst round-trip latency, µs.
-    pub max_us: u64,
+    /// Median round-trip latency, µs (empty in a second without an answered request: after
+    /// the server went, say).
+    pub p50_us: Option<u64>,
+    /// 99th percentile round-trip latency, µs (empty as `p50_us`).
+    pub p99_us: Option<u64>,
+    /// Worst round-trip latency, µs (empty as `p50_us`).
+    pub max_us: Option<u64>,
     /// Error replies and requests lost with a broken connection.
     pub errors: u64,
     /// `all`, or the server's `host:port` (per-server rows only with several `--url`).
@@ -58,9 +59,9 @@ impl LoadSecondRow {
             second,
             requests: agg.requests,
             bytes: agg.bytes,
-            p50_us: agg.quantile_us(0.5),
-            p99_us: agg.quantile_us(0.99),
-            max_us: agg.max_us(),
+            p50_us: (agg.requests > 0).then(|| agg.quantile_us(0.5)),
+            p99_us: (agg.requests > 0).then(|| agg.quantile_us(0.99)),
+            max_us: (agg.requests > 0).then(|| agg.max_us()),
             errors: agg.errors,
             server: server.to_string(),
             timeouts: agg.timeouts,
@@ -263,13 +264,15 @@ mod tests {
         );
         assert_eq!(a.hist.len(), 2);
         let row = LoadSecondRow::from_agg(3, "all", &a, 4_000_000, Some(12.34), None);
-        assert_eq!(row.max_us, 100);
+        assert_eq!(row.max_us, Some(100));
         assert_eq!(row.client_cpu_pct, Some(12.3));
     }
 
     #[test]
     fn timeline_columns_match_the_struct() {
         let row = LoadSecondRow::from_agg(0, "all", &SecondAgg::new(), 0, None, None);
+        // A second without an answered request has no latency (it read 0 µs).
+        assert_eq!((row.p50_us, row.p99_us, row.max_us), (None, None, None));
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.serialize(&row).unwrap();
         let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();

@@ -527,5 +527,7 @@ fn add_counts(row: &mut LoadSecondRow, agg: &SecondAgg) {
     row.timeouts += agg.timeouts;
     row.misses += agg.misses;
     row.delayed += agg.delayed;
-    row.max_us = row.max_us.max(agg.max_us());
+    if agg.requests > 0 {
+        row.max_us = Some(row.max_us.unwrap_or(0).max(agg.max_us()));
+    }
 }

@@ -324,7 +324,7 @@ pub(crate) mod tests {
             delayed_requests: 0,
             second: 0,
             seconds: 1,
-            rps_during: 0.0,
+            rps_during: Some(0.0),
             rps_around: None,
             throughput_lost_pct: None,
             requests_lost: None,

@@ -165,7 +165,7 @@ mod tests {
                 delayed_requests: 2,
                 second: 1,
                 seconds: 1,
-                rps_during: 990.5,
+                rps_during: Some(990.5),
                 rps_around: Some(1000.25),
                 throughput_lost_pct: Some(0.975),
                 requests_lost: Some(9.75),
