@@ -199,7 +199,17 @@ def render(args: argparse.Namespace) -> None:
         Line2D([], [], color="0.3", ls="none", marker="$\u00d7$", label=f"\u00d7 ratio of medians; verdict: probe compare's (threshold \u00d7{rules.get('threshold', '?')}, alpha {rules.get('alpha', '?')})"),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(args.title or f"Baseline vs candidate, large {args.op} writes, per size", fontsize=12)
+    # The pair's verdict, and what decided it outside this op's panels: the (size, op)s the
+    # candidate only failed or never reached (a regression the panels alone did not show).
+    overall = verdict_label(comparison) or "?"
+    lines = [args.title or f"Baseline vs candidate, large {args.op} writes, per size", f"probe compare: {overall.upper()}"]
+    for key, said in (("candidate_failed", "the candidate only failed"), ("candidate_unmeasured", "the candidate never reached")):
+        items = [str(item).splitlines()[0] for item in comparison.get(key) or []]
+        if items:
+            shown = "; ".join(items[:3]) + (f" (+{len(items) - 3} more)" if len(items) > 3 else "")
+            lines.append(f"{said}: {shown}"[:160])
+            print(f"{said}: {'; '.join(items)}")
+    fig.suptitle("\n".join(lines), fontsize=12 if len(lines) < 3 else 10, color=VERDICT_COLOURS.get(overall, "black") if overall == "regression" else "black")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     hd.save(fig, out)
 

@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Callable
@@ -19,6 +20,11 @@ matplotlib.use("Agg")  # headless: the scripts only ever write files
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+# Output into a closed pipe (`script ... | head`) ends the script quietly, as it does a Unix
+# tool, instead of a BrokenPipeError traceback.
+if hasattr(signal, "SIGPIPE"):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 # The exports' file names (docs/exports.md).
 PROBES_CSV = "probes.csv"

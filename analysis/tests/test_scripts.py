@@ -268,6 +268,20 @@ class Compare(PictureChecks):
             line = next(l for l in edited.stdout.splitlines() if l.startswith("set_ms") and f" {hd_size(first['size_bytes'])} " in l)
             self.assertTrue(line.endswith("  regression"), line)
 
+    def test_what_the_candidate_failed_is_in_the_picture_s_title(self):
+        # A regression decided by a size the candidate only failed (no row in any panel).
+        base, cand = self.runs()
+        report = self.probe_json(base, cand)
+        report["comparisons"][0]["verdict"] = "regression"
+        report["comparisons"][0]["candidate_failed"] = ["set 32M: OOM command not allowed when used memory > 'maxmemory'."]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "verdicts.json"
+            path.write_text(json.dumps(report))
+            result = script("compare.py", base, cand, "--verdicts", path, "-o", Path(tmp) / "f.png")
+            self.assertIn("verdicts of probe compare: regression", result.stdout)
+            self.assertIn("the candidate only failed: set 32M: OOM", result.stdout)
+            self.assert_picture(Path(tmp) / "f.png")
+
     def test_verdicts_of_other_runs_or_not_probe_compare_are_refused(self):
         base, cand = self.runs()
         report = self.probe_json(base, cand)
