@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ("baseline", {"help": "the baseline's probe --out directory"}),
         ("candidate", {"help": "the candidate's probe --out directory"}),
     )
-    parser.add_argument("--op", default="set", choices=["set", "overwrite", "delete", "command"], help="which write events to compare (default: set)")
+    parser.add_argument("--op", default="set", choices=["set", "build", "overwrite", "read", "delete", "unlink", "expire", "evict", "command"], help="which write events to compare (default: set; a collection run's are build, read, delete, ...)")
     parser.add_argument("--verdicts", metavar="FILE.json", help="`probe compare BASELINE CANDIDATE --format json` output to draw (without it the script runs that command)")
     parser.add_argument("--probe", metavar="PATH", help="the probe binary to run for the verdicts (default: $PROBE, probe on PATH, target/release/probe, target/debug/probe)")
     return hd.parse_chart_args(parser, argv)
@@ -146,6 +146,9 @@ def render(args: argparse.Namespace) -> None:
         report, source = run_probe_compare(find_probe(args.probe), args.baseline, args.candidate), "probe compare"
     comparison, rows = comparison_rows(report, base_meta, cand_meta, source)
     shared = sorted(size for size, op in rows if op == args.op)
+    # probe compare's name of each value: `hash 100k` for a collection, where its size in bytes
+    # (3125K) says nothing; a string's size as before.
+    label = {size: str(rows[(size, args.op)].get("value") or hd.size_label(size)) for size in shared}
     if not shared:
         raise hd.InputError(f"{source}: no '{args.op}' rows for {args.baseline} and {args.candidate}")
 
@@ -179,10 +182,10 @@ def render(args: argparse.Namespace) -> None:
             text = f"\u00d7{ratio:.2f}\n{shown_word}" if np.isfinite(ratio) else shown_word
             ax.annotate(text, xy=(i, 1.0), xycoords=("data", "axes fraction"), xytext=(0, -4), textcoords="offset points", ha="center", va="top", fontsize=7.5, color=VERDICT_COLOURS.get(word, "black"))
             fmt = lambda v: f"{np.median(v):8.2f} ({v.min():.2f}-{v.max():.2f})" if len(v) else f"{'n/a':>8}"
-            print(f"{metric:<13} {hd.size_label(size):>5} {fmt(b):>24} {fmt(c):>24} {ratio:7.2f}  {shown}")
+            print(f"{metric:<13} {label[size]:>5} {fmt(b):>24} {fmt(c):>24} {ratio:7.2f}  {shown}")
         ax.set_yscale("log")
         ax.set_xticks(positions)
-        ax.set_xticklabels([hd.size_label(s) for s in shared])
+        ax.set_xticklabels([label[s] for s in shared])
         ax.set_xlim(-0.6, len(shared) - 0.4)
         low, high = ax.get_ylim()
         ax.set_ylim(low, high * 6)  # head room for the verdicts
