@@ -1,7 +1,8 @@
 //! Analyses a recorded run again from its raw timelines, through holprobe's library: reads an
 //! `--out` directory's probes.csv and writes.csv, feeds them to the correlator, and rewrites
 //! what derives from them: stalls.csv, summary.csv, timeline.csv, probes.hlog and the findings
-//! in run.json. The raw files are not touched.
+//! in run.json (with `options.stall_threshold_us` when `--stall-threshold` is given, so every
+//! reader sees the threshold the files are at). The raw files are not touched.
 //!
 //! Use it after a change to the correlator (the shipped runs in data/ were brought up to date
 //! with it), or to look at a run with another `--stall-threshold`.
@@ -179,6 +180,11 @@ fn run(args: &Args) -> Result<()> {
         .context("run.json is not an object")?;
     for (key, value) in findings.as_object().context("findings")? {
         object.insert(key.clone(), value.clone());
+    }
+    // The threshold the files are now at: timeline.py, nodes.py and probe compare read it here
+    // (they said 1 ms of a run reanalysed at 2).
+    if let Some(options) = object.get_mut("options").and_then(|o| o.as_object_mut()) {
+        options.insert("stall_threshold_us".into(), threshold_us.into());
     }
     object.insert("stalls_found".into(), analysis.stalls.len().into());
     let total: f64 = analysis.stalls.iter().map(|s| s.duration_ms).sum();

@@ -184,3 +184,28 @@ fn observe_example_catches_an_injected_debug_sleep() {
         "{stdout}"
     );
 }
+
+/// `reanalyze --stall-threshold` writes the threshold it used into run.json, beside the findings
+/// it rewrote (timeline.py and probe compare read it there: they said 1 ms of a run reanalysed
+/// at 2).
+#[test]
+fn reanalyze_records_its_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/redis-7.0-get-sample/get-del");
+    for file in std::fs::read_dir(&shipped).unwrap() {
+        let path = file.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, run.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    run_ok(example("reanalyze").arg(&run).args(["--stall-threshold", "2ms"]));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["options"]["stall_threshold_us"], 2000, "{}", meta["options"]);
+    // Every stall it kept is at least that long.
+    for stall in meta["stalls"].as_array().unwrap() {
+        assert!(stall["duration_ms"].as_f64().unwrap() >= 2.0, "{stall}");
+    }
+}
