@@ -96,6 +96,9 @@ def run_dir(path: str, *needed: str) -> Path:
         raise InputError(f"run directory '{path}': no such directory")
     for name in needed:
         if not (directory / name).is_file():
+            runs = sorted(p.name for p in directory.iterdir() if (p / name).is_file())
+            if runs:
+                raise InputError(f"run directory '{path}': no {name} there, but {', '.join(runs)} each hold one (the --out of several --server-bin): name one of them")
             raise InputError(f"run directory '{path}': no {name} there (is it a probe --out directory?)")
     return directory
 

@@ -81,8 +81,12 @@ def render(args: argparse.Namespace) -> None:
         except hd.InputError:
             pass  # --node named one: the picture does not need to know which was written
     probes = hd.node_table(directory, hd.PROBES_CSV, ["thread", "intended_us", "latency_us", "ok"], node=node, meta=meta)
+    kept = (meta.get("options") or {}).get("probes")
+    if len(probes) == 0 and kept in ("delayed", "none"):
+        raise hd.InputError(f"{directory / hd.PROBES_CSV}: no probe rows (the run kept {kept} probes: --probes {kept}); nothing to draw")
     if node is not None and len(probes) == 0:
-        raise hd.InputError(f"--node {node}: no probes of that node in {directory / hd.PROBES_CSV}")
+        which = f"--node {node}" if args.node else f"the written node {node}"
+        raise hd.InputError(f"{which}: no probes of that node in {directory / hd.PROBES_CSV}")
     writes = hd.Table(directory / hd.WRITES_CSV, ["seq", "op", "size_bytes", "start_us", "sent_us", "reply_us"])
     stalls_path = directory / hd.STALLS_CSV
     stalls = hd.node_table(directory, hd.STALLS_CSV, ["start_us", "end_us", "duration_ms"], node=node, meta=meta) if stalls_path.is_file() else None
@@ -181,7 +185,8 @@ def render(args: argparse.Namespace) -> None:
             rasterized=True,
             zorder=2,
         )
-        handles.append(Line2D([], [], linestyle="none", marker="o", markersize=5, color=colour, label=f"probe thread {tid} ({int(mine.sum())} probes)"))
+        only = " delayed" if kept == "delayed" else ""
+        handles.append(Line2D([], [], linestyle="none", marker="o", markersize=5, color=colour, label=f"probe thread {tid} ({int(mine.sum())}{only} probes)"))
     failed = visible & ~(ok & np.isfinite(latency_ms))
     if failed.any():
         ax.plot(t[failed], np.full(int(failed.sum()), y_max / 1.4), linestyle="none", marker="x", markersize=4, color="black", zorder=3)

@@ -593,6 +593,32 @@ fn bad_directories_missing_files_and_mismatched_runs_exit_2() {
     )
     .unwrap();
     expect_2(&[&compare, &os(&good), &os(&mixed)], &["disagree"]);
+    // A summary.csv whose rows are all of another server (another run's embedded server).
+    let foreign = copy("foreign");
+    let summary = fs::read_to_string(foreign.join("summary.csv")).unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(foreign.join("run.json")).unwrap()).unwrap();
+    let address = meta["server"]["address"].as_str().unwrap().to_string();
+    assert!(summary.contains(&address), "{summary}");
+    fs::write(
+        foreign.join("summary.csv"),
+        summary.replace(&address, "127.0.0.1:1"),
+    )
+    .unwrap();
+    expect_2(
+        &[&compare, &os(&good), &os(&foreign)],
+        &["rows are of 127.0.0.1:1", "different runs"],
+    );
+    // The --out of several --server-bin: its runs are named.
+    let parent = tmp.path().join("several");
+    fs::create_dir_all(parent.join("redis-7.0")).unwrap();
+    for file in ["run.json", "summary.csv", "writes.csv"] {
+        fs::copy(good.join(file), parent.join("redis-7.0").join(file)).unwrap();
+    }
+    expect_2(
+        &[&compare, &os(&good), &os(&parent)],
+        &["redis-7.0", "several --server-bin"],
+    );
 
     // Mismatched runs: no size in common.
     let other = tmp.path().join("other");

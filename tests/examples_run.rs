@@ -193,17 +193,26 @@ fn reanalyze_records_its_threshold() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     std::fs::create_dir(&run).unwrap();
-    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/redis-7.0-get-sample/get-del");
+    let shipped =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/redis-7.0-get-sample/get-del");
     for file in std::fs::read_dir(&shipped).unwrap() {
         let path = file.unwrap().path();
         if path.is_file() {
             std::fs::copy(&path, run.join(path.file_name().unwrap())).unwrap();
         }
     }
-    run_ok(example("reanalyze").arg(&run).args(["--stall-threshold", "2ms"]));
+    run_ok(
+        example("reanalyze")
+            .arg(&run)
+            .args(["--stall-threshold", "2ms"]),
+    );
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
-    assert_eq!(meta["options"]["stall_threshold_us"], 2000, "{}", meta["options"]);
+    assert_eq!(
+        meta["options"]["stall_threshold_us"], 2000,
+        "{}",
+        meta["options"]
+    );
     // Every stall it kept is at least that long.
     for stall in meta["stalls"].as_array().unwrap() {
         assert!(stall["duration_ms"].as_f64().unwrap() >= 2.0, "{stall}");

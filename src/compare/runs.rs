@@ -234,6 +234,20 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
     // other servers, not more repeats).
     let nodes: Vec<SummaryNode> = read_csv(&dir.join(SUMMARY_CSV), &[]).map_err(&bad)?;
     let summarised: Vec<u32> = summary.iter().map(|row| row.seq).collect();
+    // Rows that all name another server than the one this run wrote to are another run's
+    // (its embedded server had another port): said so, not "no successful writes".
+    if let Some(written) = meta.written_node.as_deref()
+        && !nodes.is_empty()
+        && nodes.iter().all(|n| !n.is_written(Some(written)))
+    {
+        let mut named: Vec<&str> = nodes.iter().filter_map(|n| n.node.as_deref()).collect();
+        named.sort_unstable();
+        named.dedup();
+        return Err(bad(format!(
+            "{SUMMARY_CSV}'s rows are of {}, not of {written}, the server run.json says this run wrote to: the files come from different runs",
+            named.join(", ")
+        )));
+    }
     let summary: Vec<WriteSummary> = summary
         .into_iter()
         .zip(nodes)
@@ -421,6 +435,24 @@ fn read_run_json(dir: &Path) -> Result<(RunMeta, Expected), String> {
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            // The --out of several --server-bin holds one run per binary, each in its own
+            // directory: name them.
+            let mut runs: Vec<String> = fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.join(RUN_JSON).is_file())
+                        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            runs.sort();
+            if !runs.is_empty() {
+                return Err(format!(
+                    "no {RUN_JSON} there, but its directories {} each hold a run (the --out of several --server-bin): name one of them",
+                    runs.join(", ")
+                ));
+            }
             return Err(format!("no {RUN_JSON} there: not a probe --out directory"));
         }
         Err(err) => return Err(format!("cannot read {RUN_JSON}: {err}")),
