@@ -740,13 +740,19 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
 }
 
 /// A `--server-arg` setting as run.json records it: the value of one that holds a secret
-/// (`requirepass`, `masterauth`, `user` with its ACL rules) shown `***`.
+/// (`requirepass`, `masterauth`, `user` with its ACL rules, a TLS key's passphrase) shown `***`.
 pub fn redacted_setting(setting: &str) -> String {
     let trimmed = setting.trim();
     let name = trimmed.split_whitespace().next().unwrap_or("");
-    if ["requirepass", "masterauth", "user"]
-        .iter()
-        .any(|secret| name.eq_ignore_ascii_case(secret))
+    if [
+        "requirepass",
+        "masterauth",
+        "user",
+        "tls-key-file-pass",
+        "tls-client-key-file-pass",
+    ]
+    .iter()
+    .any(|secret| name.eq_ignore_ascii_case(secret))
     {
         format!("{name} ***")
     } else {

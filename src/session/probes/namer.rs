@@ -23,8 +23,11 @@ pub(super) struct Namer {
     /// The run's key prefix: a key outside it that the server removed during a write's stall
     /// is not the write's doing.
     pub(super) own_prefix: Vec<u8>,
-    /// One line per write whose window held such a removal, for the run's warnings.
+    /// One line per write whose window held such a removal (its first such stall), for the
+    /// run's warnings.
     pub(super) foreign: Vec<String>,
+    /// The writes flagged so far (the lines leave `foreign` as they are filed).
+    pub(super) flagged: std::collections::BTreeSet<u32>,
 }
 
 /// How long a stall waits for the slow-log poll after its end, µs (a poll comes every 250 ms).
@@ -109,7 +112,10 @@ impl Namer {
                 let foreign: Vec<&RemovedKey> = removed_during(span, removed)
                     .filter(|r| !r.key.starts_with(&self.own_prefix))
                     .collect();
-                if let Some(label) = label_of(foreign) {
+                if !self.flagged.contains(&seq)
+                    && let Some(label) = label_of(foreign)
+                {
+                    self.flagged.insert(seq);
                     self.foreign.push(format!(
                         "write {seq}: a stall of {:.1} ms in its window came with the server's removal of a key not the run's ({label}): its figures (hol_delay_ms, stall_ms) include that freeze (stalls.csv server_key)",
                         stall.duration_ms
