@@ -1195,6 +1195,11 @@ fn force_takes_the_old_run_s_files_with_it() {
             !dir.path().join(name).exists(),
             "{name} left beside the new run"
         );
+        // Kept aside, not lost.
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("replaced").join(name)).unwrap(),
+            "old\n"
+        );
     }
     assert_eq!(
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),

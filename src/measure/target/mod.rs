@@ -742,21 +742,61 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
 /// A `--server-arg` setting as run.json records it: the value of one that holds a secret
 /// (`requirepass`, `masterauth`, `user` with its ACL rules, a TLS key's passphrase) shown `***`.
 pub fn redacted_setting(setting: &str) -> String {
-    let trimmed = setting.trim();
-    let name = trimmed.split_whitespace().next().unwrap_or("");
-    if [
-        "requirepass",
-        "masterauth",
-        "user",
-        "tls-key-file-pass",
-        "tls-client-key-file-pass",
-    ]
-    .iter()
-    .any(|secret| name.eq_ignore_ascii_case(secret))
-    {
-        format!("{name} ***")
-    } else {
-        trimmed.to_string()
+    // Every word after a secret's name is hidden until the next `--name` (redis-server takes
+    // `"io-threads 2 --requirepass pw"` as two settings), whatever the name's dashes, case or
+    // spelling (`masterauth`, Valkey's `primaryauth`).
+    let secret = |word: &str| {
+        let name = word
+            .trim_start_matches('-')
+            .to_ascii_lowercase()
+            .replace('_', "-");
+        name == "requirepass"
+            || name == "user"
+            || name.ends_with("auth")
+            || name.ends_with("pass")
+            || name.contains("password")
+    };
+    let mut hiding = false;
+    let mut out: Vec<String> = Vec::new();
+    for (index, word) in setting.split_whitespace().enumerate() {
+        if index == 0 || word.starts_with("--") {
+            hiding = secret(word);
+            out.push(word.to_string());
+        } else if hiding {
+            if out.last().map(String::as_str) != Some("***") {
+                out.push("***".into());
+            }
+        } else {
+            out.push(word.to_string());
+        }
+    }
+    out.join(" ")
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::redacted_setting;
+
+    #[test]
+    fn every_form_of_a_secret_setting_is_hidden() {
+        for (given, shown) in [
+            ("requirepass pw", "requirepass ***"),
+            ("--requirepass pw", "--requirepass ***"),
+            ("REQUIREPASS pw", "REQUIREPASS ***"),
+            ("masterauth pw", "masterauth ***"),
+            ("primaryauth pw", "primaryauth ***"),
+            (
+                "io-threads 2 --requirepass pw",
+                "io-threads 2 --requirepass ***",
+            ),
+            ("user alice on >pw ~* +@all", "user ***"),
+            ("tls-key-file-pass pw", "tls-key-file-pass ***"),
+            ("io-threads 2", "io-threads 2"),
+        ] {
+            let got = redacted_setting(given);
+            assert_eq!(got, shown, "{given}");
+            assert!(!got.contains("pw"), "{given}: {got}");
+        }
     }
 }
 

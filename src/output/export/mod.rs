@@ -99,6 +99,9 @@ impl Drop for OutDirLock {
     }
 }
 
+/// Where `--force` moves the run it replaces (the last one only).
+pub const REPLACED_DIR: &str = "replaced";
+
 /// A file of [`RESERVE_BYTES`] a run keeps in its `--out` while it goes: when the disk fills,
 /// the first export write that fails removes it ([`release_reserve`]), so the run.json that
 /// says the run failed, and why, still fits. Removed at the end of every run.
@@ -170,26 +173,40 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<OutDirLock> {
         .into());
     }
     if force {
-        // A replaced run takes its files with it: a calibration.json or a load's files left
-        // beside a new main run made the directory read as the old kind of run (compare refused
-        // it) or drew the old run's rows under the new run.json.
-        for name in EXPORT_FILES {
-            for file in [dir.join(name), dir.join(format!("{name}.tmp"))] {
-                match fs::remove_file(&file) {
-                    Ok(()) => {}
-                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(err) => {
-                        return Err(UsageError::invalid(
-                            "--out",
-                            &shown,
-                            format!(
-                                "--force cannot remove the old run's {} ({err})",
-                                file.display()
-                            ),
-                        )
-                        .into());
+        // A replaced run's files leave the directory, so that none is read as the new run's (a
+        // calibration.json left beside a new main run made compare refuse it), but into
+        // `replaced/`, not away: a run that then fails before it starts (a mistyped --url, a
+        // plan the server refuses) must not have cost the old one. Only the last replaced run
+        // is kept there.
+        let found: Vec<PathBuf> = EXPORT_FILES
+            .iter()
+            .flat_map(|name| [dir.join(name), dir.join(format!("{name}.tmp"))])
+            .filter(|file| file.is_file())
+            .collect();
+        if !found.is_empty() {
+            let kept = dir.join(REPLACED_DIR);
+            let moved = (|| -> std::io::Result<()> {
+                if kept.is_dir() {
+                    fs::remove_dir_all(&kept)?;
+                }
+                fs::create_dir(&kept)?;
+                for file in &found {
+                    if let Some(name) = file.file_name() {
+                        fs::rename(file, kept.join(name))?;
                     }
                 }
+                Ok(())
+            })();
+            if let Err(err) = moved {
+                return Err(UsageError::invalid(
+                    "--out",
+                    &shown,
+                    format!(
+                        "--force cannot move the old run's files to {} ({err})",
+                        kept.display()
+                    ),
+                )
+                .into());
             }
         }
     }
