@@ -577,6 +577,41 @@ fn a_key_the_model_cannot_price_is_said_so() {
             .any(|w| w.as_str().unwrap().contains("zset skiplist: 1")),
         "{meta}"
     );
+    // Where the server frees every removal in the background (Valkey 8+'s defaults), the
+    // zset's DEL, expiry and overwrite are 0 by the server's rule: it is still unpriced.
+    for setting in [
+        "lazyfree-lazy-user-del",
+        "lazyfree-lazy-expire",
+        "lazyfree-lazy-server-del",
+        "lazyfree-lazy-eviction",
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(setting)
+            .arg("yes")
+            .query(&mut conn)
+            .unwrap();
+    }
+    let out = dir.path().join("scan-lazyfree");
+    let (code, _, stderr) = common::probe_keys(&[
+        "--url",
+        &server.url(),
+        "--model",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(
+            "1 key(s) of a type or encoding the model has no entry for (zset skiplist: 1)"
+        ),
+        "{stderr}"
+    );
+    let rows = common::read_csv(&out.join("keys.csv"));
+    let zset = rows.iter().find(|r| r["key"] == "big:zset").unwrap();
+    assert_eq!(zset["delete_ms"].parse::<f64>().ok(), Some(0.0), "{zset:?}");
+    assert_eq!(zset["worst_ms"], "", "{zset:?}");
 }
 
 /// 400k keys: a release build scanned 100k in under the 2.5 s the test waits, and ended

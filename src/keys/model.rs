@@ -483,6 +483,11 @@ pub struct Predicted {
     pub basis: Arc<str>,
     /// True when it rests on a provisional entry.
     pub provisional: bool,
+    /// True when a model entry gave the figure; false where nothing did (no entry) or where
+    /// only the server's rule did (a background free of a type the model has no entry for,
+    /// put at 0), so such a key still counts as one the model could not price.
+    #[serde(skip)]
+    pub modelled: bool,
 }
 
 /// Every op predicted for one key.
@@ -503,8 +508,9 @@ pub struct Prediction {
 }
 
 impl Prediction {
-    /// Whether the model priced any op [`Self::worst_ms`] takes (a type or encoding with no
-    /// entry in it: none; an UNLINK sent to the background is 0 without an entry).
+    /// Whether a model entry priced any op [`Self::worst_ms`] takes (a type or encoding with
+    /// no entry in it: none, even where the server's lazyfree settings send its removals to
+    /// the background, which are then put at 0 by rule).
     pub fn priced(&self) -> bool {
         [
             &self.delete,
@@ -514,7 +520,7 @@ impl Prediction {
             &self.read,
         ]
         .iter()
-        .any(|p| p.freeze_ms.is_some())
+        .any(|p| p.modelled)
     }
 
     /// The worst freeze any op would cause, ms.
@@ -575,6 +581,7 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
                     freed_by: thread,
                     basis: Arc::from("background"),
                     provisional: false,
+                    modelled: false,
                 },
             };
         }
@@ -612,6 +619,7 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
                         freed_by: thread,
                         basis: Arc::from(""),
                         provisional: entry.source == Source::Provisional,
+                        modelled: true,
                     }
                 } else {
                     priced(entry, shape, "")
@@ -632,6 +640,7 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
                 freed_by: thread,
                 basis: Arc::from("no model entry"),
                 provisional: false,
+                modelled: false,
             },
         }
     };
@@ -652,6 +661,7 @@ fn priced(entry: &CostEntry, shape: &KeyShape, basis: &str) -> Predicted {
         freed_by: entry.freed_by,
         basis: Arc::from(basis),
         provisional: entry.source == Source::Provisional,
+        modelled: true,
     }
 }
 
