@@ -1179,6 +1179,14 @@ fn force_takes_the_old_run_s_files_with_it() {
         std::fs::write(dir.path().join(name), "old\n").unwrap();
     }
     std::fs::write(dir.path().join("notes.txt"), "mine\n").unwrap();
+    // The old run's sub-runs (a --refit's model and type runs, a replay's, one per
+    // --server-bin) go too; a directory of the user's own stays.
+    std::fs::write(dir.path().join("model.json"), "old\n").unwrap();
+    let subs = ["hash", "replay-2", "redis-7.0.15"];
+    for sub in subs.iter().chain(&["mine"]) {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+        std::fs::write(dir.path().join(sub).join("run.json"), "old\n").unwrap();
+    }
     let output = probe_cmd()
         .args(["--duration", "1s", "--force", "--out"])
         .arg(dir.path())
@@ -1205,6 +1213,13 @@ fn force_takes_the_old_run_s_files_with_it() {
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
         "mine\n"
     );
+    assert!(!dir.path().join("model.json").exists());
+    assert!(dir.path().join("replaced/model.json").is_file());
+    for sub in subs {
+        assert!(!dir.path().join(sub).exists(), "{sub} left beside the new run");
+        assert!(dir.path().join("replaced").join(sub).join("run.json").is_file());
+    }
+    assert!(dir.path().join("mine/run.json").is_file());
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap())
             .unwrap();

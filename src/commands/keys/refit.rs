@@ -39,7 +39,7 @@ pub const REFIT_STRING_SIZES: &str = "16M,64M";
 /// The quiet gap around each op.
 pub const REFIT_GAP: &str = "200ms";
 /// The model file written into `--out`.
-pub const MODEL_JSON: &str = "model.json";
+pub use crate::output::export::MODEL_JSON;
 
 /// The fewest elements `--refit-elements` takes (the hostile trial's `--refit-elements 1`
 /// fitted a list read of 5898 ms per MiB).

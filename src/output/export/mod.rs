@@ -63,6 +63,8 @@ pub const LOAD_WRITES_CSV: &str = "load_writes.csv";
 pub const KEYS_CSV: &str = "keys.csv";
 /// `probe keys --replay`: one row per key replayed, predicted against measured.
 pub const REPLAY_CSV: &str = "replay.csv";
+/// `probe keys --refit`: the fitted cost model.
+pub const MODEL_JSON: &str = "model.json";
 
 /// Every file a run of any command writes to its directory: one of them there means the
 /// directory holds (part of) a run, whichever command made it and however far it got.
@@ -81,7 +83,54 @@ pub const EXPORT_FILES: &[&str] = &[
     LOAD_WRITES_CSV,
     KEYS_CSV,
     REPLAY_CSV,
+    MODEL_JSON,
 ];
+
+/// The sub-runs a run keeps in directories of its `--out`, by the names the tool gives them
+/// (`--refit`'s one per value type, `--replay`'s `replay-N`, one per `--server-bin`
+/// `redis-7.0.15`/`valkey-9.1.2-2`), that hold a run's file. A directory of another name (a
+/// user's own run kept there) is left alone.
+fn sub_runs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_sub_run_name)
+        })
+        .filter(|p| p.is_dir() && !p.is_symlink())
+        .filter(|p| EXPORT_FILES.iter().any(|name| p.join(name).is_file()))
+        .collect()
+}
+
+/// Whether `name` is one the tool gives a sub-run's directory.
+fn is_sub_run_name(name: &str) -> bool {
+    const TYPES: [&str; 6] = ["string", "hash", "list", "set", "zset", "stream"];
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if TYPES.contains(&name) {
+        return true;
+    }
+    if let Some(rank) = name.strip_prefix("replay-") {
+        return digits(rank);
+    }
+    // <flavor>-<major>.<minor>.<patch>[-<n>]
+    let Some((flavor, version)) = name.split_once('-') else {
+        return false;
+    };
+    let (version, again) = match version.split_once('-') {
+        Some((v, n)) => (v, Some(n)),
+        None => (version, None),
+    };
+    !flavor.is_empty()
+        && flavor.bytes().all(|b| b.is_ascii_lowercase())
+        && version.split('.').count() == 3
+        && version.split('.').all(digits)
+        && again.is_none_or(digits)
+}
 
 /// An `--out` directory held by one run: an exclusive `flock` on the directory itself, so that
 /// a second run into it is refused while this one lasts. Released when dropped, and by the
@@ -177,12 +226,14 @@ pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<OutDirLock> {
         // calibration.json left beside a new main run made compare refuse it), but into
         // `replaced/`, not away: a run that then fails before it starts (a mistyped --url, a
         // plan the server refuses) must not have cost the old one. Only the last replaced run
-        // is kept there.
-        let found: Vec<PathBuf> = EXPORT_FILES
+        // is kept there. Its sub-runs' directories go with it (a --refit's type runs left
+        // beside a new main run were listed by compare as runs of it).
+        let mut found: Vec<PathBuf> = EXPORT_FILES
             .iter()
             .flat_map(|name| [dir.join(name), dir.join(format!("{name}.tmp"))])
             .filter(|file| file.is_file())
             .collect();
+        found.extend(sub_runs(dir));
         if !found.is_empty() {
             let kept = dir.join(REPLACED_DIR);
             let moved = (|| -> std::io::Result<()> {
@@ -339,5 +390,36 @@ mod failed_write_tests {
             failing.starts_with("1 write(s) failed") && failing.contains("OOM"),
             "{failing}"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_sub_run_name;
+
+    #[test]
+    fn sub_run_directories_are_known_by_the_names_the_tool_gives_them() {
+        for name in [
+            "hash",
+            "zset",
+            "string",
+            "replay-3",
+            "redis-7.0.15",
+            "valkey-9.1.2-2",
+        ] {
+            assert!(is_sub_run_name(name), "{name}");
+        }
+        for name in [
+            "mine",
+            "replay-",
+            "replay-x",
+            "redis-7.0",
+            "redis-7.0.15-x",
+            "Redis-7.0.15",
+            "-7.0.15",
+            "replaced",
+        ] {
+            assert!(!is_sub_run_name(name), "{name}");
+        }
     }
 }
