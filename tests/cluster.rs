@@ -219,11 +219,19 @@ fn redis_6_master_with_a_replica() {
         .arg(&bin)
         .args(["--replicas", "1", "--writer-sizes", "16M", "--out"])
         .arg(&out)
+        .args(["--server-arg", "hz 20"])
         .timeout(Duration::from_secs(120))
         .assert()
         .success();
     let run = read_json(&out.join("run.json"));
     assert_eq!(run["topology"]["kind"], "standalone");
+    // The settings the tool started its servers with are recorded, as for one server.
+    assert_eq!(
+        run["server"]["server_args"],
+        serde_json::json!(["hz 20"]),
+        "{}",
+        run["server"]
+    );
     let nodes = topology_nodes(&run);
     assert_eq!(nodes.len(), 2, "{}", run["topology"]);
     let summary = read_csv(&out.join("summary.csv"));

@@ -536,10 +536,13 @@ fn the_servers_busy_time_is_read_around_each_write() {
     let delete = row(&summary, "delete", 0);
     let held = ms(delete, "hol_delay_ms");
     let busy = read_us_as_ms(delete, "server_cpu_run_us");
+    // On a busy host the thread also waits for a CPU: it ran or waited about the freeze (a CI
+    // run beside other work: others held 237 ms, the thread ran 121 ms).
+    let waited = read_us_as_ms(delete, "server_cpu_wait_us");
     assert!(held >= 20.0, "a 300k hash's DEL held others {held} ms");
     assert!(
-        busy >= 0.7 * held && busy <= 1.5 * held + 10.0,
-        "the DEL held others {held} ms, the server's main thread ran {busy} ms in its window"
+        busy + waited >= 0.7 * held && busy + waited <= 1.5 * held + 10.0,
+        "the DEL held others {held} ms, the server's main thread ran {busy} ms and waited {waited} ms for a CPU in its window"
     );
     // The quiet pace over the DEL's readings: the probes' PINGs in the gap before it, a small
     // part of the DEL's busy time at the default rate (about 6% of a core here); none for the

@@ -63,6 +63,10 @@ impl Deployment {
                 // The tool's own servers: it may tune them, as its single embedded one.
                 target.server.embedded = true;
                 target.server.binary = Some(cluster.binary().path.display().to_string());
+                target.server.server_args = extra_args
+                    .iter()
+                    .map(|a| crate::measure::target::redacted_setting(a))
+                    .collect();
                 (target, Some(cluster))
             }
             _ => (open_target(spec)?, None),
