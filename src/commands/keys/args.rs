@@ -90,7 +90,7 @@ pub struct KeysArgs {
     /// Instead of scanning: refit the cost model on a server started from --server-bin, from
     /// the tool's own measured ops (each type built, read, deleted, unlinked, expired,
     /// overwritten and evicted under the probes), and write it to --out as model.json
-    /// (--format json prints it). About a minute with the defaults.
+    /// (--format json prints it). About two minutes with the defaults.
     #[arg(long)]
     pub refit: bool,
 

@@ -49,6 +49,9 @@ pub(super) struct LoadCollector {
     load_start_us: u64,
     slots: Vec<SecondSlot>,
     finals: Vec<FinalSecond>,
+    /// The last final second's figures, per server and for all: replies drained after the
+    /// load's end join them, and its row's latencies are read again from them.
+    last_aggs: Option<(Vec<SecondAgg>, SecondAgg)>,
     run_aggs: Vec<SecondAgg>,
     summaries: Vec<ThreadSummary>,
     pub(super) done_threads: u16,
@@ -87,6 +90,7 @@ impl LoadCollector {
             load_start_us,
             slots: Vec::new(),
             finals: Vec::new(),
+            last_aggs: None,
             run_aggs: (0..servers).map(|_| SecondAgg::new()).collect(),
             summaries: Vec::new(),
             done_threads: 0,
@@ -220,6 +224,7 @@ impl LoadCollector {
                     slot.wait_max,
                 ),
             });
+            self.last_aggs = Some((aggs, all));
         }
     }
 
@@ -227,16 +232,19 @@ impl LoadCollector {
         let Some(last) = self.finals.len().checked_sub(1) else {
             return;
         };
-        let start_us = self.finals[last].all.start_us;
-        let mut all = SecondAgg::new();
-        for (k, agg) in aggs.iter().enumerate() {
-            self.run_aggs[k].merge(agg);
-            all.merge(agg);
-            let row = &mut self.finals[last].per_server[k];
-            add_counts(row, agg);
+        for (run, agg) in self.run_aggs.iter_mut().zip(&aggs) {
+            run.merge(agg);
         }
-        add_counts(&mut self.finals[last].all, &all);
-        debug_assert_eq!(start_us, self.finals[last].all.start_us);
+        // Set with the last final row, so always there when one is.
+        let Some((kept, kept_all)) = self.last_aggs.as_mut() else {
+            return;
+        };
+        for (k, agg) in aggs.iter().enumerate() {
+            kept_all.merge(agg);
+            kept[k].merge(agg);
+            recount(&mut self.finals[last].per_server[k], &kept[k]);
+        }
+        recount(&mut self.finals[last].all, kept_all);
     }
 
     /// Run clock past the load's start up to which every second is complete, µs.
@@ -520,14 +528,17 @@ fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-fn add_counts(row: &mut LoadSecondRow, agg: &SecondAgg) {
-    row.requests += agg.requests;
-    row.bytes += agg.bytes;
-    row.errors += agg.errors;
-    row.timeouts += agg.timeouts;
-    row.misses += agg.misses;
-    row.delayed += agg.delayed;
-    if agg.requests > 0 {
-        row.max_us = Some(row.max_us.unwrap_or(0).max(agg.max_us()));
-    }
+/// Reads a second's counts and latencies again from its figures, late replies included (a last
+/// second that had none before gets its p50 and p99 too, not only a max).
+fn recount(row: &mut LoadSecondRow, agg: &SecondAgg) {
+    let fresh = LoadSecondRow::from_agg(row.second, &row.server, agg, row.start_us, None, None);
+    row.requests = fresh.requests;
+    row.bytes = fresh.bytes;
+    row.errors = fresh.errors;
+    row.timeouts = fresh.timeouts;
+    row.misses = fresh.misses;
+    row.delayed = fresh.delayed;
+    row.p50_us = fresh.p50_us;
+    row.p99_us = fresh.p99_us;
+    row.max_us = fresh.max_us;
 }
