@@ -1216,8 +1216,17 @@ fn force_takes_the_old_run_s_files_with_it() {
     assert!(!dir.path().join("model.json").exists());
     assert!(dir.path().join("replaced/model.json").is_file());
     for sub in subs {
-        assert!(!dir.path().join(sub).exists(), "{sub} left beside the new run");
-        assert!(dir.path().join("replaced").join(sub).join("run.json").is_file());
+        assert!(
+            !dir.path().join(sub).exists(),
+            "{sub} left beside the new run"
+        );
+        assert!(
+            dir.path()
+                .join("replaced")
+                .join(sub)
+                .join("run.json")
+                .is_file()
+        );
     }
     assert!(dir.path().join("mine/run.json").is_file());
     let meta: serde_json::Value =

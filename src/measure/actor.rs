@@ -65,6 +65,47 @@ pub struct ActorContext {
     /// The written master's replicas the run probes: after each write the writer waits for
     /// them to apply it (`WAIT`), so that their figures of the write cover it.
     pub replicas: usize,
+    /// Whether every probe thread has begun: an actor waits for it before its first op.
+    pub probes_started: ProbesStarted,
+}
+
+/// Whether every probe thread of a run has sent its first probe. A writer waits for it before
+/// its first op: a probe thread this host started late (one sent its first probe 794 ms after
+/// its intended time, on a loaded 2-core host) would otherwise count that lateness, from
+/// probes intended before the write, as the write's.
+#[derive(Debug, Clone, Default)]
+pub struct ProbesStarted {
+    shared: Option<Arc<crate::measure::probe::ProbeShared>>,
+    threads: u32,
+}
+
+impl ProbesStarted {
+    /// The `threads` probe threads that share `shared`.
+    pub fn new(shared: Arc<crate::measure::probe::ProbeShared>, threads: u32) -> ProbesStarted {
+        ProbesStarted {
+            shared: Some(shared),
+            threads,
+        }
+    }
+
+    /// True once every probe thread has sent its first probe (or there are none).
+    pub fn all(&self) -> bool {
+        self.shared
+            .as_ref()
+            .is_none_or(|s| s.threads_sending.load(Ordering::Acquire) >= self.threads)
+    }
+
+    /// Waits until [`Self::all`], the run is stopped, or `limit` passes; true when all began.
+    pub fn wait(&self, stop: &AtomicBool, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while !self.all() {
+            if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
 }
 
 /// Tells the collector how far the writes are known: the actor marks the time right before it

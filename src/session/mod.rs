@@ -623,6 +623,7 @@ impl<'t> Session<'t> {
         view: ViewSetup,
         cluster_nodes: Vec<ConnInfo>,
         replicas: usize,
+        probes_started: crate::measure::actor::ProbesStarted,
     ) -> Result<()> {
         let handle = actor.spawn(ActorContext {
             key_prefix: self.run.name.key_prefix.clone(),
@@ -636,6 +637,7 @@ impl<'t> Session<'t> {
             server_embedded: self.target.server.embedded,
             cluster_nodes,
             replicas,
+            probes_started,
         })?;
         self.actor = Some(handle);
         Ok(())

@@ -144,7 +144,13 @@ pub fn run_load(
         );
     }
     if let Some(actor) = actor.take()
-        && let Err(err) = session.spawn_actor(actor, ViewSetup::default(), Vec::new(), 0)
+        && let Err(err) = session.spawn_actor(
+            actor,
+            ViewSetup::default(),
+            Vec::new(),
+            0,
+            crate::measure::actor::ProbesStarted::default(),
+        )
     {
         control.stop_at_us.store(0, Ordering::SeqCst);
         for handle in handles {

@@ -118,6 +118,9 @@ pub struct ProbeShared {
     pub max_outstanding: AtomicU64,
     /// Connections lost (reset, closed, garbled) and opened again.
     pub reconnects: AtomicU64,
+    /// Probe threads that have sent their first probe (an actor waits for all of them before
+    /// its first op: [`crate::measure::actor::ProbesStarted`]).
+    pub threads_sending: AtomicU32,
     /// The first probe thread that could go on no more, and why: the collector checks it, so
     /// the failure reaches it even when the event channel is full.
     failure: Mutex<Option<(u16, String)>>,
@@ -227,6 +230,7 @@ pub fn spawn_probes(
             shared: Arc::clone(&shared),
             realtime: config.realtime,
             keep_going: config.keep_going,
+            began: false,
             done: Vec::new(),
             flushed_at: Instant::now(),
             unpublished: Counts::default(),
@@ -290,6 +294,8 @@ struct ProbeWorker {
     shared: Arc<ProbeShared>,
     realtime: bool,
     keep_going: bool,
+    /// It has sent its first probe (counted once in [`ProbeShared::threads_sending`]).
+    began: bool,
     /// Records ready to go to the collector (in batches, see [`FLUSH_EVERY`]).
     done: Vec<ProbeRecord>,
     /// When `done` last went to the collector.
@@ -522,6 +528,10 @@ impl ProbeWorker {
     fn send_probe(&mut self, seq: u64, intended_us: u64) -> Result<(), Broken> {
         let sent = Instant::now();
         let result = self.sock.send(&self.encoded);
+        if !self.began {
+            self.began = true;
+            self.shared.threads_sending.fetch_add(1, Ordering::Release);
+        }
         self.flight.sent(Outstanding {
             seq,
             intended_us,

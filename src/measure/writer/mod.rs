@@ -116,6 +116,8 @@ pub struct WriterChecks {
     /// The written master's replicas the run probes: after each write the writer waits (`WAIT`)
     /// until they have applied it ([`WriteRecord::replicated_us`]).
     pub replicas: usize,
+    /// The run's probe threads: the first op waits until all of them have begun.
+    pub probes_started: crate::measure::actor::ProbesStarted,
 }
 
 /// The writer as a run's [`Actor`]: once the run has its key prefix (and before its clock
@@ -175,6 +177,7 @@ impl Actor for WriterActor {
             force_memory: self.force_memory,
             cluster_nodes: ctx.cluster_nodes,
             replicas: ctx.replicas,
+            probes_started: ctx.probes_started,
         };
         spawn_writer(
             self.plan, self.steps, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop,
@@ -275,11 +278,20 @@ struct Writer {
 /// How the error of a value the server does not hold whole begins.
 const HELD_PART: &str = "the server holds ";
 
+/// How long the first op waits for every probe thread to begin.
+const PROBES_START_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The shortest quiet gap whose pace is taken (a shorter one says little of the probes' load).
 const MIN_IDLE_SPAN: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Writer {
     fn run(mut self) {
+        // The quiet gap before the first op counts from when every probe thread is sending, so
+        // that the baseline and the first op are measured by all of them, on time. (A thread
+        // not begun within the limit: the run goes on, and its lateness shows as send lag.)
+        self.checks
+            .probes_started
+            .wait(&self.stop, PROBES_START_LIMIT);
         if !self.quiet_gap() {
             let _ = self.events.send(Event::WriterDone);
             return;

@@ -52,6 +52,7 @@ use crate::session::{
 };
 
 use crate::measure::actor::Actor;
+use crate::measure::actor::ProbesStarted;
 use crate::measure::culprit::ServerLogPoller;
 use crate::measure::event::Event;
 use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
@@ -273,7 +274,9 @@ pub fn measure_nodes(
                 .iter()
                 .filter(|n| n.same_shard && n.cols.role == NodeRole::Replica)
                 .count();
-            session.spawn_actor(actor, view, cluster_nodes, replicas)
+            let probes_started =
+                ProbesStarted::new(Arc::clone(&threads.probes_shared), thread_node.len() as u32);
+            session.spawn_actor(actor, view, cluster_nodes, replicas, probes_started)
         });
         if let Err(err) = spawned {
             return abandon(&mut session, &mut threads, err);
@@ -686,7 +689,11 @@ impl ProbeInstrument<'_, '_> {
                 "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
             );
         }
-        if let Some(note) = late_probe_note(&state.nodes[0].analysis.writes, options.realtime) {
+        if let Some(note) = late_probe_note(
+            &state.nodes[0].analysis.writes,
+            options.realtime,
+            options.stall_threshold_us,
+        ) {
             warnings.push(note);
         }
         if let Some(note) = cpu_wait_note(&state.nodes[0].analysis.writes) {

@@ -128,16 +128,22 @@ pub(crate) fn open_at_stop_note(
 
 /// A note when the probe behind some writes' `hol_delay_ms` left its thread a millisecond or
 /// more late: those figures are partly this host's (its cores were busy), not the server's.
-pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
+pub(crate) fn late_probe_note(
+    writes: &[WriteSummary],
+    realtime: bool,
+    stall_threshold_us: u64,
+) -> Option<String> {
     let late: Vec<f64> = writes
         .iter()
         .filter_map(|w| w.hol_probe_send_lag_ms)
         .filter(|&lag| lag >= LATE_PROBE_NOTE_MS)
         .collect();
     let worst = late.iter().copied().fold(0.0, f64::max);
+    let threshold_ms = stall_threshold_us as f64 / 1e3;
+    let counted = worst.min(threshold_ms);
     (!late.is_empty()).then(|| {
         format!(
-            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): up to that much of those figures is this host's own delay, not the server's (hol_probe_send_lag_ms in summary.csv){}",
+            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): up to {counted:.1} ms of those figures is this host's own delay, not the server's (a lateness past the stall threshold, {threshold_ms} ms, is not counted; hol_probe_send_lag_ms in summary.csv){}",
             late.len(),
             writes.len(),
             if realtime {
