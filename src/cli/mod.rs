@@ -135,6 +135,22 @@ fn one_line_usage_error(rendered: &str) -> String {
         .lines()
         .next()
         .unwrap_or("error: invalid arguments");
+    // `the following required arguments were not provided:` lists them on the lines below.
+    let listed: Vec<&str> = if first.trim_end().ends_with(':') {
+        rendered
+            .lines()
+            .skip(1)
+            .take_while(|line| line.starts_with(' ') && !line.trim().is_empty())
+            .map(str::trim)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let first = if listed.is_empty() {
+        first.to_string()
+    } else {
+        format!("{} {}", first.trim_end(), listed.join(", "))
+    };
     let tip = rendered
         .lines()
         .find_map(|line| line.trim_start().strip_prefix("tip: "));
@@ -314,6 +330,11 @@ mod tests {
         let line = one_line_usage_error(&err.render().to_string());
         assert!(line.contains("'--clients'"), "{line}");
         assert!(line.ends_with("(see probe load --help)"), "{line}");
+        let rendered = "error: the following required arguments were not provided:\n  --tls-key <FILE>\n\nUsage: probe --tls-cert <FILE> --tls-key <FILE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line_usage_error(rendered),
+            "error: the following required arguments were not provided: --tls-key <FILE> (see probe --help)"
+        );
         assert!(!line.contains('\n'));
     }
 }

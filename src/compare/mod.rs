@@ -130,6 +130,16 @@ pub fn compare(
     // not reached (a collection run plans element counts, so any of its rows may have been).
     let stopped_early = candidate.meta.status != "complete";
     let planned = &candidate.meta.planned_sizes_bytes;
+    let planned_values = &candidate.meta.planned_values;
+    // Whether the candidate's plan held this (size, value): a row of another value type (a
+    // string's against a hash run's) was never to be reached, so it is not "not reached".
+    let in_plan = |key: &GroupKey| {
+        if key.1.is_empty() {
+            planned_values.is_empty() && (planned.is_empty() || planned.contains(&key.0))
+        } else {
+            planned_values.contains(&key.1) || (planned_values.is_empty() && planned.is_empty())
+        }
+    };
     let mut missing: Vec<&GroupKey> = base_groups
         .keys()
         .filter(|k| !cand_groups.contains_key(*k))
@@ -141,9 +151,7 @@ pub fn compare(
         if let Some(error) = candidate.failed_groups.get(key) {
             let error = error.lines().next().unwrap_or_default();
             candidate_failed.push(format!("{}: {error}", describe_keys(&[key])));
-        } else if stopped_early
-            && (planned.is_empty() || !key.1.is_empty() || planned.contains(&key.0))
-        {
+        } else if stopped_early && in_plan(key) {
             unmeasured.push(key);
         } else {
             base_only.push(key);

@@ -72,6 +72,10 @@ pub struct RunMeta {
     pub keep: Option<bool>,
     /// Sizes the run planned, bytes.
     pub planned_sizes_bytes: Vec<u64>,
+    /// The collections the run planned, as compare names them (`hash 300k`); empty for a
+    /// string run.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub planned_values: Vec<String>,
     /// The run's clock zero as Unix time, µs.
     pub started_unix_us: Option<u64>,
     /// The probe engine that took the run's probes (`probe_engine.version`;
@@ -596,6 +600,12 @@ impl RunMeta {
             overwrite: Some(writer.overwrite),
             keep: Some(writer.keep),
             planned_sizes_bytes: writer.sizes.clone(),
+            planned_values: writer
+                .elements
+                .iter()
+                .map(|&e| value_label(Some(&writer.value_type), Some(e)))
+                .filter(|label| !label.is_empty())
+                .collect(),
             started_unix_us: Some(run.started_unix_us),
             written_node: run.node.as_ref().map(|n| n.node.clone()),
             probe_engine_version: run
@@ -762,6 +772,7 @@ mod tests {
                 overwrite: Some(true),
                 keep: Some(true),
                 planned_sizes_bytes: plan.sizes.clone(),
+                planned_values: vec![],
                 started_unix_us: Some(1_796_053_782_168_721),
                 probe_engine_version: 2,
                 written_node: Some("127.0.0.1:6379".into()),

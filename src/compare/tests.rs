@@ -25,6 +25,7 @@ fn meta(run_id: &str) -> RunMeta {
         overwrite: Some(false),
         keep: Some(false),
         planned_sizes_bytes: vec![64 << 20],
+        planned_values: vec![],
         started_unix_us: Some(0),
         probe_engine_version: 2,
         written_node: None,
@@ -299,6 +300,27 @@ fn runs_that_share_nothing_are_an_error() {
         .to_string();
     assert!(err.contains("share no size"), "{err}");
     assert!(err.contains("set 1M") && err.contains("set 64M"), "{err}");
+}
+
+/// A candidate that stopped early with a plan of another value type (a hash's build against
+/// a string run) never meant to make the baseline's rows: bad input, not "not reached".
+#[test]
+fn an_interrupted_run_of_another_value_type_shares_nothing() {
+    let v: &[f64] = &[1.0; 5];
+    let base = run("a", &[(M64, "set", v, v)]);
+    let mut cand = run("b", &[]);
+    cand.meta.status = "interrupted".into();
+    cand.meta.planned_sizes_bytes = vec![];
+    cand.meta.planned_values = vec!["hash 2M".into()];
+    let err = compare(&base, &cand, Rules::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("share no size"), "{err}");
+    // The same plan as the baseline's, cut short: not reached, a verdict.
+    cand.meta.planned_values = vec![];
+    cand.meta.planned_sizes_bytes = vec![M64];
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert_eq!(c.candidate_unmeasured, ["set 64M"]);
 }
 
 /// A string and a 300k-field hash of the same bytes are different values: their delete is not
