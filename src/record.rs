@@ -114,17 +114,6 @@ impl ProbeRecord {
     }
 }
 
-/// How long a probe of `latency_us` (from its intended send) that left `send_lag_us` late
-/// waited for the server, as a write's `hol_delay_ms` counts it: its lateness past
-/// `threshold_us` is left out. Sends never wait for replies (the probes are pipelined), so a
-/// probe leaves late only when this host held its thread, and a lateness longer than a delay
-/// is the host's, not the server's (a thread started 794 ms late once read as a SET's 800 ms).
-/// Lateness up to the threshold stays in: it is jitter, and the server may have been frozen
-/// meanwhile anyway.
-pub fn server_wait_us(latency_us: u64, send_lag_us: u64, threshold_us: u64) -> u64 {
-    latency_us.saturating_sub(send_lag_us.saturating_sub(threshold_us))
-}
-
 /// What a write event did to the server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::analyze::findings::{Baseline, Interval, Stall, WriteSummary};
 use crate::analyze::pressure::{MemorySample, assess};
 use crate::analyze::stats::{SizeModel, SizeSpread, by_size, size_model};
-use crate::record::{ProbeRecord, WriteRecord, server_wait_us};
+use crate::record::{ProbeRecord, WriteRecord};
 
 /// Settings of the analysis.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -297,8 +297,7 @@ impl OpenWrite {
 
     fn take_answered(&mut self, probe: &Answered, threshold_us: u64) {
         let (ws, we) = (self.record.start_us, self.record.reply_us);
-        let send_lag = probe.sent_us.saturating_sub(probe.intended_us);
-        let latency = server_wait_us(probe.latency_us, send_lag, threshold_us);
+        let latency = probe.latency_us;
         if probe.intended_us <= we && probe.reply_us >= ws {
             self.probes_in_window += 1;
             if latency > threshold_us {
@@ -309,7 +308,7 @@ impl OpenWrite {
                 Reverse(probe.intended_us),
                 Reverse(probe.thread),
                 Reverse(probe.seq),
-                send_lag,
+                probe.sent_us.saturating_sub(probe.intended_us),
             );
             if self.worst.is_none_or(|w| key > w) {
                 self.worst = Some(key);

@@ -254,7 +254,6 @@ fn summarize_write(
         let (Some(reply), Some(latency)) = (probe.reply_us, probe.latency_us) else {
             continue;
         };
-        let latency = crate::record::server_wait_us(latency, probe.send_lag_us(), threshold_us);
         if probe.intended_us <= we && reply >= ws {
             probes_in_window += 1;
             if latency > threshold_us {

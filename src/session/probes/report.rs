@@ -131,7 +131,7 @@ pub(crate) fn open_at_stop_note(
 pub(crate) fn late_probe_note(
     writes: &[WriteSummary],
     realtime: bool,
-    stall_threshold_us: u64,
+    _stall_threshold_us: u64,
 ) -> Option<String> {
     let late: Vec<f64> = writes
         .iter()
@@ -139,11 +139,9 @@ pub(crate) fn late_probe_note(
         .filter(|&lag| lag >= LATE_PROBE_NOTE_MS)
         .collect();
     let worst = late.iter().copied().fold(0.0, f64::max);
-    let threshold_ms = stall_threshold_us as f64 / 1e3;
-    let counted = worst.min(threshold_ms);
     (!late.is_empty()).then(|| {
         format!(
-            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): up to {counted:.1} ms of those figures is this host's own delay, not the server's (a lateness past the stall threshold, {threshold_ms} ms, is not counted; hol_probe_send_lag_ms in summary.csv){}",
+            "in {} of {} writes the probe behind 'others blocked' left {LATE_PROBE_NOTE_MS} ms or more late (up to {worst:.1} ms): up to that much of those figures is this host's own delay, not the server's (hol_probe_send_lag_ms in summary.csv){}",
             late.len(),
             writes.len(),
             if realtime {
