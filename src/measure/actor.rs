@@ -157,3 +157,33 @@ pub fn sleep_unless_stopped(gap: Duration, stop: &AtomicBool) -> bool {
         std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::probe::ProbeShared;
+
+    #[test]
+    fn an_actor_waits_for_every_probe_thread_to_begin() {
+        let shared = Arc::new(ProbeShared::default());
+        let started = ProbesStarted::new(Arc::clone(&shared), 2);
+        let stop = AtomicBool::new(false);
+        assert!(!started.wait(&stop, Duration::from_millis(5)));
+        shared.threads_sending.fetch_add(1, Ordering::Release);
+        assert!(!started.all());
+        let sender = Arc::clone(&shared);
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            sender.threads_sending.fetch_add(1, Ordering::Release);
+        });
+        let begun = Instant::now();
+        assert!(started.wait(&stop, Duration::from_secs(5)));
+        assert!(begun.elapsed() >= Duration::from_millis(25));
+        late.join().unwrap();
+        // A run stopped meanwhile does not wait; a run without probe threads never waits.
+        let none = ProbesStarted::new(Arc::new(ProbeShared::default()), 1);
+        stop.store(true, Ordering::Relaxed);
+        assert!(!none.wait(&stop, Duration::from_secs(5)));
+        assert!(ProbesStarted::default().all());
+    }
+}
