@@ -1,6 +1,7 @@
 //! Flags that say which server to measure, shared by every subcommand.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
@@ -226,8 +227,10 @@ impl ServerArgs {
             ("--connect-timeout", &self.connect_timeout, connect_timeout),
             ("--timeout", &self.timeout, command_timeout),
         ] {
-            if duration.is_zero() {
-                return Err(UsageError::invalid(flag, value, "must be longer than 0"));
+            // 1us was taken, and every connection then failed (exit 1) as if the server were
+            // down: no reply comes that fast.
+            if duration < Duration::from_millis(1) {
+                return Err(UsageError::invalid(flag, value, "must be at least 1ms"));
             }
         }
         match url {

@@ -157,7 +157,29 @@ impl ProbeArgs {
             (Some(_), every) => every,
         };
         let show_stalls = self.show_stalls()?;
+        if run.writer.is_some()
+            && let Some(given) = &self.report_every
+        {
+            return Err(UsageError::invalid(
+                "--report-every",
+                given,
+                "applies to observing (no --writer-sizes or --type): a run with writes prints a row per write",
+            ));
+        }
         let target_spec = target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
+        let timeout = match &target_spec {
+            TargetSpec::External(conn) => conn.command_timeout,
+            TargetSpec::Embedded {
+                command_timeout, ..
+            } => *command_timeout,
+        };
+        // A stall that long ends the run (--timeout) before it could be counted.
+        if Duration::from_micros(run.stall_threshold_us) >= timeout {
+            return Err(UsageError::Conflict(format!(
+                "--stall-threshold {} is not shorter than --timeout {}: the run gives the server up before such a stall ends, so none could be counted",
+                self.probing.stall.stall_threshold, target.server.timeout
+            )));
+        }
         let topology = self.topology.to_plan(target.url.is_some())?;
         Ok(MainPlan {
             target: target_spec,
@@ -388,6 +410,43 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("'10s' for --report-every"), "{err}");
+        // Given with writes, where no report line is printed: refused, as --repeat is without.
+        let err = plan(&["--writer-sizes", "1M", "--report-every", "2s"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("'2s' for --report-every"), "{err}");
+    }
+
+    /// A stall threshold no shorter than the reply limit can never count a stall (the run gives
+    /// the server up first); a reply limit under a millisecond fails every connection.
+    #[test]
+    fn a_threshold_past_the_timeout_and_a_tiny_timeout_are_refused() {
+        let plan = |probe: &[&str], target: &[&str]| {
+            crate::cli::parse_flags::<ProbeArgs>(probe)
+                .to_plan(&crate::cli::parse_flags::<TargetArgs>(target))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let err = plan(&["--duration", "1s", "--stall-threshold", "100s"], &[]).unwrap_err();
+        assert!(
+            err.contains("--stall-threshold 100s") && err.contains("--timeout 30s"),
+            "{err}"
+        );
+        let err = plan(
+            &["--duration", "1s", "--stall-threshold", "5ms"],
+            &["--timeout", "5ms"],
+        )
+        .unwrap_err();
+        assert!(err.contains("--timeout 5ms"), "{err}");
+        assert!(
+            plan(
+                &["--duration", "1s", "--stall-threshold", "5ms"],
+                &["--timeout", "6ms"]
+            )
+            .is_ok()
+        );
+        let err = plan(&["--duration", "1s"], &["--timeout", "1us"]).unwrap_err();
+        assert!(err.contains("'1us' for --timeout"), "{err}");
     }
 
     #[test]
