@@ -965,3 +965,62 @@ fn the_shipped_collection_entries_are_the_tool_s_ops() {
         }
     }
 }
+
+/// `probe keys` writes keys.csv and run.json only: its warnings name no probes.csv or
+/// stalls.csv (the hostile trial's server killed mid-scan read "probe(s) failed (probes.csv's
+/// error column)").
+#[test]
+fn a_scan_s_warnings_name_no_file_it_does_not_write() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(400_000)
+        .query(&mut conn)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("killed");
+    let shutdown = server.command_after::<()>(
+        Duration::from_millis(1_500),
+        redis::cmd("SHUTDOWN").arg("NOSAVE"),
+    );
+    let (code, stdout, stderr) = common::probe_keys(&[
+        "--url",
+        &server.url(),
+        "--count",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let _ = shutdown.join();
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !files.iter().any(|f| f == "probes.csv" || f == "stalls.csv"),
+        "{files:?}"
+    );
+    let run = common::read_json(&out.join("run.json"));
+    let warnings: Vec<&str> = run["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("probe(s) failed")),
+        "{warnings:?}"
+    );
+    for text in warnings
+        .iter()
+        .copied()
+        .chain([stderr.as_str(), stdout.as_str()])
+    {
+        assert!(
+            !text.contains("probes.csv") && !text.contains("stalls.csv"),
+            "{text}"
+        );
+    }
+}

@@ -452,6 +452,30 @@ pub fn measure_nodes(
     probes.finish(ended, warnings, server_settings)
 }
 
+/// The warning of probes that failed; `files`: the session writes probes.csv, whose error
+/// column holds each one.
+fn probes_failed_note(failed: u64, first: &str, files: bool) -> String {
+    if files {
+        format!("{failed} probe(s) failed (probes.csv's error column); the first: {first}")
+    } else {
+        format!("{failed} probe(s) failed; the first: {first}")
+    }
+}
+
+/// The warning of stall episodes past those kept in memory; `files`: the session writes
+/// run.json's stalls list and stalls.csv.
+fn stalls_kept_note(found: u64, total_ms: f64, kept: usize, files: bool) -> String {
+    if files {
+        format!(
+            "{found} stalls in all ({total_ms:.1} ms): run.json keeps the {kept} longest, stalls.csv every one"
+        )
+    } else {
+        format!(
+            "{found} stalls in all ({total_ms:.1} ms): only the {kept} longest were kept, and figures drawn from the stall list count those only"
+        )
+    }
+}
+
 /// The probes as a session's instrument: their threads (and the memory sampler, the slow-log
 /// poller, the topology watcher), the collector of their events and the exports.
 struct ProbeInstrument<'a, 'n> {
@@ -712,12 +736,14 @@ impl ProbeInstrument<'_, '_> {
         ) {
             warnings.push(note);
         }
+        // The files the warnings may point at exist only where this session writes them
+        // (`--out` of the main job); `probe keys` writes keys.csv and run.json of its own, and
+        // its warnings named a probes.csv and a stalls.csv it never wrote (the hostile trial).
+        let files = options.out.is_some();
         if let (failed @ 1.., Some(first)) = &state.probe_errors {
             // Said once with its cause: a run whose probe key another client deleted read
             // "3643 errors" and nothing more (the hostile trial).
-            warnings.push(format!(
-                "{failed} probe(s) failed (probes.csv's error column); the first: {first}"
-            ));
+            warnings.push(probes_failed_note(*failed, first, files));
         }
         let dropped = shared.dropped.load(Ordering::Relaxed);
         if dropped > 0 {
@@ -728,11 +754,11 @@ impl ProbeInstrument<'_, '_> {
         let first = &state.nodes[0];
         let omitted = first.stalls_found - first.analysis.stalls.len() as u64;
         if omitted > 0 {
-            warnings.push(format!(
-                "{} stalls in all ({:.1} ms): run.json keeps the {} longest, stalls.csv every one",
+            warnings.push(stalls_kept_note(
                 first.stalls_found,
                 first.stall_ms_total,
-                first.analysis.stalls.len()
+                first.analysis.stalls.len(),
+                files,
             ));
         }
         let run_json = run_json(
@@ -762,5 +788,34 @@ impl ProbeInstrument<'_, '_> {
             started_unix_us: meta.run.clock.unix_start_us(),
             server_settings,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without the session's files (`probe keys`, which writes keys.csv and run.json of its
+    /// own) the warnings name none; with them, the main job's text is as it was.
+    #[test]
+    fn warnings_name_only_the_files_the_session_writes() {
+        let with = probes_failed_note(265, "Connection reset by peer", true);
+        assert_eq!(
+            with,
+            "265 probe(s) failed (probes.csv's error column); the first: Connection reset by peer"
+        );
+        let without = probes_failed_note(265, "Connection reset by peer", false);
+        assert!(!without.contains(".csv"), "{without}");
+        assert!(without.contains("265 probe(s) failed"), "{without}");
+        let with = stalls_kept_note(1802, 3673.0, 1000, true);
+        assert_eq!(
+            with,
+            "1802 stalls in all (3673.0 ms): run.json keeps the 1000 longest, stalls.csv every one"
+        );
+        let without = stalls_kept_note(1802, 3673.0, 1000, false);
+        assert!(
+            !without.contains("stalls.csv") && !without.contains("run.json"),
+            "{without}"
+        );
     }
 }
