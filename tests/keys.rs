@@ -1024,3 +1024,36 @@ fn a_scan_s_warnings_name_no_file_it_does_not_write() {
         );
     }
 }
+
+/// A user without CONFIG: the scan says on the screen, not only in run.json, that the
+/// removals' thread is a guess, and the expiry table says "an unknown thread", not "the ?
+/// thread".
+#[test]
+fn config_get_refused_is_said_on_the_screen() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    build(&mut conn, "ttl:hash", "hash", 100_000);
+    let _: () = redis::cmd("PEXPIRE")
+        .arg("ttl:hash")
+        .arg(3_600_000)
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "noconf", "on", ">pw", "~*", "+@all", "-config"][..])
+        .query(&mut conn)
+        .unwrap();
+    let url = format!("redis://noconf:pw@127.0.0.1:{}", server.port());
+    let (code, stdout, stderr) = common::probe_keys(&["--url", &url]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("warning:") && l.contains("CONFIG GET refused")),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("on an unknown thread (lazyfree settings unread: CONFIG GET refused)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("? thread"), "{stdout}");
+}

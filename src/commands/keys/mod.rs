@@ -176,7 +176,11 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         None => Vec::new(),
     };
     if nodes.iter().any(|n| n.lazyfree.lazy_expire.is_none()) {
-        warnings.push("the server did not tell its lazyfree-lazy-* settings (CONFIG GET refused): removals are predicted as main-thread frees".into());
+        // On the screen too: the thread of every removal is a guess (the hostile trial found
+        // it in run.json only, and the screen's "on the ? thread").
+        let warning = "the server did not tell its lazyfree-lazy-* settings (CONFIG GET refused): removals are predicted as main-thread frees, their thread unknown, and no lazyfree setting is advised".to_string();
+        out.warn(&warning);
+        warnings.push(warning);
     }
     // Each key is priced with its own node's settings (a cluster's were all taken for the
     // --url node's: the hostile trial's 100k sorted set on a node without lazyfree was

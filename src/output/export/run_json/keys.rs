@@ -134,7 +134,8 @@ pub struct ScanCost {
     pub probes_during: u64,
     /// The worst probe latency during the scan, ms.
     pub worst_probe_ms_during: Option<f64>,
-    /// The highest per-interval p99 during the scan, ms.
+    /// The p99 of the worst quarter-second during the scan (the highest of its 250-ms
+    /// intervals' p99s), ms: not the scan's p99, which a busy moment can put far below it.
     pub p99_probe_ms_during: Option<f64>,
     /// The worst probe latency of the quiet lead-in before the scan, ms.
     pub worst_probe_ms_before: Option<f64>,
