@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{KeyShape, Prediction};
+use super::model::{KeyShape, PAST_FITTED_FACTOR, Prediction};
 use crate::workload::lazyfree::{FreedBy, LAZYFREE_THRESHOLD};
 
 /// Keys whose expiry is past the threshold kept for the report (all are counted).
@@ -57,6 +57,14 @@ pub struct KeyRow {
     pub basis: String,
     /// True when a figure rests on a provisional model entry.
     pub provisional: bool,
+    /// The thread its `DEL` frees it on (not in the files: the UNLINK advice's check).
+    #[serde(skip)]
+    pub delete_freed_by: Option<FreedBy>,
+    /// The model entries that priced it though it is more than [`PAST_FITTED_FACTOR`] times
+    /// the largest size they were fitted on, with how many times (not in the files: the
+    /// warning's count; `basis` says it of `DEL`'s).
+    #[serde(skip)]
+    pub past_fitted: Vec<(String, f64)>,
 }
 
 /// Rounds a figure to µs for the files.
@@ -75,6 +83,28 @@ impl KeyRow {
         prediction: &Prediction,
     ) -> KeyRow {
         let p = prediction;
+        let ops = [
+            &p.delete,
+            &p.unlink,
+            &p.expire,
+            &p.evict,
+            &p.overwrite,
+            &p.read,
+        ];
+        let mut past_fitted: Vec<(String, f64)> = Vec::new();
+        for (label, times) in ops.iter().filter_map(|x| x.past_fitted.as_ref()) {
+            match past_fitted.iter_mut().find(|(l, _)| **l == **label) {
+                Some(seen) => seen.1 = seen.1.max(*times),
+                None => past_fitted.push((label.to_string(), *times)),
+            }
+        }
+        let basis = match &p.delete.past_fitted {
+            Some((_, times)) => format!(
+                "{}, {times:.1}x past the largest size it was fitted on",
+                p.delete.basis
+            ),
+            None => p.delete.basis.to_string(),
+        };
         KeyRow {
             node: node.to_string(),
             key: super::escape_key(key),
@@ -94,17 +124,10 @@ impl KeyRow {
             worst_ms: ms3(p.priced().then(|| p.worst_ms())),
             expire_freed_by: p.expire.freed_by.map(|t| t.name().to_string()),
             evict_freed_by: p.evict.freed_by.map(|t| t.name().to_string()),
-            basis: p.delete.basis.to_string(),
-            provisional: [
-                &p.delete,
-                &p.unlink,
-                &p.expire,
-                &p.evict,
-                &p.overwrite,
-                &p.read,
-            ]
-            .iter()
-            .any(|x| x.provisional && x.freeze_ms.is_some()),
+            basis,
+            provisional: ops.iter().any(|x| x.provisional && x.freeze_ms.is_some()),
+            delete_freed_by: p.delete.freed_by,
+            past_fitted,
         }
     }
 
@@ -180,6 +203,13 @@ pub struct Tally {
     pub strings_over_threshold: u64,
     /// Keys the model prices no op of, by `type encoding`: their freezes are unknown, not 0.
     pub unpriced: std::collections::BTreeMap<String, u64>,
+    /// Keys priced by an entry more than [`PAST_FITTED_FACTOR`] times past the largest size it
+    /// was fitted on: extrapolations.
+    #[serde(default)]
+    pub keys_past_fitted: u64,
+    /// Those keys by entry (`type encoding op`): how many, and the most times past.
+    #[serde(default)]
+    pub past_fitted: std::collections::BTreeMap<String, (u64, f64)>,
 }
 
 impl Tally {
@@ -200,6 +230,8 @@ impl Tally {
             evictions_lazy_would_help: 0,
             strings_over_threshold: 0,
             unpriced: Default::default(),
+            keys_past_fitted: 0,
+            past_fitted: Default::default(),
         }
     }
 
@@ -216,6 +248,14 @@ impl Tally {
                 .or_default() += 1;
             return;
         };
+        if !row.past_fitted.is_empty() {
+            self.keys_past_fitted += 1;
+            for (label, times) in &row.past_fitted {
+                let seen = self.past_fitted.entry(label.clone()).or_insert((0, 0.0));
+                seen.0 += 1;
+                seen.1 = seen.1.max(*times);
+            }
+        }
         let past = |x: Option<f64>| x.is_some_and(|ms| ms > self.threshold_ms);
         let main = row.expire_freed_by.as_deref() == Some(FreedBy::Main.name());
         let collection_past = row.free_effort > LAZYFREE_THRESHOLD;
@@ -225,7 +265,10 @@ impl Tally {
             if row.kind == "string" {
                 self.strings_over_threshold += 1;
             }
-            if collection_past && past(row.delete_ms) {
+            // Where the server's DEL already frees in the background (lazyfree-lazy-user-del
+            // yes, Valkey 8+'s default) UNLINK changes nothing: its figure is that free's.
+            let delete_background = row.delete_freed_by == Some(FreedBy::Background);
+            if collection_past && !delete_background && past(row.delete_ms) {
                 self.deletes_unlink_would_help += 1;
             }
             // Where the server already evicts in the background there is nothing to advise.
@@ -254,6 +297,24 @@ impl Tally {
                 self.top.truncate(self.top_n);
             }
         }
+    }
+
+    /// The warning that some keys were priced far past the sizes their entries were fitted
+    /// on, with how many by entry (`None`: no key was).
+    pub fn past_fitted_warning(&self) -> Option<String> {
+        if self.keys_past_fitted == 0 {
+            return None;
+        }
+        let entries: Vec<String> = self
+            .past_fitted
+            .iter()
+            .map(|(label, (n, times))| format!("{label}: {n}, up to {times:.1}x"))
+            .collect();
+        Some(format!(
+            "{} key(s) were priced past {PAST_FITTED_FACTOR}x the largest size their model entry was fitted on (elements; a string's bytes) ({}): those figures are extrapolations (keys.csv's basis says so of delete_ms); a model refitted up to their size (--refit --refit-elements) measures them",
+            self.keys_past_fitted,
+            entries.join("; ")
+        ))
     }
 
     /// The settings that would change the picture.
@@ -385,6 +446,49 @@ pub(crate) mod tests {
         );
     }
 
+    /// Where the server's DEL already frees in the background (lazyfree-lazy-user-del yes,
+    /// Valkey 8+'s default), UNLINK is not advised, even where that background free still
+    /// costs the main thread past the threshold (a libc build's: Valkey 9.1's 1M hash, DEL 193
+    /// ms and UNLINK 197 in the hostile trial, was counted).
+    #[test]
+    fn unlink_is_advised_only_where_del_frees_on_the_main_thread() {
+        let mut model = sample_model();
+        for entry in &mut model.entries {
+            if entry.op == crate::keys::model::ModelOp::Unlink {
+                entry.per_element_us = 0.2;
+            }
+        }
+        let shape = KeyShape {
+            kind: kind_named("hash").unwrap(),
+            encoding: Some("hashtable".into()),
+            elements: Some(1_000_000),
+            memory_bytes: Some(80 << 20),
+        };
+        let tally_of = |lazy_user_del: bool| {
+            let settings = LazyfreeSettings {
+                lazy_user_del: Some(lazy_user_del),
+                lazy_server_del: Some(false),
+                lazy_expire: Some(false),
+                lazy_eviction: Some(false),
+                lazy_user_flush: Some(false),
+            };
+            let p = predict(&model, &shape, &settings);
+            let row = KeyRow::new("127.0.0.1:6379", b"h", &shape, None, 0, &p);
+            let mut tally = Tally::new(5, 1.0);
+            tally.add(&row);
+            (row, tally)
+        };
+        let unlink = |t: &Tally| t.advice().iter().any(|a| a.change.starts_with("UNLINK"));
+        let (_, tally) = tally_of(false);
+        assert_eq!(tally.deletes_unlink_would_help, 1);
+        assert!(unlink(&tally));
+        let (row, tally) = tally_of(true);
+        assert_eq!(row.delete_freed_by, Some(FreedBy::Background));
+        assert!(row.delete_ms.unwrap() > 1.0, "{row:?}");
+        assert_eq!(tally.deletes_unlink_would_help, 0);
+        assert!(!unlink(&tally), "{:?}", tally.advice());
+    }
+
     #[test]
     fn the_worst_keys_come_first_and_the_table_stays_bounded() {
         let mut tally = Tally::new(2, 1.0);
@@ -420,5 +524,35 @@ pub(crate) mod tests {
         assert_eq!(r.expires_at.as_deref(), Some("2025-12-01T21:38:47.123Z"));
         assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    /// Keys priced far past their entries' fitted sizes are counted by entry, once per key,
+    /// and the warning says so; keys within say nothing.
+    #[test]
+    fn keys_past_the_fitted_sizes_are_counted_by_entry() {
+        let mut tally = Tally::new(5, 1.0);
+        tally.add(&row("hash", "hashtable", 1_000_000, 80 << 20, None));
+        assert_eq!(tally.past_fitted_warning(), None);
+        tally.add(&row("hash", "hashtable", 3_000_000, 240 << 20, None));
+        let far = row("hash", "hashtable", 5_000_000, 400 << 20, None);
+        assert!(
+            far.basis.contains("5.0x past the largest size"),
+            "{}",
+            far.basis
+        );
+        tally.add(&far);
+        assert_eq!(tally.keys_past_fitted, 2);
+        let (n, times) = tally.past_fitted["hash hashtable delete"];
+        assert_eq!(n, 2);
+        assert!((times - 5.0).abs() < 1e-9);
+        let warning = tally.past_fitted_warning().unwrap();
+        assert!(
+            warning.starts_with("2 key(s) were priced past 2x"),
+            "{warning}"
+        );
+        assert!(
+            warning.contains("hash hashtable delete: 2, up to 5.0x"),
+            "{warning}"
+        );
     }
 }

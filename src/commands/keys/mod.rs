@@ -411,6 +411,10 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         out.warn(&warning);
         warnings.push(warning);
     }
+    if let Some(warning) = tally.past_fitted_warning() {
+        out.warn(&warning);
+        warnings.push(warning);
+    }
     let mut doc = KeysRunJson {
         tool: ToolInfo::default(),
         mode: Mode::Keys,
