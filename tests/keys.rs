@@ -670,14 +670,12 @@ fn bad_input_is_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("garbage.json");
     std::fs::write(&garbage, "{{{").unwrap();
-    let other = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/models/redis-6.2.json");
     let url = server.url();
     for (args, flag) in [
         (vec!["--match", "user:[ab"], "--match"),
         (vec!["--type", "hashmap"], "--type"),
         (vec!["--count", "0"], "--count"),
         (vec!["--model", garbage.to_str().unwrap()], "--model"),
-        (vec!["--model", other.to_str().unwrap()], "--model"),
     ] {
         let mut argv = vec!["--url", url.as_str()];
         argv.extend(args.iter().copied());
@@ -1173,4 +1171,65 @@ fn a_key_far_past_the_model_s_sizes_is_said_to_be_an_extrapolation() {
     assert!(!hash["basis"].contains("past"), "{hash:?}");
     let run = common::read_json(&out.join("run.json"));
     assert!(run["warnings"].to_string().contains("past 2x"), "{run}");
+}
+
+/// Model files: an op missing from a type that has others is named in a warning (it was a
+/// silent `?`); another version's model is used with a warning, as the tool uses the nearest
+/// shipped one (it was refused); an absurd cost or a format of the wrong type is one line.
+#[test]
+fn model_files_odd_but_usable_are_warned_of_and_broken_ones_refused() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    build(&mut conn, "big:hash", "hash", 20_000);
+    let dir = tempfile::tempdir().unwrap();
+    let no_del = edited_model(dir.path(), "no-del.json", |m| {
+        m["entries"].as_array_mut().unwrap().retain(|e| {
+            !(e["type"] == "hash" && e["encoding"] == "hashtable" && e["op"] == "delete")
+        });
+    });
+    let (code, stdout, stderr) =
+        common::probe_keys(&["--url", &server.url(), "--model", no_del.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("has no entry for"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("--model"), "{stderr}");
+    assert!(lines[0].contains("hash hashtable delete"), "{stderr}");
+    assert!(stdout.contains("big:hash"), "{stdout}");
+    // Another version's: scanned, with a warning naming both.
+    let other = edited_model(dir.path(), "other.json", |m| {
+        m["server"]["version"] = serde_json::json!("6.0.20");
+    });
+    let (code, stdout, stderr) =
+        common::probe_keys(&["--url", &server.url(), "--model", other.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("warning: --model")
+            && l.contains("fitted on redis 6.0.20, the server is redis")),
+        "{stderr}"
+    );
+    assert!(stdout.contains("model: redis 6.0.20"), "{stdout}");
+    // Broken files: one line naming --model, exit 2.
+    let absurd = edited_model(dir.path(), "absurd.json", |m| {
+        m["entries"][0]["per_element_us"] = serde_json::json!(1e300);
+    });
+    let string_format = edited_model(dir.path(), "string-format.json", |m| {
+        m["format"] = serde_json::json!("2");
+    });
+    for (file, says) in [
+        (&absurd, "past any server's"),
+        (&string_format, "wrong type"),
+    ] {
+        let (code, _, stderr) =
+            common::probe_keys(&["--url", &server.url(), "--model", file.to_str().unwrap()]);
+        assert_eq!(code, 2, "{stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(
+            errors[0].contains("--model") && errors[0].contains(says),
+            "{stderr}"
+        );
+    }
 }

@@ -25,6 +25,13 @@ pub const MODEL_FORMAT: u32 = 2;
 /// largest size fitted is as far as a curve through two or three sizes is worth trusting.
 pub const PAST_FITTED_FACTOR: f64 = 2.0;
 
+/// The most an entry's per-element cost may be, µs, and its per-MiB cost, ms: a million times
+/// the largest any shipped model has (about 1 µs per element, 1 ms per MiB), a second per
+/// element or over 16 minutes per MiB. No server frees or reads that slowly; a file past it is
+/// broken (the hostile trial's `1e300` printed a 301-digit DEL).
+const ABSURD_PER_ELEMENT_US: f64 = 1e6;
+const ABSURD_PER_MIB_MS: f64 = 1e6;
+
 /// The oldest format this build reads: format 1's entries are lines (an exponent of 1).
 pub const MODEL_FORMAT_OLDEST: u32 = 1;
 
@@ -226,7 +233,14 @@ impl CostModel {
                     "a cost model of format {f}; this probe reads formats {MODEL_FORMAT_OLDEST} to {MODEL_FORMAT}"
                 )));
             }
-            None => return Err(ModelError("not a cost model (no \"format\")".into())),
+            None => match value.get("format") {
+                Some(other) if !other.is_null() => {
+                    return Err(ModelError(format!(
+                        "its \"format\" is {other}, of the wrong type: a whole number is expected (this probe reads formats {MODEL_FORMAT_OLDEST} to {MODEL_FORMAT})"
+                    )));
+                }
+                _ => return Err(ModelError("not a cost model (no \"format\")".into())),
+            },
         }
         let model: CostModel = serde_json::from_value(value)
             .map_err(|err| ModelError(format!("not a cost model ({err})")))?;
@@ -263,8 +277,52 @@ impl CostModel {
                     entry.op.name()
                 )));
             }
+            if entry.per_element_us > ABSURD_PER_ELEMENT_US || entry.per_mib_ms > ABSURD_PER_MIB_MS
+            {
+                return Err(ModelError(format!(
+                    "entry {} {} {} costs {} µs per element and {} ms per MiB: past any server's (at most {ABSURD_PER_ELEMENT_US:e} µs per element and {ABSURD_PER_MIB_MS:e} ms per MiB are read)",
+                    entry.kind,
+                    entry.encoding,
+                    entry.op.name(),
+                    entry.per_element_us,
+                    entry.per_mib_ms
+                )));
+            }
         }
         Ok(model)
+    }
+
+    /// The ops a type × encoding of the model has entries for some of but not all (`hash
+    /// hashtable delete`): a key of it gets those figures from a stand-in entry or none (`?`).
+    pub fn missing_entries(&self) -> Vec<String> {
+        const OPS: [ModelOp; 6] = [
+            ModelOp::Delete,
+            ModelOp::Unlink,
+            ModelOp::Expire,
+            ModelOp::Evict,
+            ModelOp::Overwrite,
+            ModelOp::Read,
+        ];
+        let mut groups: Vec<(&str, &str)> = self
+            .entries
+            .iter()
+            .map(|e| (e.kind.as_str(), e.encoding.as_str()))
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let mut missing = Vec::new();
+        for (kind, encoding) in groups {
+            for op in OPS {
+                if !self
+                    .entries
+                    .iter()
+                    .any(|e| e.kind == kind && e.encoding == encoding && e.op == op)
+                {
+                    missing.push(format!("{kind} {encoding} {}", op.name()));
+                }
+            }
+        }
+        missing
     }
 
     /// `redis 7.0.15`.
@@ -883,64 +941,6 @@ pub(crate) mod tests {
         );
     }
 
-    #[test]
-    fn a_type_the_model_lacks_is_not_invented() {
-        let model = sample_model();
-        let p = predict(
-            &model,
-            &shape("zset", "skiplist", 1_000_000, 90 << 20),
-            &settings(false),
-        );
-        assert_eq!(p.delete.freeze_ms, None);
-        assert_eq!(&*p.delete.basis, "no model entry");
-        assert_eq!(p.worst_ms(), 0.0);
-    }
-
-    #[test]
-    fn files_round_trip_and_garbage_is_refused() {
-        let model = sample_model();
-        let text = serde_json::to_string_pretty(&model).unwrap();
-        assert_eq!(CostModel::parse(&text).unwrap(), model);
-        for (bad, says) in [
-            ("garbage", "not JSON"),
-            ("{}", "no \"format\""),
-            ("{\"format\": 3}", "format 3"),
-            ("{\"format\": 0}", "format 0"),
-            ("{\"format\": 1, \"server\": 3}", "not a cost model"),
-        ] {
-            let err = CostModel::parse(bad).unwrap_err().to_string();
-            assert!(err.contains(says), "{bad}: {err}");
-        }
-        let negative = text.replacen("\"per_element_us\": 0.", "\"per_element_us\": -0.", 1);
-        assert_ne!(negative, text);
-        assert!(CostModel::parse(&negative).is_err());
-        let steep = text.replacen(
-            "\"elements_exponent\": 1.0",
-            "\"elements_exponent\": 7.0",
-            1,
-        );
-        assert_ne!(steep, text);
-        assert!(CostModel::parse(&steep).is_err());
-        // No entries, or one twice (the hostile trial: both accepted, every key priced `?`).
-        let mut empty = model.clone();
-        empty.entries.clear();
-        let err = CostModel::parse(&serde_json::to_string(&empty).unwrap()).unwrap_err();
-        assert!(err.to_string().contains("no entries"), "{err}");
-        let mut twice = model.clone();
-        twice.entries.push(twice.entries[0].clone());
-        let err = CostModel::parse(&serde_json::to_string(&twice).unwrap()).unwrap_err();
-        assert!(err.to_string().contains("twice"), "{err}");
-        // Format 1 had no exponent: its entries are lines.
-        let old: String = text
-            .replacen("\"format\": 2", "\"format\": 1", 1)
-            .lines()
-            .filter(|l| !l.contains("elements_exponent"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let old = CostModel::parse(&old).unwrap();
-        assert!(old.entries.iter().all(|e| e.elements_exponent == 1.0));
-    }
-
     /// A key far past the largest size its entry was fitted on is marked, by the entry that
     /// priced it; one within is not.
     #[test]
@@ -976,6 +976,115 @@ pub(crate) mod tests {
         let (label, times) = p.delete.past_fitted.unwrap();
         assert_eq!(&*label, "string raw delete");
         assert!((times - 4.0).abs() < 1e-9, "{times}");
+    }
+
+    #[test]
+    fn a_type_the_model_lacks_is_not_invented() {
+        let model = sample_model();
+        let p = predict(
+            &model,
+            &shape("zset", "skiplist", 1_000_000, 90 << 20),
+            &settings(false),
+        );
+        assert_eq!(p.delete.freeze_ms, None);
+        assert_eq!(&*p.delete.basis, "no model entry");
+        assert_eq!(p.worst_ms(), 0.0);
+    }
+
+    #[test]
+    fn files_round_trip_and_garbage_is_refused() {
+        let model = sample_model();
+        let text = serde_json::to_string_pretty(&model).unwrap();
+        assert_eq!(CostModel::parse(&text).unwrap(), model);
+        for (bad, says) in [
+            ("garbage", "not JSON"),
+            ("{}", "no \"format\""),
+            ("{\"format\": 3}", "format 3"),
+            ("{\"format\": 0}", "format 0"),
+            ("{\"format\": 1, \"server\": 3}", "not a cost model"),
+        ] {
+            let err = CostModel::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        // A format of the wrong JSON type is said to be that, not missing.
+        let err = CostModel::parse("{\"format\": \"2\"}")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("wrong type"), "{err}");
+        assert!(!err.contains("no \"format\""), "{err}");
+        // An absurd cost (the hostile trial's 1e300 printed a 301-digit DEL) is refused, per
+        // element and per MiB; the largest shipped costs are far under the bound.
+        for field in ["per_element_us", "per_mib_ms"] {
+            let mut absurd = model.clone();
+            match field {
+                "per_element_us" => absurd.entries[0].per_element_us = 1e300,
+                _ => absurd.entries[0].per_mib_ms = 2e6,
+            }
+            let err = CostModel::parse(&serde_json::to_string(&absurd).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("past any server's"), "{field}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+        for shipped in shipped() {
+            assert!(
+                shipped
+                    .entries
+                    .iter()
+                    .all(|e| e.per_element_us < 10.0 && e.per_mib_ms < 10.0)
+            );
+        }
+        let negative = text.replacen("\"per_element_us\": 0.", "\"per_element_us\": -0.", 1);
+        assert_ne!(negative, text);
+        assert!(CostModel::parse(&negative).is_err());
+        let steep = text.replacen(
+            "\"elements_exponent\": 1.0",
+            "\"elements_exponent\": 7.0",
+            1,
+        );
+        assert_ne!(steep, text);
+        assert!(CostModel::parse(&steep).is_err());
+        // No entries, or one twice (the hostile trial: both accepted, every key priced `?`).
+        let mut empty = model.clone();
+        empty.entries.clear();
+        let err = CostModel::parse(&serde_json::to_string(&empty).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("no entries"), "{err}");
+        let mut twice = model.clone();
+        twice.entries.push(twice.entries[0].clone());
+        let err = CostModel::parse(&serde_json::to_string(&twice).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("twice"), "{err}");
+        // Format 1 had no exponent: its entries are lines.
+        let old: String = text
+            .replacen("\"format\": 2", "\"format\": 1", 1)
+            .lines()
+            .filter(|l| !l.contains("elements_exponent"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let old = CostModel::parse(&old).unwrap();
+        assert!(old.entries.iter().all(|e| e.elements_exponent == 1.0));
+    }
+
+    /// An op missing from a type × encoding that has others is named (the hostile trial's
+    /// model without `hash hashtable delete` priced the hash's DEL `?`, unsaid).
+    #[test]
+    fn a_missing_op_of_a_known_type_is_named() {
+        assert_eq!(shipped().len(), 4);
+        for model in shipped() {
+            assert_eq!(
+                model.missing_entries(),
+                Vec::<String>::new(),
+                "{}",
+                model.server_name()
+            );
+        }
+        let mut model = shipped().remove(1);
+        model.entries.retain(|e| {
+            !(e.kind == "hash" && e.encoding == "hashtable" && e.op == ModelOp::Delete)
+        });
+        assert_eq!(
+            model.missing_entries(),
+            vec!["hash hashtable delete".to_string()]
+        );
     }
 
     #[test]

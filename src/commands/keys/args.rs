@@ -79,7 +79,7 @@ pub struct KeysArgs {
     pub size_floor: String,
 
     /// A cost model file (as in data/models/) instead of the one shipped for the server's
-    /// version; it must be of the server's version.
+    /// version; one fitted on another version is used with a warning.
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,
 
@@ -139,7 +139,8 @@ pub struct KeysPlan {
     pub top: usize,
     /// `--size-floor`, bytes.
     pub size_floor_bytes: u64,
-    /// `--model`, read and checked (its server is checked once the server is known).
+    /// `--model`, read and checked (its server is set against the scanned one once that is
+    /// known: another version's is used with a warning).
     pub model: Option<(PathBuf, CostModel)>,
     /// `--read-from`.
     pub read_from: ReadFrom,

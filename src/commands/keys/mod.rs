@@ -199,18 +199,28 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
     let models = shipped();
     let (model, nearest, from): (CostModel, bool, String) = match &plan.model {
         Some((path, model)) => {
+            // Another version's model is the user's choice, used as the tool uses the nearest
+            // shipped one where none was fitted on the server's version: with a warning.
             if !fits_server(model, &server.flavor, &server.version) {
-                return Err(UsageError::invalid(
-                    "--model",
+                let warning = format!(
+                    "--model {}: fitted on {}, the server is {} {}; its predictions may be off for this server",
                     path.display(),
-                    format!(
-                        "was fitted on {}, the server is {} {}",
-                        model.server_name(),
-                        server.flavor,
-                        server.version
-                    ),
-                )
-                .into());
+                    model.server_name(),
+                    server.flavor,
+                    server.version
+                );
+                out.warn(&warning);
+                warnings.push(warning);
+            }
+            let missing = model.missing_entries();
+            if !missing.is_empty() {
+                let warning = format!(
+                    "--model {} has no entry for {}: those ops are priced from another entry where one stands in (expiry, eviction and overwrite as DEL), else left unpriced (`?`, empty in keys.csv)",
+                    path.display(),
+                    missing.join(", ")
+                );
+                out.warn(&warning);
+                warnings.push(warning);
             }
             (model.clone(), false, path.display().to_string())
         }
