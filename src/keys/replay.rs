@@ -116,8 +116,8 @@ pub fn replay_shape(row: &KeyRow) -> Result<(&'static dyn ValueKind, u64, u64), 
 
 /// The element size whose values hold `memory_per_element` bytes per element, from two values
 /// of the same type and count built at 16 and 64 bytes per element (`calibration`: their
-/// `MEMORY USAGE` per element, by the same 5-sample estimate the scan used): the line through
-/// them, solved. `None` where the line does not rise (a compact encoding rounded to one
+/// `MEMORY USAGE` per element, counted whole: what the scan's 5 samples estimate): the line
+/// through them, solved. `None` where the line does not rise (a compact encoding rounded to one
 /// allocation size) or gives less than a byte.
 pub fn element_bytes_from_calibration(
     memory_per_element: f64,
