@@ -194,6 +194,17 @@ fn dry_runs_print_the_plan_and_connect_to_nothing() {
             "{args:?}: {stdout}"
         );
         assert!(stdout.contains(needle), "{args:?}: {stdout}");
+        // What the run would change or write on someone else's server is said (the hostile
+        // trial: notify-keyspace-events and the marker keys were not).
+        if args[0] != "load" {
+            for change in [
+                "notify-keyspace-events +Exe",
+                "holprobe:<run-id>:lease",
+                "holprobe:markers",
+            ] {
+                assert!(stdout.contains(change), "{args:?}: {change}: {stdout}");
+            }
+        }
         for word in ["s3cret", "embedded", "started server"] {
             assert!(
                 !stdout.contains(word) && !stderr.contains(word),

@@ -85,11 +85,11 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
             let expire = plan.has_op(crate::record::WriteOp::Expire);
             let evict = plan.has_op(crate::record::WriteOp::Evict);
             let settings = if evict {
-                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries and evictions); around each evict op maxmemory and maxmemory-policy (put back after it)"
+                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries and evictions, and to name the keys a stall removed); around each evict op maxmemory and maxmemory-policy (put back after it)"
             } else if expire {
-                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries)"
+                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (for the expiries, and to name the keys a stall removed)"
             } else {
-                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1"
+                "CONFIG SET slowlog-log-slower-than 0, slowlog-max-len 16384 (if lower), latency-monitor-threshold 1, notify-keyspace-events +Exe (to name the keys a stall removed)"
             };
             lines.push(if embedded || options.tune_server {
                 format!("server settings: {settings}, each restored at the end")
@@ -138,7 +138,7 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
             });
             let tuned = matches!(spec, TargetSpec::Embedded { .. }) || options.tune_server;
             let settings = format!(
-                "CONFIG SET slowlog-log-slower-than {} (if higher), slowlog-max-len 128 (if lower) and latency-monitor-threshold {} (if higher or off)",
+                "CONFIG SET slowlog-log-slower-than {} (if higher), slowlog-max-len 128 (if lower), latency-monitor-threshold {} (if higher or off) and notify-keyspace-events +Exe (to name the keys a stall removed)",
                 options.stall_threshold_us,
                 (options.stall_threshold_us / 1000).max(1)
             );
@@ -155,7 +155,12 @@ pub(super) fn dry_run_plan(options: &RunOptions, spec: &TargetSpec) -> Result<Ve
         );
     }
     lines.push(format!(
-        "after the run: UNLINK (DEL where the server has none) of any key left under {run_prefix}"
+        "the run's own keys while it goes: a marker ({run_prefix}marker) and a lease ({run_prefix}lease, PX 10 s, renewed) with the run's id in the set {}:markers, so that a later run can clean up after one that died",
+        run::KEY_NAMESPACE
+    ));
+    lines.push(format!(
+        "after the run: UNLINK (DEL where the server has none) of any key left under {run_prefix}, and the run's id taken out of {}:markers",
+        run::KEY_NAMESPACE
     ));
     Ok(lines)
 }
