@@ -104,6 +104,38 @@ fn sigint_keeps_results_stops_the_embedded_server_and_exits_130() {
     );
 }
 
+/// A collection's build stops sending at Ctrl-C (a 2M-field build went on for 4 s after it):
+/// the run ends within a second or two, the build recorded as cut short.
+#[test]
+fn sigint_during_a_build_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = Command::new(probe_bin())
+        .args(["--type", "hash", "--elements", "4M", "--out"])
+        .arg(&out)
+        .spawn_quiet();
+    // The first op begins after a 500 ms quiet gap; a 4M-field build takes seconds.
+    thread::sleep(Duration::from_millis(1500));
+    let sent = Instant::now();
+    signal(child.id(), libc::SIGINT);
+    let status = wait_within(&mut child, Duration::from_secs(30));
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(130));
+    let writes = read_csv(&out.join("writes.csv"));
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0]["op"], "build");
+    assert_eq!(writes[0]["ok"], "false", "{:?}", writes[0]);
+    assert!(
+        writes[0]["error"].contains("stopped during the build"),
+        "{:?}",
+        writes[0]
+    );
+}
+
 #[test]
 fn sigterm_against_an_external_server_cleans_its_keys() {
     let server = TestServer::start(&[]);

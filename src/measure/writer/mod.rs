@@ -752,9 +752,20 @@ impl Writer {
         let mut first_error: Option<String> = None;
         let start = Instant::now();
         let mut sent = start;
+        let stop = Arc::clone(&self.stop);
         let result: std::io::Result<()> = (|| {
             loop {
-                while in_flight.len() < BUILD_PIPELINE_DEPTH && next < elements {
+                // Ctrl-C or SIGTERM: no more batches go out (a 2M-field build went on for 4 s
+                // after it); those on the wire are read, and the build fails as cut short.
+                if next < elements && stop.load(Ordering::Relaxed) && first_error.is_none() {
+                    first_error = Some(format!(
+                        "the run was stopped during the build, after {next} of {elements} elements were sent"
+                    ));
+                }
+                while in_flight.len() < BUILD_PIPELINE_DEPTH
+                    && next < elements
+                    && !stop.load(Ordering::Relaxed)
+                {
                     let count = batch.min(elements - next);
                     request.clear();
                     let commands = kind.build_batch(
