@@ -147,6 +147,19 @@ fn probe_clean_undoes_a_killed_run_and_leaves_a_live_one_alone() {
     assert!(early_out.contains("its lease is fresh"), "{early_out}");
     assert!(!early_out.contains("without cleaning up"), "{early_out}");
     assert_ne!(settings(&server), original);
+    // A run started meanwhile says that other runs are under way, whose settings are in
+    // effect for it too (it said nothing, and ran on the killed run's settings).
+    let during = probe_cmd()
+        .args(["--url", &server.url(), "--duration", "1s"])
+        .output()
+        .unwrap();
+    let during_err = String::from_utf8_lossy(&during.stderr);
+    assert!(during.status.success(), "{during_err}");
+    let said = during_err
+        .lines()
+        .filter(|l| l.contains("another run of the tool on this server"))
+        .count();
+    assert_eq!(said, 2, "{during_err}");
 
     wait_for(
         Duration::from_secs(20),

@@ -147,12 +147,17 @@ impl RunScope {
         let marked = !target.server.embedded;
         if marked {
             match marker::reclaim_dead_runs(&target.conn, tag) {
-                Ok(found) => warnings.extend(
-                    found
-                        .iter()
-                        .filter(|f| matches!(f, marker::Found::Reclaimed { .. }))
-                        .map(|f| f.line().to_string()),
-                ),
+                // A live run's is said too: the settings it changed are in effect for this
+                // run, which reads them as the server's own (a run started within 10 s of a
+                // kill -9 said nothing and ran on the dead run's settings).
+                Ok(found) => warnings.extend(found.iter().map(|f| match f {
+                    marker::Found::Reclaimed { line, .. } => line.clone(),
+                    // A live run's own marker (not a stranger's member of the registry).
+                    marker::Found::Live { line, .. } if line.starts_with("left run ") => format!(
+                        "{line}; another run of the tool on this server at the same time: any setting it changed is in effect for this run too, and this run's figures share the server with its writes"
+                    ),
+                    marker::Found::Live { line, .. } => line.clone(),
+                })),
                 Err(err) => warnings.push(format!(
                     "could not look for the markers of runs that died: {}",
                     crate::error::one_line(&err)
