@@ -42,7 +42,7 @@ pub fn check_bulk_len(
                     format!(
                         "larger than the server's proto-max-bulk-len ({}): raise it with {}",
                         format_size(limit),
-                        raise("proto-max-bulk-len", "1gb")
+                        raise("proto-max-bulk-len", &bulk_len_for(too_big))
                     ),
                 ));
             }
@@ -53,7 +53,7 @@ pub fn check_bulk_len(
                 format!(
                     "larger than the server's proto-max-bulk-len ({}): choose smaller elements, or raise it with {}",
                     format_size(limit),
-                    raise("proto-max-bulk-len", "1gb")
+                    raise("proto-max-bulk-len", &bulk_len_for(plan.element_bytes))
                 ),
             ));
         }
@@ -82,6 +82,20 @@ pub fn check_bulk_len(
         }
     }
     Ok(())
+}
+
+/// A `proto-max-bulk-len` that takes `bytes` (1gb at least; `99999999G` was told 1gb): the next
+/// power of two, in the server's units.
+fn bulk_len_for(bytes: u64) -> String {
+    let needed = bytes
+        .max(1 << 30)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX);
+    if needed % (1 << 30) == 0 {
+        format!("{}gb", needed >> 30)
+    } else {
+        needed.to_string()
+    }
 }
 
 /// Refuses an `evict` op on a server the tool did not start (`embedded` false; `address`, as
@@ -341,5 +355,15 @@ mod tests {
         let info = "# Keyspace\r\ndb0:keys=8000,expires=8000,avg_ttl=9000\r\ndb3:keys=2,expires=0,avg_ttl=0\r\ndb5:keys=9,expires=4,avg_ttl=1\r\n";
         assert_eq!(expiring_keys_by_db(info), vec![(0, 8000), (5, 4)]);
         assert!(expiring_keys_by_db("# Keyspace\r\n").is_empty());
+    }
+}
+
+#[cfg(test)]
+mod bulk_len_tests {
+    #[test]
+    fn the_suggested_bulk_len_takes_the_value() {
+        assert_eq!(super::bulk_len_for(600 << 20), "1gb");
+        assert_eq!(super::bulk_len_for(3 << 30), "4gb");
+        assert_eq!(super::bulk_len_for(99_999_999 << 30), "134217728gb");
     }
 }
