@@ -300,8 +300,9 @@ fn md_row(cells: &[String]) -> String {
 pub fn markdown(doc: &KeysRunJson) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "**{} keys scanned** on {}: {} past {} ms (together {} ms), {} with a TTL.\n\n",
+        "**{} key{} scanned** on {}: {} past {} ms (together {} ms), {} with a TTL.\n\n",
         doc.keys_scanned,
+        if doc.keys_scanned == 1 { "" } else { "s" },
         doc.nodes.join(", "),
         doc.keys_over_threshold,
         doc.scan.threshold_ms,
@@ -431,6 +432,11 @@ mod tests {
         );
         assert!(!text.contains("? thread"), "{text}");
         assert!(text.starts_with("scanned 1 key ("), "{text}");
+        assert!(
+            markdown(&doc).starts_with("**1 key scanned**"),
+            "{}",
+            markdown(&doc)
+        );
     }
 
     /// The cut falls between escapes: a key of invalid bytes does not end in half of one.
