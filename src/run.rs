@@ -165,6 +165,19 @@ mod tests {
     }
 
     #[test]
+    fn an_observe_run_says_when_the_server_waited_for_a_cpu() {
+        use crate::session::observe_cpu_wait_note;
+        assert_eq!(observe_cpu_wait_note(1200.0, 0.0, 2, 5000.0), None);
+        assert_eq!(observe_cpu_wait_note(4.0, 49.0, 2, 500.0), None);
+        assert_eq!(observe_cpu_wait_note(0.5, 2.0, 2, 500.0), None);
+        let note = observe_cpu_wait_note(1143.0, 791.1, 2, 5000.0).expect("a note");
+        assert!(note.contains("waited 1143.0 ms for a CPU"), "{note}");
+        assert!(note.contains("791.1 ms of stalls"), "{note}");
+        assert!(note.contains("2 x 5000/s"), "{note}");
+        assert!(note.contains("up to 791.1 ms of those stalls"), "{note}");
+    }
+
+    #[test]
     fn a_run_says_when_the_server_waited_for_a_cpu() {
         let summary = |held_ms: Option<f64>, wait_us: Option<u64>| WriteSummary {
             hol_delay_ms: held_ms,

@@ -69,7 +69,7 @@ use joins::Joiner;
 use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
 pub use report::{KEEP_STALLS, Notice, RunReport};
-pub(crate) use report::{cpu_wait_note, late_probe_note};
+pub(crate) use report::{cpu_wait_note, late_probe_note, observe_cpu_wait_note};
 use report::{open_at_stop_note, timed_out_note};
 use sinks::{MetricsSink, ProbeFiles, ProbeFinding, ProbeSinks, ProbeTerminal};
 use threads::Threads;
@@ -434,6 +434,10 @@ pub fn measure_nodes(
         last_checkpoint: Instant::now()
             .checked_sub(CHECKPOINT_EVERY)
             .unwrap_or_else(Instant::now),
+        observe_cpu_from: (!has_actor)
+            .then_some(view.server_pid)
+            .flatten()
+            .and_then(|pid| crate::measure::schedstat::main_thread_times(pid).map(|t| (pid, t))),
     };
     let limits = Limits {
         deadline_us: options
@@ -489,6 +493,9 @@ struct ProbeInstrument<'a, 'n> {
     sinks: ProbeSinks<'n>,
     meta: Meta<'a>,
     last_checkpoint: Instant,
+    /// A run without writes on a server whose main thread the tool can read: its pid and times
+    /// at the start, for the run's CPU wait at the end ([`observe_cpu_wait_note`]).
+    observe_cpu_from: Option<(u32, crate::measure::schedstat::ThreadTimes)>,
 }
 
 impl Instrument for ProbeInstrument<'_, '_> {
@@ -721,6 +728,17 @@ impl ProbeInstrument<'_, '_> {
             warnings.push(note);
         }
         if let Some(note) = cpu_wait_note(&state.nodes[0].analysis.writes) {
+            warnings.push(note);
+        }
+        if let Some((pid, from)) = self.observe_cpu_from
+            && let Some(to) = crate::measure::schedstat::main_thread_times(pid)
+            && let Some(note) = observe_cpu_wait_note(
+                (to - from).wait_ns as f64 / 1e6,
+                state.nodes[0].stall_ms_total,
+                options.probe_threads,
+                options.probe_rate,
+            )
+        {
             warnings.push(note);
         }
         if let Some(note) = open_at_stop_note(

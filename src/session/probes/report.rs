@@ -177,6 +177,26 @@ pub(crate) fn cpu_wait_note(writes: &[WriteSummary]) -> Option<String> {
     })
 }
 
+/// A note for a run without writes (observe mode) when the server's main thread waited for a
+/// CPU, over the run, `wait_ms` (schedstat, its first and last readings), a tenth or more of the
+/// `stall_ms` of stalls counted: on this host its CPUs were short, and the probes' own load is
+/// part of that (an idle Redis 7.0 counted 278 stalls, 791 ms, in 10 s at 2 x 5000/s, its main
+/// thread waiting 1.1 s for a CPU; 19 stalls, 49 ms, at 2 x 500/s).
+pub(crate) fn observe_cpu_wait_note(
+    wait_ms: f64,
+    stall_ms: f64,
+    probe_threads: u16,
+    probe_rate: f64,
+) -> Option<String> {
+    (stall_ms > 0.0 && wait_ms >= CPU_WAIT_NOTE_MS && wait_ms >= CPU_WAIT_NOTE_SHARE * stall_ms)
+        .then(|| {
+            format!(
+                "the server's main thread waited {wait_ms:.1} ms for a CPU over the run, against {stall_ms:.1} ms of stalls counted: this host's CPUs were short (the server's threads, the probes' own {probe_threads} x {probe_rate}/s and anything else running), so up to {:.1} ms of those stalls is the host's, not the server's; a run at a lower --probe-rate shows how much",
+                wait_ms.min(stall_ms)
+            )
+        })
+}
+
 /// How long the server's main thread must have waited for a CPU during a write, and which share
 /// of its `hol_delay_ms` that must be, before the run says so.
 const CPU_WAIT_NOTE_MS: f64 = 1.0;
