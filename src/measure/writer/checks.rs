@@ -91,7 +91,7 @@ fn bulk_len_for(bytes: u64) -> String {
         .max(1 << 30)
         .checked_next_power_of_two()
         .unwrap_or(u64::MAX);
-    if needed % (1 << 30) == 0 {
+    if needed.is_multiple_of(1 << 30) {
         format!("{}gb", needed >> 30)
     } else {
         needed.to_string()
