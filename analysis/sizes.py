@@ -153,7 +153,7 @@ def render(args: argparse.Namespace) -> None:
         ax.set_ylabel(METRICS[metric])
         panel = PANEL_TITLES[metric]
         if metric == "set_ms":
-            panel += {"set": " (the seed's figure)", "command": " (the command's own time)"}.get(args.op, "")
+            panel += {"set": " (the 2017 benchmark's figure)", "command": " (the command's own time)"}.get(args.op, "")
         ax.set_title(panel, fontsize=10)
         ax.grid(True, which="both", color="0.9", lw=0.6)
         ax.set_axisbelow(True)

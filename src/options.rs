@@ -31,7 +31,9 @@ pub struct RunOptions<W = WriterPlan> {
     pub duration: Option<Duration>,
     /// Latency past which a probe counts as delayed, µs.
     pub stall_threshold_us: u64,
-    /// Seed of the value bytes (`--seed`): the one place a plan has it.
+    /// Seed of the value bytes (`--random-state`): the one place a plan has it. Recorded as
+    /// `random_state`; runs recorded before the rename say `seed`.
+    #[serde(rename = "random_state", alias = "seed")]
     pub seed: u64,
     /// Ask for real-time (SCHED_FIFO) priority for the probe threads.
     #[serde(default)]
@@ -116,7 +118,7 @@ pub const DEFAULT_PROBE_THREADS: u16 = 2;
 pub const DEFAULT_PROBE_RATE: f64 = 1000.0;
 /// Default of [`RunOptions::stall_threshold_us`] (and of `--stall-threshold`), µs.
 pub const DEFAULT_STALL_THRESHOLD_US: u64 = 1000;
-/// Default of [`RunOptions::seed`] (and of `--seed`).
+/// Default of [`RunOptions::seed`] (and of `--random-state`).
 pub const DEFAULT_SEED: u64 = 0x5eed;
 
 impl Default for RunOptions {

@@ -1,4 +1,4 @@
-//! The cargo examples, run as a user would, against real embedded redis-servers: the seed
+//! The cargo examples, run as a user would, against real embedded redis-servers: the 2017
 //! benchmark on small sizes, a custom command (GET, UNLINK), and observe mode catching an
 //! injected DEBUG SLEEP. `cargo test` builds the examples before it runs the tests.
 
@@ -67,8 +67,9 @@ fn number_after(line: &str, label: &str) -> f64 {
 }
 
 #[test]
-fn seed_example_prints_the_seed_line_and_the_blocking_per_size() {
-    let (stdout, stderr) = run_ok(example("seed").args(["--sizes", "1,4", "--gap", "200ms"]));
+fn benchmark_2017_example_prints_its_line_and_the_blocking_per_size() {
+    let (stdout, stderr) =
+        run_ok(example("benchmark_2017").args(["--sizes", "1,4", "--gap", "200ms"]));
     assert!(stderr.contains("redis"), "{stderr}");
     let lines: Vec<&str> = stdout
         .lines()
@@ -76,7 +77,7 @@ fn seed_example_prints_the_seed_line_and_the_blocking_per_size() {
         .collect();
     assert_eq!(lines.len(), 2, "one line per size:\n{stdout}");
     for (line, size) in lines.iter().zip(["1M", "4M"]) {
-        // The seed's own format first: `length:   1M, spend: 0.0012s, memory 3.4%, swap 0.0%`.
+        // The 2017 benchmark's own format first: `length:   1M, spend: 0.0012s, memory 3.4%, swap 0.0%`.
         assert!(
             line.starts_with(&format!("length: {size:>4}, spend: ")),
             "{line}"
@@ -87,23 +88,24 @@ fn seed_example_prints_the_seed_line_and_the_blocking_per_size() {
         assert!(memory > 0.0 && memory <= 100.0, "{line}");
         let swap = number_after(line, "swap");
         assert!((0.0..=100.0).contains(&swap), "{line}");
-        // Then what the seed could not see.
+        // Then what it could not see.
         assert!(line.contains("others blocked: "), "{line}");
         let stalled = number_after(line, "stalled:");
         assert!((0.0..5000.0).contains(&stalled), "{line}");
     }
-    // Every key kept (as the seed did), then each deletion measured.
+    // Every key kept (as in 2017), then each deletion measured.
     let deletes = stdout
         .lines()
         .filter(|l| l.trim_start().starts_with("del "))
         .count();
     assert_eq!(deletes, 2, "{stdout}");
     assert!(stdout.contains("baseline:"), "{stdout}");
+    assert!(!(stdout + &stderr).to_lowercase().contains("seed"));
 }
 
 #[test]
-fn seed_example_rejects_a_bad_size_with_exit_2() {
-    let output = example("seed")
+fn benchmark_2017_example_rejects_a_bad_size_with_exit_2() {
+    let output = example("benchmark_2017")
         .args(["--sizes", "1,4X"])
         .output()
         .expect("run the example");

@@ -581,3 +581,48 @@ fn sets_a_server_refuses_fail_the_load() {
     let stderr = stderr_of(&assert);
     assert!(stderr.contains("answered with an error"), "{stderr}");
 }
+
+/// The population's description on the server names its random state `random_state`, never
+/// "seed"; a description written before the rename (`seed`) is still read, and the next
+/// populate leaves only the new name. `--seed`, the flag's old name, is still accepted.
+#[test]
+fn the_population_names_its_random_state_and_reads_the_old_name() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "200", "--seed", "9"]);
+    let meta = |server: &TestServer| -> HashMap<String, String> {
+        redis::cmd("HGETALL")
+            .arg("holprobe:load:meta")
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    let fields = meta(&server);
+    assert_eq!(fields["random_state"], "9", "{fields:?}");
+    assert!(!fields.contains_key("seed"), "{fields:?}");
+
+    // As an earlier version left it.
+    let _: () = redis::pipe()
+        .hdel("holprobe:load:meta", "random_state")
+        .hset("holprobe:load:meta", "seed", 5)
+        .query(&mut server.conn())
+        .unwrap();
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url()])
+        .args(["--clients", "1", "--duration", "1s", "--format", "json"])
+        .assert()
+        .success();
+    let stdout = stdout_of(&assert);
+    assert!(
+        !(stdout.clone() + &stderr_of(&assert))
+            .to_lowercase()
+            .contains("seed")
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["populations"][0]["random_state"], 5, "{doc}");
+    assert_eq!(doc["populations"][0]["keys"], 200, "{doc}");
+    assert!(doc["options"]["random_state"].is_u64(), "{doc}");
+
+    populate(&server, &["--keys", "200", "--random-state", "11"]);
+    let fields = meta(&server);
+    assert_eq!(fields["random_state"], "11", "{fields:?}");
+    assert!(!fields.contains_key("seed"), "{fields:?}");
+}

@@ -54,8 +54,14 @@ pub struct PopulateArgs {
     #[arg(long)]
     overwrite: bool,
 
-    /// Seed of the value sizes and bytes.
-    #[arg(long, value_name = "N", default_value_t = 0x5eed)]
+    /// Start of the random numbers (value sizes and bytes), so populates repeat.
+    #[arg(
+        long = "random-state",
+        alias = "seed",
+        value_name = "N",
+        default_value_t = 0x5eed,
+        allow_negative_numbers = true
+    )]
     seed: u64,
 
     #[command(flatten)]

@@ -20,8 +20,15 @@ use crate::units::{format_size, parse_size};
 /// hexadecimal, so it never collides with a run id.
 pub const LOAD_PREFIX: &str = "holprobe:load:";
 
-/// The hash describing the population (`keys`, value sizes, seed, ...).
+/// The hash describing the population (`keys`, value sizes, random state, ...).
 pub const META_KEY: &str = "holprobe:load:meta";
+
+/// The field of [`META_KEY`] holding the random state of the last populate (`--random-state`).
+const META_RANDOM_STATE: &str = "random_state";
+
+/// The same field under its earlier name, as older versions wrote it: still read, and removed
+/// when the hash is rewritten.
+const META_OLD_RANDOM_STATE: &str = "seed";
 
 /// The seed benchmark's population: 10M keys (27 GB of Redis memory there).
 pub const SEED_KEYS: u64 = 10_000_000;
@@ -212,7 +219,9 @@ pub struct PopulationMeta {
     pub keys: u64,
     /// The sizes written (the union, when several populates topped each other up).
     pub value_size: ValueSize,
-    /// Seed of the last populate.
+    /// Seed of the last populate (`--random-state`; recorded as `random_state`, read under its
+    /// old name `seed` too).
+    #[serde(rename = "random_state", alias = "seed")]
     pub seed: u64,
     /// Server memory per key measured by the populate that created most of them, when known.
     pub measured_bytes_per_key: Option<u64>,
@@ -248,7 +257,10 @@ pub fn read_meta(control: &mut redis::Connection) -> Result<Option<PopulationMet
             min_bytes,
             max_bytes,
         },
-        seed: number("seed").unwrap_or(0),
+        // `random_state`; a population written before the rename says `seed`.
+        seed: number(META_RANDOM_STATE)
+            .or_else(|| number(META_OLD_RANDOM_STATE))
+            .unwrap_or(0),
         measured_bytes_per_key: number("measured_bytes_per_key"),
         updated_unix_s: number("updated_unix_s").unwrap_or(0),
     }))
@@ -264,7 +276,7 @@ pub fn write_meta(control: &mut redis::Connection, meta: &PopulationMeta) -> Res
         .arg(meta.value_size.min_bytes)
         .arg("value_max_bytes")
         .arg(meta.value_size.max_bytes)
-        .arg("seed")
+        .arg(META_RANDOM_STATE)
         .arg(meta.seed)
         .arg("updated_unix_s")
         .arg(meta.updated_unix_s)
@@ -273,7 +285,15 @@ pub fn write_meta(control: &mut redis::Connection, meta: &PopulationMeta) -> Res
     if let Some(bytes) = meta.measured_bytes_per_key {
         cmd.arg("measured_bytes_per_key").arg(bytes);
     }
-    cmd.query::<()>(control)
+    // One transaction: the old name of the random state goes (a population written before the
+    // rename, topped up now, would otherwise describe itself under both names).
+    redis::pipe()
+        .atomic()
+        .add_command(cmd)
+        .ignore()
+        .hdel(META_KEY, META_OLD_RANDOM_STATE)
+        .ignore()
+        .query::<()>(control)
         .with_context(|| format!("writing {META_KEY}"))
 }
 

@@ -1,4 +1,4 @@
-//! The writer's flags (`--writer-sizes`, `--repeat`, `--gap`, `--overwrite`, `--keep`, `--seed`,
+//! The writer's flags (`--writer-sizes`, `--repeat`, `--gap`, `--overwrite`, `--keep`, `--random-state`,
 //! and what is written: `--type`, `--elements`, `--element-size`, `--batch`, `--ops`), declared
 //! once for the main job and load mode, and checked into a [`WriterPlan`].
 //!
@@ -64,9 +64,10 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub keep: bool,
 
-    /// Seed of the random value bytes, so runs repeat.
+    /// Start of the random numbers (the value bytes), so runs repeat.
     #[arg(
-        long,
+        long = "random-state",
+        alias = "seed",
         value_name = "N",
         default_value_t = 0x5eed,
         allow_negative_numbers = true
@@ -111,7 +112,7 @@ pub const LOAD_GAP: &str = "2s";
     mut_arg("gap", |a| a.default_value(LOAD_GAP).help("Quiet load before and after each write, at least 1s; from 2s (the default) the seconds beside a write hold no other, so its throughput is compared with theirs (under 2s that comparison may be missing)")),
     mut_arg("overwrite", |a| a.help("Write each size twice to the same key (the second write also frees the first value)")),
     mut_arg("keep", |a| a.help("Keep every written value until the end instead of deleting each after its gap")),
-    mut_arg("seed", |a| a.help("Seed of key choice, SET bytes and the writer's value"))
+    mut_arg("seed", |a| a.help("Start of the random numbers (key choice, SET bytes, the writer's value), so runs repeat"))
 )]
 pub struct LoadWorkloadArgs {
     #[command(flatten)]
@@ -356,6 +357,24 @@ mod tests {
 
     fn refused(args: &[&str]) -> String {
         plan(args).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn random_state_is_also_read_as_the_old_hidden_seed() {
+        let state = |args: &[&str]| {
+            let mut all = vec!["probe"];
+            all.extend_from_slice(args);
+            Cli::parse_from(all).workload.seed
+        };
+        assert_eq!(state(&[]), 0x5eed);
+        assert_eq!(state(&["--random-state", "7"]), 7);
+        assert_eq!(state(&["--seed", "8"]), 8);
+        let Err(err) = Cli::try_parse_from(["probe", "--seed", "x"]) else {
+            panic!("--seed x was taken");
+        };
+        let err = err.to_string();
+        assert!(err.contains("--random-state <N>"), "{err}");
+        assert!(!err.to_lowercase().contains("seed"), "{err}");
     }
 
     #[test]

@@ -38,7 +38,9 @@ pub struct LoadOptions<W = WriterPlan> {
     pub stall_threshold_us: u64,
     /// A request unanswered this long is a timeout, µs.
     pub timeout_us: u64,
-    /// Seed of key choice, SET bytes and the writer's value.
+    /// Seed of key choice, SET bytes and the writer's value (`--random-state`; recorded as
+    /// `random_state`, read under its old name `seed` too).
+    #[serde(rename = "random_state", alias = "seed")]
     pub seed: u64,
     /// Where the exports go.
     pub out: Option<PathBuf>,

@@ -95,7 +95,7 @@ pub struct RecordedWriter {
     pub plan: WriterPlan,
     /// The run's key prefix, `holprobe:<run-id>:`.
     pub key_prefix: String,
-    /// Seed of the value bytes.
+    /// Seed of the value bytes (recorded as `random_state`).
     pub seed: u64,
 }
 
@@ -112,7 +112,7 @@ impl Serialize for RecordedWriter {
             #[serde(skip_serializing_if = "Option::is_none")]
             batch_elements: Option<u64>,
             key_prefix: &'a str,
-            seed: u64,
+            random_state: u64,
         }
         let collection = !self.plan.is_string();
         // Only where the plan's own field is left out (at its default): never twice.
@@ -123,7 +123,7 @@ impl Serialize for RecordedWriter {
             batch_elements: (collection && is_default_batch(&self.plan.batch_elements))
                 .then_some(self.plan.batch_elements),
             key_prefix: &self.key_prefix,
-            seed: self.seed,
+            random_state: self.seed,
         }
         .serialize(serializer)
     }
@@ -154,8 +154,9 @@ struct RecordedWriterFields {
     ops: Vec<WriteOp>,
     #[serde(default)]
     key_prefix: String,
-    #[serde(default)]
-    seed: u64,
+    /// `random_state`; runs recorded before the rename say `seed`.
+    #[serde(default, alias = "seed")]
+    random_state: u64,
 }
 
 impl From<RecordedWriterFields> for RecordedWriter {
@@ -175,7 +176,7 @@ impl From<RecordedWriterFields> for RecordedWriter {
                 ops: fields.ops,
             },
             key_prefix: fields.key_prefix,
-            seed: fields.seed,
+            seed: fields.random_state,
         }
     }
 }
@@ -746,7 +747,7 @@ mod tests {
         let read: RecordedWriter = serde_json::from_str(&json).unwrap();
         assert_eq!(serde_json::to_string(&read).unwrap(), json);
         assert!(
-            json.ends_with(r#""key_prefix":"holprobe:feedf00d:","seed":99}"#),
+            json.ends_with(r#""key_prefix":"holprobe:feedf00d:","random_state":99}"#),
             "{json}"
         );
     }

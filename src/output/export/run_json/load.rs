@@ -192,6 +192,24 @@ mod tests {
         assert_eq!(read.blocks[0].role.as_deref(), Some("master, shard 0"));
     }
 
+    /// The random state is written as `random_state` (the file says "seed" nowhere), and a run
+    /// recorded before the rename, which says `seed`, still reads.
+    #[test]
+    fn the_random_state_is_written_by_its_name_and_read_by_either() {
+        let text = serde_json::to_string(&sample_load_run()).unwrap();
+        assert!(!text.to_lowercase().contains("seed"), "{text}");
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["options"]["random_state"], 99);
+        assert_eq!(value["populations"][0]["random_state"], 7);
+        assert!(value["options"]["writer"]["random_state"].is_u64());
+        let old = text.replace("\"random_state\"", "\"seed\"");
+        assert_ne!(old, text);
+        let read: LoadRunJson = serde_json::from_str(&old).unwrap();
+        assert_eq!(read.options.plan.seed, 99);
+        assert_eq!(read.populations[0].as_ref().unwrap().seed, 7);
+        assert_eq!(serde_json::to_string(&read).unwrap(), text);
+    }
+
     /// The blocks' `role` is written only on a cluster, and reads back absent.
     #[test]
     fn a_block_without_a_role_reads() {

@@ -496,6 +496,23 @@ mod tests {
         assert!(stalls == read("stalls.csv"), "stalls.csv bytes changed");
     }
 
+    /// The random state is written as `random_state` (run.json says "seed" nowhere), and a run
+    /// recorded before the rename, which says `seed` (as those in data/ do), still reads.
+    #[test]
+    fn the_random_state_is_written_by_its_name_and_read_by_either() {
+        let text = serde_json::to_string(&sample::run_json()).unwrap();
+        assert!(!text.to_lowercase().contains("seed"), "{text}");
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["options"]["random_state"], 99);
+        assert_eq!(value["options"]["writer"]["random_state"], 99);
+        let old = text.replace("\"random_state\"", "\"seed\"");
+        assert_ne!(old, text);
+        let read: RunJson = serde_json::from_str(&old).unwrap();
+        assert_eq!(read.options.seed, 99);
+        assert_eq!(read.options.writer.as_ref().unwrap().seed, 99);
+        assert_eq!(serde_json::to_string(&read).unwrap(), text);
+    }
+
     /// Every field written is read back: writing what was read gives the same bytes.
     #[test]
     fn run_json_reads_back_every_field() {

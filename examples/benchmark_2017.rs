@@ -1,4 +1,4 @@
-//! The seed benchmark, reproduced with holprobe's library.
+//! The 2017 benchmark, reproduced with holprobe's library.
 //!
 //! In 2017 a script stored one value each of 1, 4, 32, 64, 128, 256 and 512 MiB in Redis,
 //! keeping every key, and printed per size the SET time and the host's memory and swap:
@@ -9,13 +9,13 @@
 //!
 //! That is the writer's own time: nobody measured what the *other* clients saw. This example runs
 //! the same procedure (each size once, in order, every key kept until the end) while holprobe's
-//! probe threads sample the server, and prints the seed's line followed by the blocking the seed
-//! could not see. The keys are then deleted, each deletion measured too.
+//! probe threads sample the server, and prints the 2017 benchmark's line followed by the blocking
+//! it could not see. The keys are then deleted, each deletion measured too.
 //!
 //! ```sh
-//! cargo run --release --example seed                    # 1M..512M, embedded redis-server
-//! cargo run --release --example seed -- --sizes 1,4     # sizes in MiB (or with units: 512K)
-//! cargo run --release --example seed -- --url redis://127.0.0.1:6379 --sizes 64
+//! cargo run --release --example benchmark_2017                  # 1M..512M, embedded redis-server
+//! cargo run --release --example benchmark_2017 -- --sizes 1,4   # sizes in MiB (or 512K)
+//! cargo run --release --example benchmark_2017 -- --url redis://127.0.0.1:6379 --sizes 64
 //! ```
 
 use std::process::ExitCode;
@@ -32,12 +32,12 @@ use holprobe::record::WriteOp;
 use holprobe::run::{Notice, RunOptions, run};
 use holprobe::units::{format_size, parse_duration, parse_size};
 
-/// The seed benchmark (one SET per size, keys kept, SET time and memory printed), plus what the
+/// The 2017 benchmark (one SET per size, keys kept, SET time and memory printed), plus what the
 /// other clients saw during each SET.
 #[derive(Debug, Parser)]
-#[command(name = "seed")]
+#[command(name = "benchmark_2017")]
 struct Args {
-    /// Value sizes, comma-separated: a plain number is MiB, as in the seed; or with a unit (512K).
+    /// Value sizes, comma-separated: a plain number is MiB, as in 2017; or with a unit (512K).
     #[arg(long, default_value = "1,4,32,64,128,256,512")]
     sizes: String,
 
@@ -53,7 +53,7 @@ struct Args {
     target: TargetArgs,
 }
 
-/// `64` is 64 MiB (the seed's unit); `512K`, `1G` carry their own.
+/// `64` is 64 MiB (the 2017 benchmark's unit); `512K`, `1G` carry their own.
 fn parse_sizes(text: &str) -> Result<Vec<u64>, UsageError> {
     text.split(',')
         .map(|part| {
@@ -68,22 +68,22 @@ fn parse_sizes(text: &str) -> Result<Vec<u64>, UsageError> {
 }
 
 fn main() -> ExitCode {
-    match seed() {
+    match benchmark() {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("seed: error: {err:#}");
+            eprintln!("benchmark_2017: error: {err:#}");
             ExitCode::from(exit_status(&err) as u8)
         }
     }
 }
 
-fn seed() -> Result<()> {
+fn benchmark() -> Result<()> {
     let args = Args::parse();
     let sizes = parse_sizes(&args.sizes)?;
     let gap = parse_duration("--gap", &args.gap)?;
     let spec = args.target.to_spec(std::env::var("REDISCLI_AUTH").ok())?;
 
-    // The seed's procedure: each size once, in order, every key kept until the end.
+    // The 2017 procedure: each size once, in order, every key kept until the end.
     let options = RunOptions {
         writer: Some(WriterPlan {
             sizes,
@@ -99,7 +99,7 @@ fn seed() -> Result<()> {
     }
     let mut target = Target::open(&spec)?;
     eprintln!(
-        "seed: {} {} at {}; probing with {} threads x {}/s PING",
+        "benchmark_2017: {} {} at {}; probing with {} threads x {}/s PING",
         target.server.flavor,
         target.server.version,
         target.conn,
@@ -128,7 +128,7 @@ fn seed() -> Result<()> {
                     summary.stall_ms,
                     summary.probes_delayed,
                 ),
-                // The seed never deleted its keys; the deletions are printed after the table.
+                // The 2017 benchmark never deleted its keys; the deletions are printed after the table.
                 _ => deletes.push(format!(
                     "  del {:>4}: {:.1}ms, others blocked: {blocked}, stalled: {:.1}ms",
                     format_size(record.size_bytes),
@@ -141,7 +141,7 @@ fn seed() -> Result<()> {
     target.shutdown();
     let report = report?;
     if !deletes.is_empty() {
-        println!("cleanup, which the seed never measured (each key deleted):");
+        println!("cleanup, which the 2017 benchmark never measured (each key deleted):");
         for line in &deletes {
             println!("{line}");
         }
@@ -151,7 +151,7 @@ fn seed() -> Result<()> {
         holprobe::output::report::baseline_line(&report.analysis.baseline)
     );
     for warning in &report.warnings {
-        eprintln!("seed: warning: {warning}");
+        eprintln!("benchmark_2017: warning: {warning}");
     }
     if report.writes.iter().any(|w| !w.ok) {
         anyhow::bail!("a write failed (see the lines above)");
