@@ -1291,3 +1291,51 @@ fn the_replay_s_element_size_of_16_byte_members_is_about_16() {
         );
     }
 }
+
+/// A replica's keys are priced with its master's lazyfree settings: a DEL can only go to the
+/// master (and the replica frees a key when the master's DEL reaches it). A replica started
+/// with `lazyfree-lazy-user-del yes` priced a 1M hash's DEL at 0.2 ms, its master 435 ms.
+#[test]
+fn a_replica_is_priced_with_its_master_s_lazyfree_settings() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[
+        &format!("replicaof 127.0.0.1 {}", master.port()),
+        "lazyfree-lazy-user-del yes",
+    ]);
+    let mut conn = master.conn();
+    build(&mut conn, "big:hash", "hash", 50_000);
+    let mut on_replica = replica.conn();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let n: i64 = redis::cmd("HLEN")
+            .arg("big:hash")
+            .query(&mut on_replica)
+            .unwrap_or(0);
+        if n == 50_000 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replica has {n} fields"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scan = |server: &TestServer, name: &str| {
+        let out = dir.path().join(name);
+        let (code, _, stderr) =
+            common::probe_keys(&["--url", &server.url(), "--out", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+        let rows = common::read_csv(&out.join("keys.csv"));
+        let hash = rows
+            .iter()
+            .find(|r| r["key"] == "big:hash")
+            .unwrap()
+            .clone();
+        hash["delete_ms"].parse::<f64>().unwrap()
+    };
+    let on_master = scan(&master, "master");
+    let on_replica = scan(&replica, "replica");
+    assert!(on_master > 1.0, "the master's DEL: {on_master} ms");
+    assert_eq!(on_replica, on_master, "the replica's DEL is its master's");
+}
