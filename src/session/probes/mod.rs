@@ -741,23 +741,25 @@ impl ProbeInstrument<'_, '_> {
         {
             warnings.push(note);
         }
+        // The files the warnings may point at exist only where this session writes them
+        // (`--out` of the main job); `probe keys` writes keys.csv and run.json of its own, and
+        // its warnings named a probes.csv and a stalls.csv it never wrote (the hostile trial).
+        let files = options.out.is_some();
         if let Some(note) = open_at_stop_note(
             shared.unanswered_at_stop.load(Ordering::Relaxed),
             shared.longest_unanswered_at_stop_us.load(Ordering::Relaxed),
             options.stall_threshold_us,
+            files,
         ) {
             warnings.push(note);
         }
         if let Some(note) = timed_out_note(
             shared.longest_timed_out_us.load(Ordering::Relaxed),
             options.stall_threshold_us,
+            files,
         ) {
             warnings.push(note);
         }
-        // The files the warnings may point at exist only where this session writes them
-        // (`--out` of the main job); `probe keys` writes keys.csv and run.json of its own, and
-        // its warnings named a probes.csv and a stalls.csv it never wrote (the hostile trial).
-        let files = options.out.is_some();
         if let (failed @ 1.., Some(first)) = &state.probe_errors {
             // Said once with its cause: a run whose probe key another client deleted read
             // "3643 errors" and nothing more (the hostile trial).
@@ -835,5 +837,15 @@ mod tests {
             !without.contains("stalls.csv") && !without.contains("run.json"),
             "{without}"
         );
+        // A stall open at the stop or at the timeout: probes.csv named only where written
+        // (a keys scan's CI run said it).
+        for files in [true, false] {
+            let open = open_at_stop_note(9, 9_400, 1000, files).unwrap();
+            let timed_out = timed_out_note(2_000_000, 1000, files).unwrap();
+            for note in [open, timed_out] {
+                assert_eq!(note.contains("probes.csv"), files, "{note}");
+                assert!(note.contains("not among the stalls counted"), "{note}");
+            }
+        }
     }
 }

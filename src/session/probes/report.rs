@@ -100,11 +100,21 @@ pub enum Notice<'a> {
 
 /// The stall that made the run give the server up (`--timeout`): its probes failed, so no stall
 /// figure holds it, and a run ended by a 2 s freeze printed "stalls over 1ms: 0".
-pub(crate) fn timed_out_note(longest_us: u64, stall_threshold_us: u64) -> Option<String> {
+/// `files`: the session writes probes.csv (a `probe keys` scan writes none: its notes named one).
+pub(crate) fn timed_out_note(
+    longest_us: u64,
+    stall_threshold_us: u64,
+    files: bool,
+) -> Option<String> {
     (longest_us >= stall_threshold_us).then(|| {
         format!(
-            "the server answered no probe for {:.1} ms before the run gave it up (--timeout): a stall at least that long ended the run, and it is not among the stalls counted (its probes are the failed rows of probes.csv)",
-            longest_us as f64 / 1e3
+            "the server answered no probe for {:.1} ms before the run gave it up (--timeout): a stall at least that long ended the run, and it is not among the stalls counted{}",
+            longest_us as f64 / 1e3,
+            if files {
+                " (its probes are the failed rows of probes.csv)"
+            } else {
+                ""
+            }
         )
     })
 }
@@ -117,11 +127,17 @@ pub(crate) fn open_at_stop_note(
     unanswered: u64,
     longest_us: u64,
     stall_threshold_us: u64,
+    files: bool,
 ) -> Option<String> {
     (unanswered > 0 && longest_us >= stall_threshold_us).then(|| {
         format!(
-            "the server had not answered {unanswered} probe(s) when the run stopped, the oldest sent {:.1} ms before: a stall of at least that long was under way at the end, and it is not among the stalls counted (its probes are the failed rows of probes.csv, \"no reply before the run stopped\")",
-            longest_us as f64 / 1e3
+            "the server had not answered {unanswered} probe(s) when the run stopped, the oldest sent {:.1} ms before: a stall of at least that long was under way at the end, and it is not among the stalls counted{}",
+            longest_us as f64 / 1e3,
+            if files {
+                " (its probes are the failed rows of probes.csv, \"no reply before the run stopped\")"
+            } else {
+                ""
+            }
         )
     })
 }
