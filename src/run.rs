@@ -151,16 +151,16 @@ mod tests {
             ..blank_summary()
         };
         let on_time = [summary(Some(0.02)), summary(None), summary(Some(0.99))];
-        assert_eq!(late_probe_note(&on_time, false, 1000), None);
+        assert_eq!(late_probe_note(&on_time, false), None);
         let late = [summary(Some(0.02)), summary(Some(3.46)), summary(Some(1.0))];
-        let note = late_probe_note(&late, false, 1000).expect("a note");
+        let note = late_probe_note(&late, false).expect("a note");
         assert!(note.starts_with("in 2 of 3 writes"), "{note}");
         assert!(
             note.contains("(up to 3.5 ms): up to that much of those figures"),
             "{note}"
         );
         assert!(note.contains("--realtime"), "{note}");
-        let note = late_probe_note(&late, true, 1000).expect("a note");
+        let note = late_probe_note(&late, true).expect("a note");
         assert!(!note.contains("--realtime"), "{note}");
     }
 

@@ -281,14 +281,7 @@ fn measure_models() {
         let started = Instant::now();
         for kind in ["hash", "set", "zset", "list", "stream"] {
             for &n in &sizes {
-                for op in [
-                    ModelOp::Delete,
-                    ModelOp::Unlink,
-                    ModelOp::Expire,
-                    ModelOp::Evict,
-                    ModelOp::Overwrite,
-                    ModelOp::Read,
-                ] {
+                for op in ModelOp::ALL {
                     if let Some(row) = measure_op(&mut conn, kind, n, op) {
                         println!(
                             "{name} {kind} {} {n} {} {:?} {:.3} ms",
@@ -547,23 +540,27 @@ fn a_key_the_model_cannot_price_is_said_so() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("no-zset.json");
     std::fs::write(&file, model.to_string()).unwrap();
-    let out = dir.path().join("scan");
-    let (code, _, stderr) = common::probe_keys(&[
-        "--url",
-        &server.url(),
-        "--model",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(
-        stderr.contains(
-            "1 key(s) of a type or encoding the model has no entry for (zset skiplist: 1)"
-        ),
-        "{stderr}"
-    );
-    let rows = common::read_csv(&out.join("keys.csv"));
+    // A scan with that model into `name`: the zset said to be unpriced; its keys.csv rows.
+    let scan = |name: &str| {
+        let out = dir.path().join(name);
+        let (code, _, stderr) = common::probe_keys(&[
+            "--url",
+            &server.url(),
+            "--model",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(
+            stderr.contains(
+                "1 key(s) of a type or encoding the model has no entry for (zset skiplist: 1)"
+            ),
+            "{stderr}"
+        );
+        (out.clone(), common::read_csv(&out.join("keys.csv")))
+    };
+    let (out, rows) = scan("scan");
     let zset = rows.iter().find(|r| r["key"] == "big:zset").unwrap();
     assert_eq!(zset["worst_ms"], "", "{zset:?}");
     let hash = rows.iter().find(|r| r["key"] == "big:hash").unwrap();
@@ -592,23 +589,7 @@ fn a_key_the_model_cannot_price_is_said_so() {
             .query(&mut conn)
             .unwrap();
     }
-    let out = dir.path().join("scan-lazyfree");
-    let (code, _, stderr) = common::probe_keys(&[
-        "--url",
-        &server.url(),
-        "--model",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(
-        stderr.contains(
-            "1 key(s) of a type or encoding the model has no entry for (zset skiplist: 1)"
-        ),
-        "{stderr}"
-    );
-    let rows = common::read_csv(&out.join("keys.csv"));
+    let (_, rows) = scan("scan-lazyfree");
     let zset = rows.iter().find(|r| r["key"] == "big:zset").unwrap();
     assert_eq!(zset["delete_ms"].parse::<f64>().ok(), Some(0.0), "{zset:?}");
     assert_eq!(zset["worst_ms"], "", "{zset:?}");
@@ -733,14 +714,7 @@ fn a_refit_writes_a_model_of_the_binary() {
     );
     // A string is measured by every op the model prices (it was SET and DEL only, and a
     // string key's read came out unknown).
-    for op in [
-        ModelOp::Delete,
-        ModelOp::Unlink,
-        ModelOp::Expire,
-        ModelOp::Overwrite,
-        ModelOp::Read,
-        ModelOp::Evict,
-    ] {
+    for op in ModelOp::ALL {
         assert!(
             model
                 .entries

@@ -59,7 +59,7 @@ pub struct PopulateArgs {
         long = "random-state",
         alias = "seed",
         value_name = "N",
-        default_value_t = 0x5eed,
+        default_value_t = crate::options::DEFAULT_SEED,
         allow_negative_numbers = true
     )]
     seed: u64,

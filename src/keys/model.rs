@@ -83,6 +83,16 @@ pub enum ModelOp {
 }
 
 impl ModelOp {
+    /// Every op, in the files' order.
+    pub const ALL: [ModelOp; 6] = [
+        ModelOp::Delete,
+        ModelOp::Unlink,
+        ModelOp::Expire,
+        ModelOp::Evict,
+        ModelOp::Overwrite,
+        ModelOp::Read,
+    ];
+
     /// How the value leaves the server, for a removal.
     pub fn removal(self) -> Option<Removal> {
         Some(match self {
@@ -295,14 +305,6 @@ impl CostModel {
     /// The ops a type × encoding of the model has entries for some of but not all (`hash
     /// hashtable delete`): a key of it gets those figures from a stand-in entry or none (`?`).
     pub fn missing_entries(&self) -> Vec<String> {
-        const OPS: [ModelOp; 6] = [
-            ModelOp::Delete,
-            ModelOp::Unlink,
-            ModelOp::Expire,
-            ModelOp::Evict,
-            ModelOp::Overwrite,
-            ModelOp::Read,
-        ];
         let mut groups: Vec<(&str, &str)> = self
             .entries
             .iter()
@@ -312,7 +314,7 @@ impl CostModel {
         groups.dedup();
         let mut missing = Vec::new();
         for (kind, encoding) in groups {
-            for op in OPS {
+            for op in ModelOp::ALL {
                 if !self
                     .entries
                     .iter()
@@ -576,6 +578,18 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// Every op's prediction, in [`ModelOp::ALL`]'s order.
+    pub fn all(&self) -> [&Predicted; 6] {
+        [
+            &self.delete,
+            &self.unlink,
+            &self.expire,
+            &self.evict,
+            &self.overwrite,
+            &self.read,
+        ]
+    }
+
     /// Whether a model entry priced any op [`Self::worst_ms`] takes (a type or encoding with
     /// no entry in it: none, even where the server's lazyfree settings send its removals to
     /// the background, which are then put at 0 by rule).

@@ -83,14 +83,7 @@ impl KeyRow {
         prediction: &Prediction,
     ) -> KeyRow {
         let p = prediction;
-        let ops = [
-            &p.delete,
-            &p.unlink,
-            &p.expire,
-            &p.evict,
-            &p.overwrite,
-            &p.read,
-        ];
+        let ops = p.all();
         let mut past_fitted: Vec<(String, f64)> = Vec::new();
         for (label, times) in ops.iter().filter_map(|x| x.past_fitted.as_ref()) {
             match past_fitted.iter_mut().find(|(l, _)| **l == **label) {

@@ -301,13 +301,23 @@ pub enum Found {
         /// One line saying so.
         line: String,
     },
+    /// A registry member that is no run marker of the tool's, or one that does not read as
+    /// one: left alone.
+    Unreadable {
+        /// The member's key.
+        key: String,
+        /// One line saying so.
+        line: String,
+    },
 }
 
 impl Found {
     /// The line to print.
     pub fn line(&self) -> &str {
         match self {
-            Found::Reclaimed { line, .. } | Found::Live { line, .. } => line,
+            Found::Reclaimed { line, .. }
+            | Found::Live { line, .. }
+            | Found::Unreadable { line, .. } => line,
         }
     }
 }
@@ -327,8 +337,8 @@ pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found
         // Only the tool's own markers are read or forgotten: a member that is not one names
         // someone else's key (the hostile trial's own set under this name lost its member).
         if !(key.starts_with(&format!("{KEY_NAMESPACE}:")) && key.ends_with(":marker")) {
-            found.push(Found::Live {
-                run_id: key.clone(),
+            found.push(Found::Unreadable {
+                key: key.clone(),
                 line: format!(
                     "left {key} in {registry} alone: it is not a run marker of the tool's"
                 ),
@@ -349,8 +359,8 @@ pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found
         let marker: RunMarker = match serde_json::from_str(&text) {
             Ok(marker) => marker,
             Err(err) => {
-                found.push(Found::Live {
-                    run_id: key.clone(),
+                found.push(Found::Unreadable {
+                    key: key.clone(),
                     line: format!("left {key} alone: it does not read as a run marker ({err})"),
                 });
                 continue;

@@ -154,11 +154,10 @@ impl RunScope {
                 // kill -9 said nothing and ran on the dead run's settings).
                 Ok(found) => warnings.extend(found.iter().map(|f| match f {
                     marker::Found::Reclaimed { line, .. } => line.clone(),
-                    // A live run's own marker (not a stranger's member of the registry).
-                    marker::Found::Live { line, .. } if line.starts_with("left run ") => format!(
+                    marker::Found::Live { line, .. } => format!(
                         "{line}; another run of the tool on this server at the same time: any setting it changed is in effect for this run too, and this run's figures share the server with its writes"
                     ),
-                    marker::Found::Live { line, .. } => line.clone(),
+                    marker::Found::Unreadable { line, .. } => line.clone(),
                 })),
                 Err(err) => warnings.push(format!(
                     "could not look for the markers of runs that died: {}",

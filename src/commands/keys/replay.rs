@@ -435,7 +435,6 @@ pub fn run(
                             crate::session::late_probe_note(
                                 &report.analysis.writes,
                                 options.realtime,
-                                options.stall_threshold_us,
                             ),
                         ];
                         for note in host.into_iter().flatten() {

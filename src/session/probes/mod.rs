@@ -720,11 +720,7 @@ impl ProbeInstrument<'_, '_> {
                 "--realtime: real-time priority was not permitted (needs root or CAP_SYS_NICE); the probes ran at normal priority".into(),
             );
         }
-        if let Some(note) = late_probe_note(
-            &state.nodes[0].analysis.writes,
-            options.realtime,
-            options.stall_threshold_us,
-        ) {
+        if let Some(note) = late_probe_note(&state.nodes[0].analysis.writes, options.realtime) {
             warnings.push(note);
         }
         if let Some(note) = cpu_wait_note(&state.nodes[0].analysis.writes) {

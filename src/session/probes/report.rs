@@ -144,11 +144,7 @@ pub(crate) fn open_at_stop_note(
 
 /// A note when the probe behind some writes' `hol_delay_ms` left its thread a millisecond or
 /// more late: those figures are partly this host's (its cores were busy), not the server's.
-pub(crate) fn late_probe_note(
-    writes: &[WriteSummary],
-    realtime: bool,
-    _stall_threshold_us: u64,
-) -> Option<String> {
+pub(crate) fn late_probe_note(writes: &[WriteSummary], realtime: bool) -> Option<String> {
     let late: Vec<f64> = writes
         .iter()
         .filter_map(|w| w.hol_probe_send_lag_ms)
