@@ -9,6 +9,7 @@
 //! cargo run --release --example holdout -- data/collections
 //! cargo run --release --example holdout -- data/collections/redis-7.0 /tmp/set-4M
 //! cargo run --release --example holdout -- data/collections --test data/heldout
+//! cargo run --release --example holdout -- data/collections data/heldout   # the shipped models' six sizes
 //! ```
 //!
 //! With `--test DIR...`, the runs under the directories before it are fitted whole, and the

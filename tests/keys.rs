@@ -770,17 +770,19 @@ fn a_refit_writes_a_model_of_the_binary() {
     );
 }
 
-/// The value-type runs of data/collections/NAME/ as fit rows, by run id: each collection type's
-/// run of 100k and 1M elements, its run of 4M in `<type>/4M/`, and the strings' run (64M to
-/// 512M).
+/// The value-type runs of data/collections/NAME/ and data/heldout/NAME/ as fit rows, by run id:
+/// each collection type's run of 100k and 1M elements, its run of 4M in `<type>/4M/`, its
+/// evictions in `<type>/evict/`, the strings' run (64M to 512M), and the second sitting's runs
+/// of 50k, 300k and 2M elements (data/heldout).
 fn collection_rows(name: &str) -> Vec<(String, Vec<FitRow>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/collections");
-    ["hash", "set", "zset", "list", "stream", "string"]
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    ["collections", "heldout"]
         .iter()
-        .flat_map(|kind| {
-            let dir = root.join(name).join(kind);
-            [dir.clone(), dir.join("4M"), dir.join("evict")]
+        .flat_map(|root| {
+            ["hash", "set", "zset", "list", "stream", "string"]
+                .map(|kind| data.join(root).join(name).join(kind))
         })
+        .flat_map(|dir| [dir.clone(), dir.join("4M"), dir.join("evict")])
         .filter(|dir| dir.join("run.json").exists())
         .map(|dir| {
             let (meta, rows) = holprobe::commands::keys::refit::tool_rows_of_run(&dir)
@@ -791,7 +793,7 @@ fn collection_rows(name: &str) -> Vec<(String, Vec<FitRow>)> {
 }
 
 /// The shipped model NAME refitted: its collection entries from the tool's own ops in
-/// data/collections (the rest kept as they were).
+/// data/collections and data/heldout (the rest kept as they were).
 fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("data/models")
@@ -807,7 +809,7 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
     // The lines this refit writes replace those of earlier refits.
     let mut how: Vec<String> = Vec::new();
     how.push(format!(
-        "collections and strings (source tool): the tool's own hol_delay_ms of the {} read, delete, unlink, expire, evict and overwrite ops in data/collections/{name}/{{hash,set,zset,list,stream,string}}/summary.csv (runs {}: probe --server-bin <{name}> --type T --elements 100k,1M, and 4M in <type>/4M/, --ops build,read,delete,build,unlink,build,expire,build,overwrite,delete --repeat 3 --gap 200ms; strings --writer-sizes 64M,128M,256M,512M --ops set,overwrite,read,delete,set,unlink,set,expire --repeat 3; data/record_collections.sh and data/record_strings.sh, one sitting on an idle host; evictions in <type>/evict/: --elements 100k,1M,4M or --writer-sizes 64M,128M,256M,512M, --ops build,evict (set,evict) --repeat 3 --gap 200ms, data/record_evictions.sh, a later sitting on an idle host), fitted by least squares of the relative error, with the servers' lazyfree-lazy-* as their run.json says; {bounded} of them had no probe in their window and count as one probe interval (0.5 ms)",
+        "collections and strings (source tool): the tool's own hol_delay_ms of the {} read, delete, unlink, expire, evict and overwrite ops in data/collections/{name}/{{hash,set,zset,list,stream,string}}/summary.csv (runs {}: probe --server-bin <{name}> --type T --elements 100k,1M, and 4M in <type>/4M/, --ops build,read,delete,build,unlink,build,expire,build,overwrite,delete --repeat 3 --gap 200ms; strings --writer-sizes 64M,128M,256M,512M --ops set,overwrite,read,delete,set,unlink,set,expire --repeat 3; data/record_collections.sh and data/record_strings.sh, one sitting on an idle host; evictions in <type>/evict/: --elements 100k,1M,4M or --writer-sizes 64M,128M,256M,512M, --ops build,evict (set,evict) --repeat 3 --gap 200ms, data/record_evictions.sh, a later sitting on an idle host; and the same ops at 50k, 300k and 2M elements in data/heldout/{name}/<type>/ and <type>/evict/, recorded beside them: ELEMENTS=50k,300k,2M ROOT=data/heldout), fitted by least squares of the relative error, with the servers' lazyfree-lazy-* as their run.json says; {bounded} of them had no probe in their window and count as one probe interval (0.5 ms)",
         rows.len(),
         runs.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(", ")
     ));
@@ -845,10 +847,10 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
     (model, kept)
 }
 
-/// Rewrites data/models/*.json with their collection entries refitted from data/collections
-/// (`cargo test --test keys -- --ignored refit_shipped_models --nocapture`).
+/// Rewrites data/models/*.json with their collection entries refitted from data/collections and
+/// data/heldout (`cargo test --test keys -- --ignored refit_shipped_models --nocapture`).
 #[test]
-#[ignore = "rewrites data/models/ from data/collections; run by hand"]
+#[ignore = "rewrites data/models/ from data/collections and data/heldout; run by hand"]
 fn refit_shipped_models() {
     for name in model_servers() {
         let (model, kept) = refit_shipped(name);
@@ -876,7 +878,7 @@ fn refit_shipped_models() {
     }
 }
 
-/// The shipped models' collection entries are the fit of data/collections: a refit of them
+/// The shipped models' collection entries are the fit of data/collections and data/heldout: a refit of them
 /// changes no entry, and every collection measured there is priced from the tool's own ops.
 #[test]
 fn the_shipped_collection_entries_are_the_tool_s_ops() {
