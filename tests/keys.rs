@@ -878,8 +878,9 @@ fn refit_shipped_models() {
     }
 }
 
-/// The shipped models' collection entries are the fit of data/collections and data/heldout: a refit of them
-/// changes no entry, and every collection measured there is priced from the tool's own ops.
+/// The shipped models' collection entries are the fit of data/collections and data/heldout: a
+/// refit of them changes no entry, and every collection measured there is priced from the tool's
+/// own ops.
 #[test]
 fn the_shipped_collection_entries_are_the_tool_s_ops() {
     for name in ["redis-6.2", "redis-7.0", "redis-8.2", "valkey-9.1"] {
