@@ -450,3 +450,132 @@ fn a_write_the_server_did_not_log_gets_no_figure_of_an_earlier_one() {
     let second = view.after(&mut raw, "DEL", key.as_bytes(), &before);
     assert_eq!(second.exec_us, None, "{second:?}");
 }
+
+/// The warnings of a run (run.json) that say a write's stall was another client's command.
+fn other_command_warnings(out: &std::path::Path) -> Vec<String> {
+    let meta = common::read_json(&out.join("run.json"));
+    meta["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains("another client's command"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A write's window that another client's slow command fell into is charged that command, as
+/// others saw it, and the run says so (trial 36, G6: a DEL of 9 ms read 39.5 ms behind a
+/// DEBUG SLEEP 0.03 with no word); a write whose stall the server logged as the run's own
+/// command (its DEL of a big hash) is not flagged.
+#[test]
+fn a_write_s_stall_from_another_client_s_command_is_flagged() {
+    let server = TestServer::start(&[]);
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+
+    // The run's own freeze, logged by SLOWLOG as its DEL (over 10 ms): not flagged.
+    let own = dir.path().join("own");
+    let status = common::spawn_run(
+        &[
+            "--url",
+            &url,
+            "--type",
+            "hash",
+            "--elements",
+            "200k",
+            "--ops",
+            "build,delete",
+            "--repeat",
+            "2",
+            "--gap",
+            "200ms",
+        ],
+        &own,
+    )
+    .wait_with_output()
+    .unwrap();
+    assert_eq!(
+        status.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let stalls = common::read_csv(&own.join("stalls.csv"));
+    assert!(
+        stalls
+            .iter()
+            .any(|s| !s["write_seq"].is_empty() && s["server_command"].starts_with("DEL ")),
+        "no write's stall named by its DEL: {stalls:?}"
+    );
+    assert_eq!(other_command_warnings(&own), Vec::<String>::new());
+
+    // The same run while another client sleeps 30 ms every 70 ms: the builds, many commands
+    // over a few hundred ms, wait behind its sleeps.
+    let other = dir.path().join("other");
+    let child = common::spawn_run(
+        &[
+            "--url",
+            &url,
+            "--type",
+            "hash",
+            "--elements",
+            "200k",
+            "--ops",
+            "build,delete",
+            "--repeat",
+            "2",
+            "--gap",
+            "200ms",
+        ],
+        &other,
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let injector = {
+        let stop = stop.clone();
+        let mut conn = server.conn();
+        std::thread::spawn(move || {
+            let mut sleeps = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && sleeps < 200 {
+                let _: () = redis::cmd("DEBUG")
+                    .arg("SLEEP")
+                    .arg("0.03")
+                    .query(&mut conn)
+                    .unwrap();
+                sleeps += 1;
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        })
+    };
+    let output = child.wait_with_output().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    injector.join().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let warnings = other_command_warnings(&other);
+    assert!(
+        !warnings.is_empty(),
+        "no write flagged: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for warning in &warnings {
+        assert!(warning.contains("DEBUG SLEEP 0.03"), "{warning}");
+    }
+    // One line per write, however many of its stalls were another client's.
+    let writes: std::collections::BTreeSet<&str> = warnings
+        .iter()
+        .map(|w| w.split(':').next().unwrap())
+        .collect();
+    assert_eq!(writes.len(), warnings.len(), "{warnings:?}");
+    // And the screen says it too.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stderr.contains("another client's command") || stdout.contains("another client's command"),
+        "{stdout}\n{stderr}"
+    );
+}

@@ -9,8 +9,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 pub use crate::analyze::naming::{
-    Culprit, LoopWindow, RemovedKey, ServerCommandEntry, WallSpan, client_label, command_label,
-    eventloop_label, key_label, label_of, latency_changes, name_stall, printable, removed_during,
+    Culprit, LoopWindow, RemovedKey, ServerCommandEntry, TOOL_CLIENT_NAME_PREFIX, WallSpan,
+    client_label, command_label, eventloop_label, foreign_entry, key_label, label_of,
+    latency_changes, name_stall, printable, removed_during,
 };
 use crate::measure::clock::RunClock;
 use crate::measure::keyspace::KeyEvents;
@@ -41,6 +42,10 @@ pub const POLL_PAGE: usize = 128;
 /// The name the poller's connection gives itself (`CLIENT LIST`, and its own entries when the
 /// server logs every command).
 pub const POLLER_CLIENT_NAME: &str = "holprobe-culprit";
+
+/// The name the writer's connections give themselves, so that a stall named by one of its
+/// commands that names no key of the run (the CONFIG SET of an eviction) is known as the run's.
+pub const WRITER_CLIENT_NAME: &str = "holprobe-writer";
 
 /// Which command the poller reads the slow commands with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -53,6 +53,35 @@ pub(super) fn best_entry(
         })
 }
 
+/// What the tool's own connections call themselves (`CLIENT SETNAME`): the writer's
+/// `holprobe-writer`, the server-log poller's `holprobe-culprit`.
+pub const TOOL_CLIENT_NAME_PREFIX: &str = "holprobe-";
+
+/// Whether `entry` is a command of the run's own: one of its arguments after the command's name
+/// is a key under `own_prefix` (every data command of the writer names its key), or the client
+/// that sent it is one the tool named (its CONFIG SET of an eviction, its INFO).
+pub fn is_the_runs(entry: &ServerCommandEntry, own_prefix: &[u8]) -> bool {
+    entry
+        .args
+        .iter()
+        .skip(1)
+        .any(|arg| arg.starts_with(own_prefix))
+        || entry
+            .client_name
+            .as_deref()
+            .is_some_and(|name| name.starts_with(TOOL_CLIENT_NAME_PREFIX))
+}
+
+/// The entry that names `stall` (as [`best_entry`] picks it) when it is another client's
+/// command, not the run's ([`is_the_runs`]).
+pub fn foreign_entry<'a>(
+    stall: WallSpan,
+    entries: &'a [ServerCommandEntry],
+    own_prefix: &[u8],
+) -> Option<&'a ServerCommandEntry> {
+    best_entry(stall, entries).filter(|entry| !is_the_runs(entry, own_prefix))
+}
+
 /// `ip:port name`, `ip:port`, or the name alone; `None` when the server said neither.
 pub fn client_label(entry: &ServerCommandEntry) -> Option<String> {
     let parts: Vec<String> = [&entry.client_addr, &entry.client_name]

@@ -83,7 +83,10 @@ mod tests;
 
 use serde::Serialize;
 
-pub use command::{ServerCommandEntry, client_label, is_command};
+pub use command::{
+    ServerCommandEntry, TOOL_CLIENT_NAME_PREFIX, client_label, foreign_entry, is_command,
+    is_the_runs,
+};
 pub use eventloop::{LoopWindow, eventloop_label};
 pub use events::{LatencyEvent, latency_changes};
 pub use keys::{

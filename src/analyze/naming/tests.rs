@@ -49,6 +49,35 @@ fn the_command_that_ran_during_the_stall_is_named_with_its_client() {
 }
 
 #[test]
+fn a_stall_named_by_another_client_s_command_is_told_from_the_run_s() {
+    let prefix = b"holprobe:ab12:";
+    // The run's DEL of its key, its CONFIG SET on a connection the tool named, another client's
+    // sleep and an EVAL whose key argument only looks like the run's.
+    let del = entry(1, 0, 50_000, &["DEL", "holprobe:ab12:w:3"]);
+    let mut config = entry(2, 0, 50_000, &["CONFIG", "SET", "maxmemory", "100"]);
+    config.client_name = Some("holprobe-writer".into());
+    let sleep = entry(3, 0, 50_000, &["DEBUG", "SLEEP", "0.05"]);
+    let eval = entry(4, 0, 50_000, &["EVAL", "return 1", "1", "holprobe:other:k"]);
+    for (ours, e) in [
+        (true, &del),
+        (true, &config),
+        (false, &sleep),
+        (false, &eval),
+    ] {
+        assert_eq!(is_the_runs(e, prefix), ours, "{e:?}");
+        let found = foreign_entry(span(300, 352), std::slice::from_ref(e), prefix);
+        assert_eq!(found.is_none(), ours, "{e:?}");
+    }
+    // A DEL named after its key, though another client sent it: a key of the run's is the run's.
+    assert!(is_the_runs(
+        &entry(5, 0, 1, &["del", "holprobe:ab12:x"]),
+        prefix
+    ));
+    // The command is only the first argument: a command named like the prefix is not a key.
+    assert!(!is_the_runs(&entry(6, 0, 1, &["holprobe:ab12:x"]), prefix));
+}
+
+#[test]
 fn a_command_logged_just_after_a_second_boundary_still_matches() {
     // Ran 980..1030 ms: logged in second 1, the stall starts in second 0.
     let entries = [entry(1, 1, 50_000, &["DEL", "big:key"])];

@@ -31,6 +31,7 @@ use rand::{Rng, SeedableRng};
 use crate::analyze::pressure::{ServerRoom, check_host, check_maxmemory, server_growth_bytes};
 use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::RunClock;
+use crate::measure::culprit::WRITER_CLIENT_NAME;
 use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
 use crate::measure::keyspace::KeyEvents;
@@ -202,7 +203,7 @@ pub fn spawn_writer(
     if plan.commands.iter().any(|c| c.args.is_empty()) {
         anyhow::bail!("a custom command needs at least its name (CustomCommand::args is empty)");
     }
-    let mut conn = RawConn::connect(conn_info).context("opening the writer's connection")?;
+    let mut conn = writer_conn(conn_info).context("opening the writer's connection")?;
     conn.set_limits(reply_limits(&plan));
     // An expiry is seen by the server's notification where it sends them (the run turned them
     // on, or they were on already), else by polling INFO stats' count of expired (evicted)
@@ -241,6 +242,14 @@ pub fn spawn_writer(
 
 /// What the writer's replies may hold: a SET, a DEL and INFO answer in a few KiB, but a custom
 /// command may read the key just written back whole (`GET`, `DUMP`).
+/// A connection of the writer's, named [`WRITER_CLIENT_NAME`] where the server lets it (a
+/// server without CLIENT SETNAME is fine: its stalls are then told apart by key alone).
+fn writer_conn(info: &ConnInfo) -> Result<RawConn> {
+    let mut conn = RawConn::connect(info)?;
+    let _ = conn.command(&[b"CLIENT", b"SETNAME", WRITER_CLIENT_NAME.as_bytes()]);
+    Ok(conn)
+}
+
 fn reply_limits(plan: &WriterPlan) -> ReplyLimits {
     if plan.commands.is_empty() {
         ReplyLimits::CONTROL
@@ -704,7 +713,7 @@ impl Writer {
                 Err(_) => break,
             };
             *went_to = Some(target.address());
-            let attempt = RawConn::connect(&target).map_err(|err| {
+            let attempt = writer_conn(&target).map_err(|err| {
                 std::io::Error::new(ErrorKind::ConnectionRefused, crate::error::one_line(&err))
             });
             let limits = reply_limits(&self.plan);
@@ -865,12 +874,12 @@ impl Writer {
     /// A new connection after the old one broke: to the same server, or in a cluster to any
     /// node that answers (the next write's MOVED leads to the slot's master).
     fn reconnect(&mut self) -> Result<RawConn> {
-        let first = RawConn::connect(&self.conn_info);
+        let first = writer_conn(&self.conn_info);
         if first.is_ok() || self.checks.cluster_nodes.is_empty() {
             return first;
         }
         for node in &self.checks.cluster_nodes {
-            if let Ok(mut conn) = RawConn::connect(node) {
+            if let Ok(mut conn) = writer_conn(node) {
                 conn.set_limits(reply_limits(&self.plan));
                 self.conn_info = node.clone();
                 return Ok(conn);

@@ -3,8 +3,8 @@
 
 use crate::analyze::correlate::Stall;
 use crate::measure::culprit::{
-    Culprit, LoopWindow, RemovedKey, ServerCommandEntry, ServerLogBatch, WallSpan, eventloop_label,
-    key_label, label_of, name_stall, removed_during,
+    Culprit, LoopWindow, RemovedKey, ServerCommandEntry, ServerLogBatch, WallSpan, client_label,
+    command_label, eventloop_label, foreign_entry, key_label, label_of, name_stall, removed_during,
 };
 use crate::measure::serverview::LatencyEvent;
 
@@ -23,8 +23,8 @@ pub(super) struct Namer {
     /// The run's key prefix: a key outside it that the server removed during a write's stall
     /// is not the write's doing.
     pub(super) own_prefix: Vec<u8>,
-    /// One line per write whose window held such a removal (its first such stall), for the
-    /// run's warnings.
+    /// One line per write whose window held such a removal, or a stall named by another
+    /// client's command (its first such stall), for the run's warnings.
     pub(super) foreign: Vec<String>,
     /// The writes flagged so far (the lines leave `foreign` as they are filed).
     pub(super) flagged: std::collections::BTreeSet<u32>,
@@ -108,18 +108,34 @@ impl Namer {
             stall.server_client = server_client;
             let removed = self.removed_keys.make_contiguous();
             stall.server_key = key_label(span, removed);
-            if let Some(seq) = stall.write_seq {
+            if let Some(seq) = stall.write_seq
+                && !self.flagged.contains(&seq)
+            {
                 let foreign: Vec<&RemovedKey> = removed_during(span, removed)
                     .filter(|r| !r.key.starts_with(&self.own_prefix))
                     .collect();
-                if !self.flagged.contains(&seq)
-                    && let Some(label) = label_of(foreign)
-                {
-                    self.flagged.insert(seq);
-                    self.foreign.push(format!(
+                let line = if let Some(label) = label_of(foreign) {
+                    Some(format!(
                         "write {seq}: a stall of {:.1} ms in its window came with the server's removal of a key not the run's ({label}): its figures (hol_delay_ms, stall_ms) include that freeze (stalls.csv server_key)",
                         stall.duration_ms
-                    ));
+                    ))
+                } else {
+                    foreign_entry(span, self.entries.make_contiguous(), &self.own_prefix).map(
+                        |entry| {
+                            let from = client_label(entry)
+                                .map(|client| format!(" from {client}"))
+                                .unwrap_or_default();
+                            format!(
+                                "write {seq}: a stall of {:.1} ms in its window was another client's command, not the run's ({}{from}): its figures (hol_delay_ms, stall_ms) include that command (stalls.csv server_command)",
+                                stall.duration_ms,
+                                command_label(&entry.args)
+                            )
+                        },
+                    )
+                };
+                if let Some(line) = line {
+                    self.flagged.insert(seq);
+                    self.foreign.push(line);
                 }
             }
             let event_loop = eventloop_label(span, self.loop_windows.make_contiguous());
