@@ -92,7 +92,7 @@ pub fn main_entry() -> i32 {
                 let rendered = name_flags_before_subcommand(&err.render().to_string(), &argv);
                 let _ = std::io::Write::write_fmt(
                     &mut std::io::stderr(),
-                    format_args!("{}\n", one_line_usage_error(&rendered)),
+                    format_args!("{}\n", one_line_usage_error_of(&rendered, &argv)),
                 );
             } else {
                 let _ = err.print();
@@ -127,10 +127,17 @@ pub fn main_entry() -> i32 {
     }
 }
 
+/// [`one_line_usage_error_of`] without the command line.
+#[cfg(test)]
+fn one_line_usage_error(rendered: &str) -> String {
+    one_line_usage_error_of(rendered, &[])
+}
+
 /// clap's error as one line, like every other usage error: its first line, its tip when it has
 /// one (`a similar argument exists: '--writer-sizes'`), and where the help of that (sub)command
-/// is, without the usage block.
-fn one_line_usage_error(rendered: &str) -> String {
+/// is, without the usage block. Where clap shows no usage (an invalid value), the subcommand is
+/// the one the command line `argv` (without the program) names.
+fn one_line_usage_error_of(rendered: &str, argv: &[String]) -> String {
     let first = rendered
         .lines()
         .next()
@@ -166,6 +173,15 @@ fn one_line_usage_error(rendered: &str) -> String {
                 .join(" ")
         })
         .filter(|command| !command.is_empty())
+        .or_else(|| {
+            let names: Vec<String> = <Cli as clap::CommandFactory>::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .collect();
+            argv.iter()
+                .find(|arg| names.contains(arg))
+                .map(|name| format!("probe {name}"))
+        })
         .unwrap_or_else(|| "probe".to_string());
     match tip {
         Some(tip) => format!("{first}; {tip} (see {command} --help)"),
@@ -341,5 +357,11 @@ mod tests {
             "error: the following required arguments were not provided: --tls-key <FILE> (see probe --help)"
         );
         assert!(!line.contains('\n'));
+        // An invalid value: clap shows no usage, the subcommand is read from the command line.
+        let argv = ["probe", "keys", "--format", "yaml"];
+        let err = Cli::try_parse_from(argv).unwrap_err();
+        let argv: Vec<String> = argv[1..].iter().map(|a| a.to_string()).collect();
+        let line = one_line_usage_error_of(&err.render().to_string(), &argv);
+        assert!(line.ends_with("(see probe keys --help)"), "{line}");
     }
 }
