@@ -511,6 +511,7 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
             p99_probe_ms_during: worst(&during, |i| i.3),
             worst_probe_ms_before: worst(&before, |i| i.2),
             stalls_during: stalls.len() as u64,
+            stalls_during_at_least: report.stalls_found > report.analysis.stalls.len() as u64,
             longest_stall_ms: stalls.iter().map(|s| s.duration_ms).reduce(f64::max),
         },
         warnings,

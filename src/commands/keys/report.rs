@@ -169,7 +169,7 @@ fn model_line(doc: &KeysRunJson) -> String {
 fn cost_line(doc: &KeysRunJson) -> String {
     let c = &doc.scan_cost;
     format!(
-        "the scan itself: {:.2} s, {} SCAN batches ({} slowdowns, COUNT down to {}); others' worst wait {} ms during it ({} ms before it), the worst quarter-second's p99 {} ms; {} stall(s) past the threshold{}",
+        "the scan itself: {:.2} s, {} SCAN batches ({} slowdowns, COUNT down to {}); others' worst wait {} ms during it ({} ms before it), the worst quarter-second's p99 {} ms; {}{} stall(s) past the threshold{}",
         c.wall_s,
         c.batches,
         c.backoffs,
@@ -177,6 +177,11 @@ fn cost_line(doc: &KeysRunJson) -> String {
         ms(c.worst_probe_ms_during),
         ms(c.worst_probe_ms_before),
         ms(c.p99_probe_ms_during),
+        if c.stalls_during_at_least {
+            "at least "
+        } else {
+            ""
+        },
         c.stalls_during,
         c.longest_stall_ms
             .map_or(String::new(), |l| format!(", the longest {l:.1} ms"))
@@ -413,6 +418,24 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("), p99"), "{line}");
+    }
+
+    /// Where the run kept fewer stalls than it found, the scan's count is a lower bound, and
+    /// says so.
+    #[test]
+    fn a_stall_count_from_a_cut_list_says_at_least() {
+        let mut doc = crate::output::export::run_json::keys::tests::sample_doc();
+        doc.scan_cost.stalls_during = 1000;
+        assert!(
+            cost_line(&doc).contains("; 1000 stall(s)"),
+            "{}",
+            cost_line(&doc)
+        );
+        doc.scan_cost.stalls_during_at_least = true;
+        let line = cost_line(&doc);
+        assert!(line.contains("; at least 1000 stall(s)"), "{line}");
+        let json = serde_json::to_string(&doc).unwrap();
+        assert!(json.contains("\"stalls_during_at_least\":true"), "{json}");
     }
 
     /// A key whose expiry thread is unknown (CONFIG GET refused) says so in words, not `?`;

@@ -139,8 +139,13 @@ pub struct ScanCost {
     pub p99_probe_ms_during: Option<f64>,
     /// The worst probe latency of the quiet lead-in before the scan, ms.
     pub worst_probe_ms_before: Option<f64>,
-    /// Stall episodes (past the threshold) during the scan.
+    /// Stall episodes (past the threshold) during the scan, of those the run kept (at most
+    /// [`crate::session::KEEP_STALLS`], the longest kept): a lower bound where
+    /// `stalls_during_at_least` says so.
     pub stalls_during: u64,
+    /// The run found more stalls than it kept, so `stalls_during` may count fewer than there were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stalls_during_at_least: bool,
     /// The longest of them, ms.
     pub longest_stall_ms: Option<f64>,
 }
@@ -210,6 +215,7 @@ pub(crate) mod tests {
                 p99_probe_ms_during: Some(0.2),
                 worst_probe_ms_before: Some(0.2),
                 stalls_during: 0,
+                stalls_during_at_least: false,
                 longest_stall_ms: None,
             },
             warnings: vec![],
