@@ -149,6 +149,26 @@ fn calibrate_uses_a_lua_time_loop_when_debug_is_off() {
     assert_eq!(config_get(&server, "slowlog-log-slower-than"), before);
 }
 
+/// The DEBUG SLEEPs a calibration injects into someone else's server are the run's own
+/// commands (its connections are named holprobe-calibrate), not another client's, though the
+/// slow log names them by no key of the run's: no warning says otherwise.
+#[test]
+fn calibrate_s_own_sleeps_are_not_another_client_s() {
+    let _turn = beside_others();
+    let server = TestServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let Exited { stderr, .. } = calibrated(
+        calibrate("30", "2", "100ms")
+            .args(["--url", &server.url()])
+            .arg("--out")
+            .arg(dir.path()),
+    );
+    assert!(stderr.contains("debug-sleep"), "{stderr}");
+    let rows = read_csv(&dir.path().join("calibration.csv"));
+    assert_eq!(rows.len(), 2);
+    assert!(!stderr.contains("another client's command"), "{stderr}");
+}
+
 fn valkey_bin() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("HOLPROBE_VALKEY_BIN") {
         return Some(PathBuf::from(path));

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::analyze::correlate::Analysis;
 use crate::measure::actor::{Actor, ActorContext};
 use crate::measure::clock::RunClock;
+use crate::measure::culprit::CALIBRATE_CLIENT_NAME;
 use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
 use crate::measure::resp::{RawConn, Reply};
@@ -100,7 +101,8 @@ pub struct MethodChoice {
 /// Picks the injection method: `forced` if given (checked to work), else DEBUG SLEEP, else a
 /// TIME loop, else (TIME frozen inside scripts) an iteration loop calibrated against SLOWLOG.
 pub fn choose_method(conn: &ConnInfo, forced: Option<StallMethod>) -> Result<MethodChoice> {
-    let mut raw = RawConn::connect(conn).context("opening the calibration connection")?;
+    let mut raw = RawConn::connect_named(conn, CALIBRATE_CLIENT_NAME)
+        .context("opening the calibration connection")?;
     let debug = match raw.command(&[b"DEBUG", b"SLEEP", b"0"])? {
         Reply::Status(_) => Ok(()),
         Reply::Error(text) => Err(text),
@@ -359,7 +361,8 @@ impl Actor for Injector {
     }
 
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
-        let conn = RawConn::connect(&ctx.conn).context("opening the injector's connection")?;
+        let conn = RawConn::connect_named(&ctx.conn, CALIBRATE_CLIENT_NAME)
+            .context("opening the injector's connection")?;
         // A 250 ms stall must not trip the reply limit.
         conn.set_read_timeout(Some(ctx.conn.command_timeout + Duration::from_secs(10)))
             .context("setting the injector's read timeout")?;

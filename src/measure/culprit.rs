@@ -47,6 +47,12 @@ pub const POLLER_CLIENT_NAME: &str = "holprobe-culprit";
 /// commands that names no key of the run (the CONFIG SET of an eviction) is known as the run's.
 pub const WRITER_CLIENT_NAME: &str = "holprobe-writer";
 
+/// The name of `probe calibrate`'s connections (its injections are its "writes").
+pub const CALIBRATE_CLIENT_NAME: &str = "holprobe-calibrate";
+
+/// The name of `probe keys`' scanning connections (its SCAN batches are its "writes").
+pub const KEYS_CLIENT_NAME: &str = "holprobe-keys";
+
 /// Which command the poller reads the slow commands with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -434,10 +440,8 @@ impl ServerLogPoller {
 
 /// The poller's own connection, named for `CLIENT LIST` (a server without CLIENT is fine).
 fn open_conn(conn_info: &ConnInfo) -> Result<RawConn> {
-    let mut conn = RawConn::connect(conn_info)
-        .with_context(|| format!("connecting the server-log poller to {conn_info}"))?;
-    let _ = conn.command(&[b"CLIENT", b"SETNAME", POLLER_CLIENT_NAME.as_bytes()]);
-    Ok(conn)
+    RawConn::connect_named(conn_info, POLLER_CLIENT_NAME)
+        .with_context(|| format!("connecting the server-log poller to {conn_info}"))
 }
 
 fn source_name(source: CommandLogSource) -> &'static str {

@@ -15,6 +15,7 @@ use crate::keys::model::{CostModel, KeyShape, predict};
 use crate::keys::pacing::{BatchCost, Pacer};
 use crate::keys::report::{KeyRow, Tally};
 use crate::measure::actor::{Actor, ActorContext};
+use crate::measure::culprit::KEYS_CLIENT_NAME;
 use crate::measure::event::Event;
 use crate::measure::resp::{RawConn, Reply, encode_command_into};
 use crate::measure::serverview::Want;
@@ -300,7 +301,7 @@ impl KeyScanner {
         let nodes = self.spec.nodes.clone();
         let result = (|| -> Result<()> {
             for node in &nodes {
-                let mut conn = RawConn::connect(&node.conn)
+                let mut conn = RawConn::connect_named(&node.conn, KEYS_CLIENT_NAME)
                     .with_context(|| format!("connecting to {}", node.name))?;
                 if node.readonly {
                     let reply = conn.command(&[b"READONLY"])?;

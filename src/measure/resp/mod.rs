@@ -211,6 +211,16 @@ impl RawConn {
         Ok(conn)
     }
 
+    /// [`RawConn::connect`], then names the connection `name` (`CLIENT SETNAME`) where the
+    /// server lets it: a stall the server logged as one of its commands is then known as the
+    /// tool's ([`crate::analyze::naming::TOOL_CLIENT_NAME_PREFIX`]). A server that refuses the
+    /// name (CLIENT renamed away, denied by ACL) is fine.
+    pub fn connect_named(info: &ConnInfo, name: &str) -> Result<RawConn> {
+        let mut conn = RawConn::connect(info)?;
+        let _ = conn.command(&[b"CLIENT", b"SETNAME", name.as_bytes()]);
+        Ok(conn)
+    }
+
     /// Sets the bounds every later reply is read within: larger than [`ReplyLimits::CONTROL`]
     /// for a connection that reads large values back (the writer's custom commands).
     pub fn set_limits(&mut self, limits: ReplyLimits) {

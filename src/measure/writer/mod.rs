@@ -245,9 +245,7 @@ pub fn spawn_writer(
 /// A connection of the writer's, named [`WRITER_CLIENT_NAME`] where the server lets it (a
 /// server without CLIENT SETNAME is fine: its stalls are then told apart by key alone).
 fn writer_conn(info: &ConnInfo) -> Result<RawConn> {
-    let mut conn = RawConn::connect(info)?;
-    let _ = conn.command(&[b"CLIENT", b"SETNAME", WRITER_CLIENT_NAME.as_bytes()]);
-    Ok(conn)
+    RawConn::connect_named(info, WRITER_CLIENT_NAME)
 }
 
 fn reply_limits(plan: &WriterPlan) -> ReplyLimits {
