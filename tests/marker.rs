@@ -277,3 +277,62 @@ fn reclaiming_run(args: &[&str], prefix: &str) -> (String, Vec<String>) {
     assert_eq!(said.len(), 1, "one line for the dead run: {text}");
     (text, said)
 }
+
+/// A marker planted by a client that may write under the tool's namespace (the hostile trial's:
+/// a user limited to `holprobe:*` keys) is not acted on: neither `probe clean` nor the next run
+/// deletes the keys it names outside its prefix or sets a setting the tool never changes; both
+/// say why they left it.
+#[test]
+fn a_planted_marker_is_left_alone() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("owner:precious")
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
+    let maxmemory = config_get(&server, "maxmemory");
+    let policy = config_get(&server, "maxmemory-policy");
+    let planted = serde_json::json!({
+        "run_id": "0badf00d",
+        "key_prefix": "holprobe:0badf00d:",
+        "keys": ["owner:precious"],
+        "settings": [
+            {"name": "maxmemory", "old": "1", "new": maxmemory},
+            {"name": "maxmemory-policy", "old": "allkeys-random", "new": policy},
+        ],
+        "started_unix_s": 1,
+        "host": "vm",
+        "pid": 1
+    });
+    let _: () = redis::cmd("SET")
+        .arg("holprobe:0badf00d:marker")
+        .arg(planted.to_string())
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg("holprobe:markers")
+        .arg("holprobe:0badf00d:marker")
+        .query(&mut conn)
+        .unwrap();
+    for args in [
+        vec!["clean", "--url", &server.url()],
+        vec!["--url", &server.url(), "--duration", "1s"],
+    ] {
+        let output = probe_cmd().args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{args:?}: {text}");
+        assert!(
+            text.contains("left holprobe:0badf00d:marker alone: it is not a marker the tool wrote"),
+            "{args:?}: {text}"
+        );
+        let value: Option<String> = redis::cmd("GET")
+            .arg("owner:precious")
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(value.as_deref(), Some("1"), "{args:?}: {text}");
+        assert_eq!(config_get(&server, "maxmemory"), maxmemory, "{args:?}");
+        assert_eq!(config_get(&server, "maxmemory-policy"), policy, "{args:?}");
+    }
+}

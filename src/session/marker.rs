@@ -366,6 +366,16 @@ pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found
                 continue;
             }
         };
+        // Only what the tool itself writes in a marker is acted on: anyone who may write a
+        // key under the namespace could plant one (the hostile trial's marker named the owner's
+        // keys and `maxmemory 1`, and the next run deleted the one and set the other).
+        if let Err(reason) = check_marker(&key, &marker) {
+            found.push(Found::Unreadable {
+                key: key.clone(),
+                line: format!("left {key} alone: it is not a marker the tool wrote ({reason})"),
+            });
+            continue;
+        }
         let lease = lease_key(&marker.key_prefix);
         let alive: i64 = redis::cmd("EXISTS")
             .arg(&lease)
@@ -400,6 +410,69 @@ pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found
         found.push(reclaim(&mut control, &registry, &key, &marker)?);
     }
     Ok(found)
+}
+
+/// The settings a run may change on a server it did not start, and so name in its marker: the
+/// server view's ([`crate::measure::serverview`]: the slow log, the LATENCY monitor, keyspace
+/// notifications). A marker naming another setting was not written by the tool.
+pub const MARKED_SETTINGS: [&str; 4] = [
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+    "latency-monitor-threshold",
+    "notify-keyspace-events",
+];
+
+/// Whether the marker read from `key` is one the tool could have written: its prefix
+/// `holprobe:<8 hex digits>:` (with a `{tag}:` on a cluster) under which its own key, its lease
+/// and every key it lists lie, and settings of [`MARKED_SETTINGS`] only, with values of their
+/// kind (a whole number; letters for `notify-keyspace-events`). Else why not.
+pub fn check_marker(key: &str, marker: &RunMarker) -> Result<(), String> {
+    let prefix = &marker.key_prefix;
+    let id_ok = marker.run_id.len() == 8 && marker.run_id.chars().all(|c| c.is_ascii_hexdigit());
+    let base = format!("{KEY_NAMESPACE}:{}:", marker.run_id);
+    let tail = prefix.strip_prefix(&base);
+    let tag_ok = match tail {
+        Some("") => true,
+        Some(tail) => {
+            tail.starts_with('{')
+                && tail.ends_with("}:")
+                && tail[1..tail.len() - 2]
+                    .chars()
+                    .all(|c| c != '{' && c != '}')
+        }
+        None => false,
+    };
+    if !(id_ok && tag_ok) {
+        return Err(format!("its key prefix {prefix:?} is not a run's"));
+    }
+    if key != marker_key(prefix) {
+        return Err(format!("it does not lie under its own prefix {prefix:?}"));
+    }
+    if let Some(outside) = marker.keys.iter().find(|k| !k.starts_with(prefix.as_str())) {
+        return Err(format!("it lists a key outside its prefix, {outside:?}"));
+    }
+    for setting in &marker.settings {
+        if !MARKED_SETTINGS.contains(&setting.name.as_str()) {
+            return Err(format!(
+                "it names a setting the tool never changes, {}",
+                setting.name
+            ));
+        }
+        let of_its_kind = |value: &str| {
+            if setting.name == "notify-keyspace-events" {
+                value.chars().all(|c| c.is_ascii_alphabetic() || c == '$')
+            } else {
+                value.parse::<i64>().is_ok_and(|n| n >= -1)
+            }
+        };
+        if !(of_its_kind(&setting.old) && of_its_kind(&setting.new)) {
+            return Err(format!(
+                "its values of {} are not of that setting's kind",
+                setting.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Undoes what a dead run's marker says, then forgets the marker.
@@ -521,6 +594,101 @@ pub(crate) fn shown(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn marker(prefix: &str, keys: &[&str], settings: &[(&str, &str, &str)]) -> RunMarker {
+        RunMarker {
+            run_id: "0badf00d".into(),
+            key_prefix: prefix.into(),
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+            settings: settings
+                .iter()
+                .map(|(name, old, new)| MarkedSetting {
+                    name: name.to_string(),
+                    old: old.to_string(),
+                    new: new.to_string(),
+                })
+                .collect(),
+            started_unix_s: 0,
+            host: "vm".into(),
+            pid: 1,
+        }
+    }
+
+    /// Only a marker the tool could have written is acted on (the hostile trial planted one
+    /// that named the owner's keys and `maxmemory 1`).
+    #[test]
+    fn a_marker_the_tool_did_not_write_is_refused() {
+        let p = "holprobe:0badf00d:";
+        let ok = marker(
+            p,
+            &["holprobe:0badf00d:w:1"],
+            &[
+                ("slowlog-max-len", "128", "16384"),
+                ("notify-keyspace-events", "", "xE$"),
+            ],
+        );
+        assert_eq!(check_marker("holprobe:0badf00d:marker", &ok), Ok(()));
+        let tagged = marker(
+            "holprobe:0badf00d:{hp3}:",
+            &["holprobe:0badf00d:{hp3}:w:1"],
+            &[],
+        );
+        assert_eq!(
+            check_marker("holprobe:0badf00d:{hp3}:marker", &tagged),
+            Ok(())
+        );
+        for (key, bad, why) in [
+            (
+                "holprobe:0badf00d:marker",
+                marker(p, &["owner:precious"], &[]),
+                "outside its prefix",
+            ),
+            (
+                "holprobe:0badf00d:marker",
+                marker(p, &[], &[("maxmemory", "1", "0")]),
+                "never changes, maxmemory",
+            ),
+            (
+                "holprobe:0badf00d:marker",
+                marker(p, &[], &[("slowlog-max-len", "1 2", "3")]),
+                "not of that setting's kind",
+            ),
+            (
+                "holprobe:0badf00d:marker",
+                marker("holprobe:", &["holprobe:load:1"], &[]),
+                "not a run's",
+            ),
+            (
+                "holprobe:0badf00d:marker",
+                marker("holprobe:0badf00d:x:", &[], &[]),
+                "not a run's",
+            ),
+            (
+                "holprobe:other:marker",
+                marker(p, &[], &[]),
+                "under its own prefix",
+            ),
+        ] {
+            let err = check_marker(key, &bad).unwrap_err();
+            assert!(err.contains(why), "{err}");
+        }
+    }
+
+    /// Every setting a run may change where it writes a marker is one a marker may name.
+    #[test]
+    fn every_setting_a_run_changes_may_be_marked() {
+        use crate::measure::serverview::*;
+        for wants in [
+            settings_for_key_events(),
+            settings_for_writes(),
+            settings_for_calibration(),
+            settings_for_observing(1000),
+        ] {
+            for (name, _) in wants {
+                assert!(MARKED_SETTINGS.contains(&name), "{name}");
+            }
+        }
+    }
 
     #[test]
     fn a_markers_keys_share_the_runs_slot() {
