@@ -403,6 +403,70 @@ fn a_population_that_does_not_fit_is_refused_with_numbers() {
     assert!(stderr.contains("maxmemory"), "{stderr}");
 }
 
+/// SETs larger than the population's values that would grow it past maxmemory are refused
+/// before the load starts (the hostile trial's `--ratio 1:1 --value-size 64K` over 500-byte
+/// values evicted every key of the server's owner), naming the flag and the numbers; SETs of
+/// the population's own size run.
+#[test]
+fn sets_that_would_grow_past_maxmemory_are_refused() {
+    let server = TestServer::start(&["maxmemory 40mb", "maxmemory-policy allkeys-lru"]);
+    let mut conn = server.conn();
+    for i in 0..1000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("owner:{i}"))
+            .arg("x".repeat(500))
+            .query(&mut conn)
+            .unwrap();
+    }
+    populate(&server, &["--keys", "2000", "--value-size", "500"]);
+    let assert = probe_cmd()
+        .args([
+            "load",
+            "--url",
+            &server.url(),
+            "--clients",
+            "2",
+            "--ratio",
+            "1:1",
+        ])
+        .args(["--value-size", "64K", "--duration", "1s"])
+        .assert()
+        .code(2);
+    let stderr = stderr_of(&assert);
+    assert!(stderr.contains("for --value-size"), "{stderr}");
+    assert!(stderr.contains("maxmemory 40.0 MiB"), "{stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{stderr}"
+    );
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut conn).unwrap();
+    assert!(info.contains("evicted_keys:0"), "{info}");
+    // The population's own size grows nothing.
+    probe_cmd()
+        .args([
+            "load",
+            "--url",
+            &server.url(),
+            "--clients",
+            "2",
+            "--ratio",
+            "1:1",
+        ])
+        .args(["--duration", "1s"])
+        .assert()
+        .success();
+    let owners: u64 = (0..1000)
+        .map(|i| {
+            redis::cmd("EXISTS")
+                .arg(format!("owner:{i}"))
+                .query::<u64>(&mut conn)
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(owners, 1000);
+}
+
 #[test]
 fn embedded_open_loop_keeps_its_rate() {
     // No --url: the tool starts and populates its own server.

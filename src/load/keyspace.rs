@@ -402,6 +402,39 @@ fn round_down_2sig(n: u64) -> u64 {
     n / unit * unit
 }
 
+/// Refuses SETs that would grow the population past the server's `maxmemory` (where the server
+/// would evict, most likely its owner's keys, or refuse writes): `keys` keys of `population`
+/// sizes, each rewritten by the load at `set_size`, grow by `keys` × the difference of the two
+/// ranges' means at most (a value's size is drawn evenly from its range). The hostile trial's
+/// `--ratio 1:1 --value-size 64K` over a population of 500-byte values evicted all 20,000 of
+/// the owner's keys on a server of `maxmemory 100mb`.
+pub fn check_set_growth(
+    keys: u64,
+    population: ValueSize,
+    set_size: ValueSize,
+    room: &MemoryRoom,
+) -> Result<(), UsageError> {
+    let mean = |v: ValueSize| (v.min_bytes + v.max_bytes) / 2;
+    let growth = keys.saturating_mul(mean(set_size).saturating_sub(mean(population)));
+    let Some(max_room) = room.maxmemory_room() else {
+        return Ok(());
+    };
+    if growth <= max_room {
+        return Ok(());
+    }
+    Err(UsageError::invalid(
+        "--value-size",
+        set_size,
+        format!(
+            "SETs of that size over the {keys} load keys of {population} bytes can grow them by {}, more than the {} left under the server's maxmemory {} ({} used): the server would evict keys or refuse writes; use a --value-size near the population's, fewer --keys, or no SETs (--ratio 0:1)",
+            gib(growth),
+            gib(max_room),
+            gib(room.maxmemory_bytes),
+            gib(room.used_memory_bytes)
+        ),
+    ))
+}
+
 /// Refuses a population that will not fit: `new_keys` more keys at `per_key` bytes must fit
 /// under maxmemory and in the host's free memory. The error gives the numbers and the largest
 /// `--keys` that would fit.
@@ -536,6 +569,33 @@ mod tests {
         assert!((2_700..=3_100).contains(&per_key), "{per_key}");
         // A fixed 2048-byte value lands in jemalloc's 2560 class.
         assert_eq!(bytes_per_key(21, 2048), 16 + 2560 + 32 + 32 + 16);
+    }
+
+    #[test]
+    fn sets_past_maxmemory_are_refused_by_their_mean_growth() {
+        let size = |min_bytes, max_bytes| ValueSize {
+            min_bytes,
+            max_bytes,
+        };
+        let room = MemoryRoom {
+            used_memory_bytes: 10 << 20,
+            maxmemory_bytes: 100 << 20,
+            total_system_memory_bytes: 32 << 30,
+            host_available_bytes: None,
+        };
+        // 20,000 keys of 500 bytes rewritten at 64 KiB: 1.2 GiB more, 90 MiB left.
+        let err = check_set_growth(20_000, size(500, 500), size(65536, 65536), &room).unwrap_err();
+        assert!(format!("{err}").contains("--value-size"), "{err}");
+        // The population's own sizes, or smaller, grow nothing; 4,500 bytes more a key fit.
+        assert!(check_set_growth(20_000, size(1024, 4096), size(1024, 4096), &room).is_ok());
+        assert!(check_set_growth(20_000, size(4096, 4096), size(100, 100), &room).is_ok());
+        assert!(check_set_growth(20_000, size(500, 500), size(5000, 5000), &room).is_ok());
+        // No maxmemory: nothing to evict under (the host's memory is the population's check).
+        let unlimited = MemoryRoom {
+            maxmemory_bytes: 0,
+            ..room
+        };
+        assert!(check_set_growth(20_000, size(500, 500), size(65536, 65536), &unlimited).is_ok());
     }
 
     #[test]

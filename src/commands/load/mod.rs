@@ -20,7 +20,7 @@ use crate::load::cluster::{ReadFrom, clients_per_node, load_nodes};
 use crate::load::engine::OpMix;
 use crate::load::keyspace::{
     KeyNaming, LOAD_PREFIX, META_KEY, MemoryRoom, PopulationMeta, ValueSize, check_fit,
-    default_keys, read_meta,
+    check_set_growth, default_keys, read_meta,
 };
 use crate::load::populate::{PopulatePlan, estimated_bytes_per_key, populate};
 use crate::load::report::{block_lines, generator_lines, write_line};
@@ -141,6 +141,17 @@ fn run_cluster(
     let writer_hash_tag = hash_tag_for(&cluster.topology.shards[0].slots);
     preflight_writer(options, &opened, out)?;
     let set_size = plan.value_size.unwrap_or(meta.value_size);
+    if options.set_weight > 0 {
+        for (node, target) in nodes.iter().zip(&opened) {
+            if node.role == crate::measure::topology::Role::Replica {
+                continue;
+            }
+            let mut control = target.conn.redis_connection()?;
+            let room = MemoryRoom::read(&mut control, &target.server)?;
+            let shard_keys = by_shard[node.shard].len() as u64;
+            check_set_growth(shard_keys, meta.value_size, set_size, &room)?;
+        }
+    }
     let load_servers: Vec<LoadServer<'_>> = nodes
         .iter()
         .zip(&opened)
@@ -228,12 +239,12 @@ fn run_opened(
             Some(keys) => keys.min(meta.keys),
             None => meta.keys,
         };
-        servers.push((
-            target,
-            keys,
-            plan.value_size.unwrap_or(meta.value_size),
-            meta,
-        ));
+        let set_size = plan.value_size.unwrap_or(meta.value_size);
+        if options.set_weight > 0 {
+            let room = MemoryRoom::read(&mut control, &target.server)?;
+            check_set_growth(keys, meta.value_size, set_size, &room)?;
+        }
+        servers.push((target, keys, set_size, meta));
     }
     preflight_writer(options, opened, out)?;
     describe_plan(options, &servers, out);
