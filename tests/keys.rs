@@ -1316,3 +1316,93 @@ fn a_replica_is_priced_with_its_master_s_lazyfree_settings() {
     assert!(on_master > 1.0, "the master's DEL: {on_master} ms");
     assert_eq!(on_replica, on_master, "the replica's DEL is its master's");
 }
+
+/// A scan changes nothing on the server (trial 37, J4 and J5): a dead run's marker is said on
+/// screen and left with its keys and settings, for `probe clean`; and on a server with CLIENT
+/// NO-TOUCH (Redis 8.2 here) the scanned keys' last access stays as it was (the count commands
+/// set `OBJECT IDLETIME` back to 0 before).
+#[test]
+fn a_scan_leaves_dead_runs_and_last_access_alone() {
+    let Some(bin) = common::server("redis-8.2") else {
+        return;
+    };
+    let server = TestServer::start_bin(Some(&bin), &[]);
+    let mut conn = server.conn();
+    let config = |conn: &mut redis::Connection, name: &str| -> String {
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query(conn)
+            .unwrap();
+        pair[1].clone()
+    };
+    let _: () = redis::cmd("SET")
+        .arg("app:idle")
+        .arg("v")
+        .query(&mut conn)
+        .unwrap();
+    // A dead run's marker (no lease), as a run killed with -9 leaves it: a key and a setting.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg("16384")
+        .query(&mut conn)
+        .unwrap();
+    let marker = serde_json::json!({
+        "run_id": "0badf00d", "key_prefix": "holprobe:0badf00d:",
+        "keys": ["holprobe:0badf00d:w:1"],
+        "settings": [{"name": "slowlog-max-len", "old": "128", "new": "16384"}],
+        "started_unix_s": 1, "host": "vm", "pid": 1
+    });
+    let _: () = redis::cmd("SET")
+        .arg("holprobe:0badf00d:w:1")
+        .arg("x")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("holprobe:0badf00d:marker")
+        .arg(marker.to_string())
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg("holprobe:markers")
+        .arg("holprobe:0badf00d:marker")
+        .query(&mut conn)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2100));
+
+    let (status, stdout, stderr) = common::probe_keys(&["--url", &server.url()]);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("run 0badf00d") && stderr.contains("`probe clean` undoes it"),
+        "{stderr}"
+    );
+    assert_eq!(config(&mut conn, "slowlog-max-len"), "16384");
+    let left: i64 = redis::cmd("EXISTS")
+        .arg("holprobe:0badf00d:w:1")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(left, 1);
+    let idle: i64 = redis::cmd("OBJECT")
+        .arg("IDLETIME")
+        .arg("app:idle")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        idle >= 2,
+        "the scan touched app:idle (OBJECT IDLETIME {idle})"
+    );
+
+    // probe clean undoes it.
+    let output = common::probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(config(&mut conn, "slowlog-max-len"), "128");
+    let left: i64 = redis::cmd("EXISTS")
+        .arg("holprobe:0badf00d:w:1")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(left, 0);
+}

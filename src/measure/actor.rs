@@ -35,6 +35,13 @@ pub trait Actor: Send {
         settings_for_writes()
     }
 
+    /// Whether its run undoes what dead runs of the tool left on the server (their keys, the
+    /// settings they changed), as `probe clean` does, before it starts. A run that promises to
+    /// change nothing (`probe keys`) only says what it found.
+    fn reclaims_dead_runs(&self) -> bool {
+        true
+    }
+
     /// Opens its connection and starts its thread.
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>>;
 }

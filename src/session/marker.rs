@@ -301,6 +301,13 @@ pub enum Found {
         /// One line saying so.
         line: String,
     },
+    /// A dead run's marker, found by a command that changes nothing ([`dead_runs`]): left.
+    Dead {
+        /// Its run id.
+        run_id: String,
+        /// One line saying so.
+        line: String,
+    },
     /// A registry member that is no run marker of the tool's, or one that does not read as
     /// one: left alone.
     Unreadable {
@@ -317,6 +324,7 @@ impl Found {
         match self {
             Found::Reclaimed { line, .. }
             | Found::Live { line, .. }
+            | Found::Dead { line, .. }
             | Found::Unreadable { line, .. } => line,
         }
     }
@@ -326,6 +334,16 @@ impl Found {
 /// and reclaims the dead runs' (see the module comment). A registry entry whose marker is gone
 /// is forgotten silently; a marker that does not read as one is reported and left.
 pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found>> {
+    look_at_markers(conn, tag, true)
+}
+
+/// What [`reclaim_dead_runs`] would find, changing nothing: a dead run's marker is said
+/// ([`Found::Dead`]), with what `probe clean` would undo, and left.
+pub fn dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found>> {
+    look_at_markers(conn, tag, false)
+}
+
+fn look_at_markers(conn: &ConnInfo, tag: Option<&str>, reclaim_them: bool) -> Result<Vec<Found>> {
     let registry = registry_key(tag);
     let mut control = conn.redis_connection()?;
     let markers: Vec<String> = redis::cmd("SMEMBERS")
@@ -407,7 +425,31 @@ pub fn reclaim_dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found
             });
             continue;
         }
-        found.push(reclaim(&mut control, &registry, &key, &marker)?);
+        if reclaim_them {
+            found.push(reclaim(&mut control, &registry, &key, &marker)?);
+        } else {
+            let settings: Vec<String> = marker
+                .settings
+                .iter()
+                .map(|s| format!("{} {} (it was {})", s.name, shown(&s.new), shown(&s.old)))
+                .collect();
+            found.push(Found::Dead {
+                run_id: marker.run_id.clone(),
+                line: format!(
+                    "run {} (pid {} on {}) ended without cleaning up: it may have left {} key(s) under {}{}; this command changes nothing, `probe clean` undoes it",
+                    marker.run_id,
+                    marker.pid,
+                    marker.host,
+                    marker.keys.len(),
+                    marker.key_prefix,
+                    if settings.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and set {}", settings.join(", "))
+                    }
+                ),
+            });
+        }
     }
     Ok(found)
 }

@@ -139,6 +139,7 @@ impl RunScope {
         name: &RunName,
         wants: &[(&str, Want)],
         may_tune: bool,
+        reclaim: bool,
         prepare: impl FnOnce(&str) -> Result<Vec<String>>,
     ) -> Result<RunScope> {
         let (run_id, key_prefix) = (&name.run_id, &name.key_prefix);
@@ -148,7 +149,12 @@ impl RunScope {
         // the settings (it would take the dead run's for the server's own).
         let marked = !target.server.embedded;
         if marked {
-            match marker::reclaim_dead_runs(&target.conn, tag) {
+            let found = if reclaim {
+                marker::reclaim_dead_runs(&target.conn, tag)
+            } else {
+                marker::dead_runs(&target.conn, tag)
+            };
+            match found {
                 // A live run's is said too: the settings it changed are in effect for this
                 // run, which reads them as the server's own (a run started within 10 s of a
                 // kill -9 said nothing and ran on the dead run's settings).
@@ -157,7 +163,9 @@ impl RunScope {
                     marker::Found::Live { line, .. } => format!(
                         "{line}; another run of the tool on this server at the same time: any setting it changed is in effect for this run too, and this run's figures share the server with its writes"
                     ),
-                    marker::Found::Unreadable { line, .. } => line.clone(),
+                    marker::Found::Unreadable { line, .. } | marker::Found::Dead { line, .. } => {
+                        line.clone()
+                    }
                 })),
                 Err(err) => warnings.push(format!(
                     "could not look for the markers of runs that died: {}",

@@ -427,6 +427,13 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         out.warn(line);
     }
     warnings.extend(late);
+    // What other runs of the tool left or are doing on the server is said on screen too (the
+    // scan leaves a dead run's keys and settings as they are: the line says so).
+    for line in report.warnings.iter().filter(|w| {
+        w.contains("ended without cleaning up") || w.contains("another run of the tool")
+    }) {
+        out.warn(line);
+    }
     warnings.extend(report.warnings.iter().cloned());
 
     let (from_us, to_us) = state

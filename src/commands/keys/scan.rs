@@ -129,6 +129,11 @@ impl Actor for KeyScanner {
         Vec::new()
     }
 
+    /// A scan changes nothing on the server: what dead runs left is said, not undone.
+    fn reclaims_dead_runs(&self) -> bool {
+        false
+    }
+
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name("key-scan".into())
@@ -303,6 +308,11 @@ impl KeyScanner {
             for node in &nodes {
                 let mut conn = RawConn::connect_named(&node.conn, KEYS_CLIENT_NAME)
                     .with_context(|| format!("connecting to {}", node.name))?;
+                // The count commands would mark each key as just used, and so change which keys
+                // the server evicts next (the hostile trial: OBJECT IDLETIME 12 -> 0, LFU
+                // counters up on every scan). Redis 7.2+ and Valkey leave them alone for a
+                // client that says NO-TOUCH; older servers refuse it, and are touched.
+                let _ = conn.command(&[b"CLIENT", b"NO-TOUCH", b"ON"]);
                 if node.readonly {
                     let reply = conn.command(&[b"READONLY"])?;
                     if let Some(err) = reply.error() {

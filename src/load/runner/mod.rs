@@ -69,7 +69,7 @@ pub fn run_load(
     };
     // On a cluster the writer's keys carry the written master's shard's hash tag.
     let name = RunName::new(writer_hash_tag);
-    let scope = RunScope::open(written, &name, &[], false, prepare)?;
+    let scope = RunScope::open(written, &name, &[], false, true, prepare)?;
     let local = servers.iter().filter(|s| s.target.server.local).count();
     let threads = options
         .threads

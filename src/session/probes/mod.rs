@@ -105,6 +105,9 @@ pub fn measure_nodes(
             None => settings_for_observing(options.stall_threshold_us),
         },
         target.server.embedded || options.tune_server,
+        actor
+            .as_ref()
+            .is_none_or(|actor| actor.reclaims_dead_runs()),
         // The actor prepares once, before the clock starts (the writer lays out its steps and
         // generates its value), so it disturbs nothing measured.
         |key_prefix| {
