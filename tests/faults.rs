@@ -1877,3 +1877,73 @@ fn a_server_without_del_is_refused_up_front_or_cleaned_with_unlink() {
         .unwrap();
     assert!(stats.contains("cmdstat_unlink:"), "{stats}");
 }
+
+/// A run whose cleanup cannot restore the server's settings (its user lost CONFIG mid-run) did
+/// not end well: run.json says `failed` with the reason, and the exit status is not 0 (trial 37,
+/// J6: exit 0 and `complete`, with four settings left changed and only a warning saying so).
+#[test]
+fn a_run_that_cannot_restore_the_settings_fails() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("ops")
+        .arg("on")
+        .arg(">OpsPw")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .query(&mut conn)
+        .unwrap();
+    let before: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slowlog-log-slower-than")
+        .query(&mut conn)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let url = format!("redis://ops:OpsPw@127.0.0.1:{}", server.port());
+    let child = common::spawn_run(
+        &[
+            "--url",
+            &url,
+            "--tune-server",
+            "--writer-sizes",
+            "1M",
+            "--repeat",
+            "20",
+            "--gap",
+            "100ms",
+        ],
+        &out,
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("ops")
+        .arg("-config")
+        .query(&mut conn)
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("could not restore the server's settings"),
+        "{stderr}"
+    );
+    let meta = common::read_json(&out.join("run.json"));
+    assert_eq!(meta["status"], "failed", "{meta}");
+    assert!(
+        meta["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("could not restore the server's settings")),
+        "{meta}"
+    );
+    // Put back by hand, as the warning says.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(&before[1])
+        .query(&mut conn)
+        .unwrap();
+}

@@ -125,6 +125,8 @@ pub(crate) struct RunScope {
     closed: bool,
     /// The server is the one the tool started (it goes with the run: nothing to restore).
     embedded: bool,
+    /// Set when the cleanup could not restore the settings (see [`Self::left_changed`]).
+    left_changed: Option<String>,
 }
 
 impl RunScope {
@@ -229,7 +231,14 @@ impl RunScope {
             key_prefix: key_prefix.clone(),
             closed: false,
             embedded: target.server.embedded,
+            left_changed: None,
         })
+    }
+
+    /// What the run's cleanup could not put back on the server (its settings), in a few words:
+    /// such a run did not end well, whatever it measured.
+    pub fn left_changed(&self) -> Option<&str> {
+        self.left_changed.as_deref()
     }
 
     /// Once the keys are removed and the settings restored: removes the run's marker (kept
@@ -308,6 +317,11 @@ impl RunScope {
                     // without one, the warning names them. The drop would only wait again.
                     self.tuning.give_up();
                 }
+                self.left_changed = Some(format!(
+                    "the run could not restore the server's settings ({}): {}",
+                    settings.join(", "),
+                    crate::error::one_line(&err)
+                ));
                 warnings.push(format!(
                 "could not restore the server's settings ({}): {err:#}{}",
                 settings.join(", "),
@@ -821,6 +835,13 @@ impl<'t> Session<'t> {
         }
         self.scope.clean_up(self.target, &mut self.warnings);
         self.scope.close(&mut self.warnings);
+        // A run that leaves the server's settings changed did not end well (trial 37, J6: exit
+        // 0 and `complete` with four settings left changed).
+        if ended.status == RunStatus::Complete
+            && let Some(what) = self.scope.left_changed()
+        {
+            (ended.status, ended.status_reason) = (RunStatus::Failed, Some(what.to_string()));
+        }
         ended
     }
 
