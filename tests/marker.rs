@@ -336,3 +336,55 @@ fn a_planted_marker_is_left_alone() {
         assert_eq!(config_get(&server, "maxmemory-policy"), policy, "{args:?}");
     }
 }
+
+/// A dead run's marker in another database than the one `probe clean` is given is found and
+/// undone there too: the settings it changed are the whole server's (trial 37, J3: a run on
+/// `/3` killed with -9 was invisible to `probe clean` on db 0, which said none was left).
+#[test]
+fn a_dead_run_in_another_database_is_undone() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let before = config_get(&server, "slowlog-max-len");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg("16384")
+        .query(&mut conn)
+        .unwrap();
+    let marker = serde_json::json!({
+        "run_id": "0badf00d", "key_prefix": "holprobe:0badf00d:",
+        "keys": ["holprobe:0badf00d:w:1"],
+        "settings": [{"name": "slowlog-max-len", "old": before, "new": "16384"}],
+        "started_unix_s": 1, "host": "vm", "pid": 1
+    });
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut conn).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("holprobe:0badf00d:w:1")
+        .arg("x")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("holprobe:0badf00d:marker")
+        .arg(marker.to_string())
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg("holprobe:markers")
+        .arg("holprobe:0badf00d:marker")
+        .query(&mut conn)
+        .unwrap();
+    let output = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("db 3: run 0badf00d") && text.contains("ended without cleaning up"),
+        "{text}"
+    );
+    assert_eq!(config_get(&server, "slowlog-max-len"), before, "{text}");
+    let left: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    assert_eq!(left, 0, "db 3 still holds the run's keys: {text}");
+}

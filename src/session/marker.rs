@@ -319,6 +319,29 @@ pub enum Found {
 }
 
 impl Found {
+    /// The same, said to be in database `db`.
+    fn in_db(self, db: i64) -> Found {
+        let said = |line: String| format!("db {db}: {line}");
+        match self {
+            Found::Reclaimed { run_id, line } => Found::Reclaimed {
+                run_id,
+                line: said(line),
+            },
+            Found::Live { run_id, line } => Found::Live {
+                run_id,
+                line: said(line),
+            },
+            Found::Dead { run_id, line } => Found::Dead {
+                run_id,
+                line: said(line),
+            },
+            Found::Unreadable { key, line } => Found::Unreadable {
+                key,
+                line: said(line),
+            },
+        }
+    }
+
     /// The line to print.
     pub fn line(&self) -> &str {
         match self {
@@ -343,7 +366,44 @@ pub fn dead_runs(conn: &ConnInfo, tag: Option<&str>) -> Result<Vec<Found>> {
     look_at_markers(conn, tag, false)
 }
 
+/// The markers of every database of the server that holds keys, `conn`'s own first: a run's
+/// marker lies in the database its `--url` named, while the settings it changed are the
+/// whole server's (trial 37, J3: a run on `/3` killed with -9 was invisible to `probe clean`
+/// on db 0, which said "none left" with the settings still changed). A cluster has db 0 only.
 fn look_at_markers(conn: &ConnInfo, tag: Option<&str>, reclaim_them: bool) -> Result<Vec<Found>> {
+    let mut found = look_at_markers_in(conn, tag, reclaim_them)?;
+    if tag.is_some() {
+        return Ok(found);
+    }
+    let mut control = conn.redis_connection()?;
+    let Ok(info) = redis::cmd("INFO")
+        .arg("keyspace")
+        .query::<String>(&mut control)
+    else {
+        return Ok(found);
+    };
+    let others: Vec<i64> = info
+        .lines()
+        .filter_map(|line| line.strip_prefix("db")?.split_once(':')?.0.parse().ok())
+        .filter(|&db| db != conn.db)
+        .collect();
+    for db in others {
+        let mut other = conn.clone();
+        other.db = db;
+        // A server that refuses SELECT (or a proxy with one database) has nothing more to show.
+        let Ok(more) = look_at_markers_in(&other, tag, reclaim_them) else {
+            continue;
+        };
+        found.extend(more.into_iter().map(|f| f.in_db(db)));
+    }
+    Ok(found)
+}
+
+fn look_at_markers_in(
+    conn: &ConnInfo,
+    tag: Option<&str>,
+    reclaim_them: bool,
+) -> Result<Vec<Found>> {
     let registry = registry_key(tag);
     let mut control = conn.redis_connection()?;
     let markers: Vec<String> = redis::cmd("SMEMBERS")
