@@ -147,9 +147,17 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         Some(measured) => format!("{measured} bytes per key (estimated {estimate})"),
         None => format!("about {estimate} bytes per key (estimated)"),
     };
+    // Interrupted, the keys are those of the population's record (a prefix of the plan's on one
+    // server; on a cluster no prefix at all), not the whole range planned.
+    let range = match (&outcome.meta, outcome.interrupted) {
+        (Some(meta), true) if cluster.is_none() && meta.keys > 0 && meta.keys < keys => {
+            format!("{LOAD_PREFIX}0..{} of the {keys} planned", meta.keys - 1)
+        }
+        (_, true) if cluster.is_some() => format!("part of {LOAD_PREFIX}0..{}", keys - 1),
+        _ => format!("{LOAD_PREFIX}0..{}", keys - 1),
+    };
     out.line(&format!(
-        "populated {LOAD_PREFIX}0..{} on {}: {} written, {} kept, {} errors in {:.2} s ({:.1} MiB of values sent, {:.1} MiB/s); server memory +{:.1} MiB, {per_key}",
-        keys - 1,
+        "populated {range} on {}: {} written, {} kept, {} errors in {:.2} s ({:.1} MiB of values sent, {:.1} MiB/s); server memory +{:.1} MiB, {per_key}",
         target.conn,
         outcome.written,
         outcome.kept,
