@@ -1947,3 +1947,46 @@ fn a_run_that_cannot_restore_the_settings_fails() {
         .query(&mut conn)
         .unwrap();
 }
+
+/// A setting someone else changed during the run is left as found and not said to be restored
+/// (trial 37, J7: a server restarted mid-run with values of its own read "server settings
+/// changed for the run and restored: ..." for the four settings the run had left).
+#[test]
+fn a_setting_changed_by_someone_else_is_not_said_restored() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let child = Command::new(assert_cmd::cargo::cargo_bin("probe"))
+        .args([
+            "--url",
+            &server.url(),
+            "--tune-server",
+            "--writer-sizes",
+            "1M",
+        ])
+        .args(["--repeat", "15", "--gap", "100ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1000));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg("20000")
+        .query(&mut conn)
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("left slowlog-log-slower-than at 20000"),
+        "{text}"
+    );
+    let restored = text
+        .lines()
+        .find(|l| l.contains("changed for the run and restored"))
+        .unwrap_or_default();
+    assert!(!restored.contains("slowlog-log-slower-than"), "{text}");
+    assert!(restored.contains("latency-monitor-threshold"), "{text}");
+}

@@ -134,6 +134,9 @@ pub struct ServerTuning {
     /// The run's cleanup tried to restore within its limit and gave up: what is still changed
     /// is the marker's to put back (or the user's, told so), and the drop does not try again.
     gave_up: bool,
+    /// Settings the restore found changed since by someone else (a restarted server's own
+    /// values among them), and so left as they were: not restored.
+    left_as_found: Vec<String>,
 }
 
 /// One setting the guard changed.
@@ -171,6 +174,7 @@ impl ServerTuning {
             effective: Vec::new(),
             notes: Vec::new(),
             gave_up: false,
+            left_as_found: Vec::new(),
         };
         if wants.is_empty() {
             before(&[]);
@@ -267,6 +271,11 @@ impl ServerTuning {
         &self.changed
     }
 
+    /// The settings the restore left as it found them, changed since by someone else.
+    pub fn left_as_found(&self) -> &[String] {
+        &self.left_as_found
+    }
+
     /// The value a setting has for the run (after tuning), when it could be read.
     pub fn effective(&self, name: &str) -> Option<i64> {
         self.effective
@@ -348,6 +357,7 @@ impl ServerTuning {
                 current.filter(|c| !crate::session::marker::same_value(c, &change.new))
             {
                 if !crate::session::marker::same_value(&current, &change.old) {
+                    self.left_as_found.push(change.name.clone());
                     said.push(format!(
                         "left {} at {} (the run had set {}, changed since by someone else; it was {} before the run)",
                         change.name,

@@ -451,8 +451,14 @@ pub fn measure_nodes(
     let ended = session.run(&mut probes, limits, interrupt);
     let warnings = std::mem::take(&mut session.warnings);
     // Said restored only when they were: a restore that failed is a warning naming them.
+    // Nor those the restore found changed since by someone else (a server restarted with
+    // values of its own: the trial read "restored" for four settings it had left).
     let server_settings = if session.scope.tuning.changed().is_empty() {
+        let left = session.scope.tuning.left_as_found();
         server_settings
+            .into_iter()
+            .filter(|s| !left.iter().any(|name| s.starts_with(&format!("{name} "))))
+            .collect()
     } else {
         Vec::new()
     };
