@@ -267,6 +267,9 @@ fn the_worst_keys_are_replayed_and_the_user_s_server_is_only_read() {
     assert!(dir.join("replay-1").join("summary.csv").is_file());
     let doc = common::read_json(&dir.join("run.json"));
     assert_eq!(doc["replay"].as_array().map(Vec::len), Some(2), "{doc}");
+    // `running` while the replay was under way (a kill -9 then leaves it so), `complete` after.
+    assert_eq!(doc["status"], "complete", "{doc}");
+    assert!(doc["status_reason"].is_null(), "{doc}");
 }
 
 #[test]

@@ -528,7 +528,17 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
     drop(state);
     drop(deployment);
     if let Some(dir) = &plan.out {
-        let json = serde_json::to_vec_pretty(&doc).context("encoding run.json")?;
+        // A replay to come: the run is not over until it is (a kill -9 during it left a run.json
+        // that said `complete` with no replay: the hostile trial).
+        let json = if plan.replay.is_some() && doc.status == RunStatus::Complete {
+            let mut pending = doc.clone();
+            pending.status = RunStatus::Running;
+            pending.status_reason = Some("the scan is whole; --replay under way".into());
+            serde_json::to_vec_pretty(&pending)
+        } else {
+            serde_json::to_vec_pretty(&doc)
+        }
+        .context("encoding run.json")?;
         write_atomic(&dir.join(RUN_JSON), &json)?;
     }
     match plan.format {
@@ -584,11 +594,12 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
                         .into(),
                 );
             }
+            // Always written again: the one before the replay said it was under way.
+            if let Some(dir) = &plan.out {
+                let json = serde_json::to_vec_pretty(&doc).context("encoding run.json")?;
+                write_atomic(&dir.join(RUN_JSON), &json)?;
+            }
             if !doc.replay.is_empty() || doc.status == RunStatus::Interrupted {
-                if let Some(dir) = &plan.out {
-                    let json = serde_json::to_vec_pretty(&doc).context("encoding run.json")?;
-                    write_atomic(&dir.join(RUN_JSON), &json)?;
-                }
                 if plan.format != Format::Json {
                     out.line("");
                     for line in crate::keys::replay::text_lines(&doc.replay, &replay_server) {
