@@ -599,12 +599,12 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
                 let json = serde_json::to_vec_pretty(&doc).context("encoding run.json")?;
                 write_atomic(&dir.join(RUN_JSON), &json)?;
             }
-            if !doc.replay.is_empty() || doc.status == RunStatus::Interrupted {
-                if plan.format != Format::Json {
-                    out.line("");
-                    for line in crate::keys::replay::text_lines(&doc.replay, &replay_server) {
-                        out.line(&line);
-                    }
+            if (!doc.replay.is_empty() || doc.status == RunStatus::Interrupted)
+                && plan.format != Format::Json
+            {
+                out.line("");
+                for line in crate::keys::replay::text_lines(&doc.replay, &replay_server) {
+                    out.line(&line);
                 }
             }
         }
