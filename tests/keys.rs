@@ -1259,9 +1259,13 @@ fn the_replay_s_element_size_of_16_byte_members_is_about_16() {
         );
         eprintln!("{key}: {memory} bytes, calibrated element size {bytes:?}");
         // A sorted set's MEMORY USAGE ... SAMPLES 5 (the scan's) reads its first 5 skiplist
-        // nodes, each of a random height: its own scatter of a few bytes per element, which no
-        // calibration removes.
-        let within = if kind == "zset" { 10..=22 } else { 14..=18 };
+        // nodes, each of a random height (a level more a quarter of the time, 16 bytes each):
+        // its own scatter, which no calibration removes. Usually 14-20; one node of level 4 or
+        // more among the five (about 1 set in 13) adds 9 bytes or more a member, level 6 (1 in
+        // 200) 15 or more: the full suite read 30 once. The bound is the mechanism's, not the
+        // scatter seen: a calibration that read the 64-byte line, or the set's memory whole,
+        // is still caught.
+        let within = if kind == "zset" { 10..=40 } else { 14..=18 };
         assert!(
             bytes.is_some_and(|b| within.contains(&b)),
             "{key}: {bytes:?}"
