@@ -467,6 +467,32 @@ fn sets_that_would_grow_past_maxmemory_are_refused() {
     assert_eq!(owners, 1000);
 }
 
+/// A write of the load's writer that fails (here refused before it is sent: it would make the
+/// server evict) fails the run in run.json as in the exit status, as in the main job (trial 37,
+/// J10: exit 1, run.json `complete`).
+#[test]
+fn a_failed_write_under_load_fails_the_run_in_run_json() {
+    let server = TestServer::start(&["maxmemory 40mb", "maxmemory-policy allkeys-lru"]);
+    populate(&server, &["--keys", "2000", "--value-size", "1K"]);
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args(["load", "--url", &server.url(), "--clients", "2"])
+        .args(["--writer-sizes", "16M", "--repeat", "1", "--duration", "6s"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .code(1);
+    let stderr = stderr_of(&assert);
+    let run = common::read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "failed", "{stderr}\n{run}");
+    assert!(
+        run["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("1 write(s) failed")),
+        "{run}"
+    );
+}
+
 #[test]
 fn embedded_open_loop_keeps_its_rate() {
     // No --url: the tool starts and populates its own server.

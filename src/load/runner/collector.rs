@@ -75,6 +75,11 @@ pub(super) struct LoadCollector {
 }
 
 impl LoadCollector {
+    /// The writer's writes so far.
+    pub(super) fn writes(&self) -> &[WriteRecord] {
+        &self.writes
+    }
+
     pub(super) fn new(
         threads: u16,
         labels: Vec<String>,

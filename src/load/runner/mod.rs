@@ -357,6 +357,21 @@ impl LoadInstrument<'_, '_> {
             let _ = self.sinks.emit(&LoadFinding::Report(&report));
             return Err(err);
         }
+        // A failed write fails the run in run.json as in the exit status, as the main job's
+        // (the hostile trial: exit 1 "1 write(s) failed", run.json `complete`); one whose
+        // connection was lost under it leaves the run complete, but said.
+        let (status, status_reason) = match (
+            crate::output::export::failing_writes(state.writes()),
+            crate::output::export::failed_writes(state.writes()),
+        ) {
+            (Some(failing), _) if status == RunStatus::Complete => {
+                (RunStatus::Failed, Some(failing))
+            }
+            (None, Some(failed)) if status == RunStatus::Complete && status_reason.is_none() => {
+                (status, Some(failed))
+            }
+            _ => (status, status_reason),
+        };
         let report = state.report(&self.meta, status, status_reason, warnings, runtime_us);
         notified?;
         self.sinks.emit(&LoadFinding::Report(&report))?;
