@@ -477,7 +477,8 @@ fn a_failed_write_under_load_fails_the_run_in_run_json() {
     let dir = tempfile::tempdir().unwrap();
     let assert = probe_cmd()
         .args(["load", "--url", &server.url(), "--clients", "2"])
-        .args(["--writer-sizes", "16M", "--repeat", "1", "--duration", "6s"])
+        .args(["--writer-sizes", "16M", "--repeat", "1", "--gap", "1s"])
+        .args(["--duration", "8s"])
         .arg("--out")
         .arg(dir.path())
         .assert()
