@@ -247,6 +247,100 @@ fn server_view_columns_show_execution_time_per_write() {
     }
 }
 
+/// The SLOWLOG page the writer reads after a write is as long as the entries logged since the
+/// write, not a guess: every probe is logged too, and a page of 16,384 of their entries took
+/// Redis 7.0 5.4 ms to send, a stall of the tool's own right after the write. After a
+/// 200k-field hash's build at 2 x 2000 probes/s the writer read a page of 1,024 where 808
+/// entries had come since (and 16,384 after any longer window); the DEL's own entry is still
+/// found.
+#[test]
+fn the_slowlog_page_after_a_write_reaches_back_only_as_far_as_the_write() {
+    let _turn = beside_others();
+    let server = TestServer::start(&["slowlog-log-slower-than 0", "slowlog-max-len 100000"]);
+    let dir = tempfile::tempdir().unwrap();
+    probe_cmd()
+        .args(["--url", &server.url()])
+        .args([
+            "--type",
+            "hash",
+            "--elements",
+            "200k",
+            "--ops",
+            "build,delete",
+        ])
+        .args(["--probe-rate", "2000", "--gap", "100ms"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let summary = read_csv(&dir.path().join("summary.csv"));
+    let delete = summary
+        .iter()
+        .find(|r| r["op"] == "delete")
+        .expect("a delete row");
+    assert!(
+        num(delete, "server_exec_us").is_some(),
+        "the DEL's entry was found: {delete:?}"
+    );
+
+    let mut conn = server.conn();
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(100_000)
+        .query(&mut conn)
+        .unwrap();
+    // (id, the page asked for) of each SLOWLOG GET the writer sent, oldest first.
+    let mut pages: Vec<(i64, i64)> = Vec::new();
+    let mut logged = 0usize;
+    for entry in &entries {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        logged += 1;
+        let text = |v: Option<&redis::Value>| match v {
+            Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_string(),
+            _ => String::new(),
+        };
+        let (Some(redis::Value::Int(id)), Some(redis::Value::Array(args))) =
+            (fields.first(), fields.get(3))
+        else {
+            continue;
+        };
+        if text(fields.get(5)) == "holprobe-writer"
+            && text(args.first()).eq_ignore_ascii_case("slowlog")
+            && text(args.get(1)).eq_ignore_ascii_case("get")
+        {
+            pages.push((*id, text(args.get(2)).parse().unwrap_or(-1)));
+        }
+    }
+    pages.reverse();
+    assert!(logged > 2000, "the probes were logged: {logged} entries");
+    // The writer reads the newest entry before a write (GET 1), again after it (GET 1: how
+    // many came since), then the page: it reaches back to the read before the write and not
+    // much further (the entries logged in between and the tool's margin of 64).
+    for (i, &(id, asked)) in pages.iter().enumerate() {
+        if asked > 1 {
+            let earlier = &pages[..i];
+            let before = earlier
+                .iter()
+                .rev()
+                .nth(1)
+                .or(earlier.first())
+                .expect("a read before")
+                .0;
+            let since = id - before;
+            assert!(
+                asked <= since + 64,
+                "a page of {asked} where {since} entries were logged since the write: {pages:?}"
+            );
+        }
+    }
+    assert!(
+        pages.iter().all(|&(_, asked)| asked < 16_384),
+        "no page of the whole log: {pages:?}"
+    );
+}
+
 /// Settings changed with --tune-server are restored after a run that fails half-way: here the
 /// second value passes maxmemory and the server answers OOM (forced past the tool's own check).
 #[test]
