@@ -388,3 +388,50 @@ fn a_dead_run_in_another_database_is_undone() {
     let left: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
     assert_eq!(left, 0, "db 3 still holds the run's keys: {text}");
 }
+
+/// A planted marker naming only the observability settings a run changes, but with values no
+/// run would have recorded: undoing it would put `slowlog-max-len` "back" to a trillion and
+/// `slowlog-log-slower-than` to 0, so that the server logs every command without end. Such a
+/// marker is left alone, and the settings stay as the owner had them.
+#[test]
+fn a_planted_marker_of_observability_settings_no_run_would_set_is_left_alone() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let max_len = config_get(&server, "slowlog-max-len");
+    let slower_than = config_get(&server, "slowlog-log-slower-than");
+    let planted = serde_json::json!({
+        "run_id": "0badf00e",
+        "key_prefix": "holprobe:0badf00e:",
+        "keys": [],
+        "settings": [
+            {"name": "slowlog-max-len", "old": "1000000000000", "new": max_len},
+            {"name": "slowlog-log-slower-than", "old": "0", "new": slower_than},
+        ],
+        "started_unix_s": 1,
+        "host": "vm",
+        "pid": 1
+    });
+    let _: () = redis::cmd("SET")
+        .arg("holprobe:0badf00e:marker")
+        .arg(planted.to_string())
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg("holprobe:markers")
+        .arg("holprobe:0badf00e:marker")
+        .query(&mut conn)
+        .unwrap();
+    let output = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("left holprobe:0badf00e:marker alone: it is not a marker the tool wrote (no run sets slowlog-max-len"),
+        "{text}"
+    );
+    assert_eq!(config_get(&server, "slowlog-max-len"), max_len);
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), slower_than);
+}

@@ -77,6 +77,35 @@ pub fn settings_for_key_events() -> Vec<(&'static str, Want)> {
     )]
 }
 
+/// Whether a run could have changed the setting `name` from `old` to `new`: `new` is what one
+/// of the run's wants ([`settings_for_writes`], [`settings_for_calibration`],
+/// [`settings_for_observing`], whose thresholds follow `--stall-threshold`) sets where it reads
+/// `old`. A run's marker names such changes, and a dead run's are undone by setting `old` back,
+/// so a marker someone planted must not pass with any other pair: `slowlog-max-len` put "back"
+/// to a trillion with `slowlog-log-slower-than` at 0 would log every command without end.
+pub fn could_have_changed(name: &str, old: &str, new: &str) -> bool {
+    let mut wants: Vec<Want> = settings_for_writes()
+        .into_iter()
+        .chain(settings_for_calibration())
+        .chain(settings_for_observing(1000))
+        .filter(|&(n, _)| n == name)
+        .map(|(_, want)| want)
+        .collect();
+    // A threshold's limit is the user's (--stall-threshold): any the run could set.
+    if let Ok(limit) = new.parse::<i64>() {
+        wants.push(Want::LogAtMost(limit));
+        wants.push(Want::OnAndAtMost(limit));
+        wants.retain(|want| match want {
+            Want::LogAtMost(l) => name == "slowlog-log-slower-than" && *l >= 0,
+            Want::OnAndAtMost(l) => name == "latency-monitor-threshold" && *l >= 1,
+            _ => true,
+        });
+    }
+    wants
+        .iter()
+        .any(|want| want.change_text(old).as_deref() == Some(new))
+}
+
 /// The most SLOWLOG entries read after one write ([`ServerView::after`]), and the log's length
 /// the main job asks for: the probes queued behind a 4 s freeze at the default 2 × 1000/s are
 /// 8,000 entries logged after the write's own (a 4M-field hash's DEL lost its entry from a log of

@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::KEY_NAMESPACE;
-use crate::measure::serverview::Changed;
+use crate::measure::serverview::{Changed, could_have_changed};
 use crate::measure::target::ConnInfo;
 
 /// How long a marker's lease lasts without renewal: a run frozen longer than this (or its
@@ -526,8 +526,9 @@ pub const MARKED_SETTINGS: [&str; 4] = [
 
 /// Whether the marker read from `key` is one the tool could have written: its prefix
 /// `holprobe:<8 hex digits>:` (with a `{tag}:` on a cluster) under which its own key, its lease
-/// and every key it lists lie, and settings of [`MARKED_SETTINGS`] only, with values of their
-/// kind (a whole number; letters for `notify-keyspace-events`). Else why not.
+/// and every key it lists lie, and settings of [`MARKED_SETTINGS`] only, each changed as a run
+/// changes it ([`could_have_changed`]: its new value what a run sets where it reads the old,
+/// so what is put back only logs or notifies less than the marker's new value). Else why not.
 pub fn check_marker(key: &str, marker: &RunMarker) -> Result<(), String> {
     let prefix = &marker.key_prefix;
     let id_ok = marker.run_id.len() == 8 && marker.run_id.chars().all(|c| c.is_ascii_hexdigit());
@@ -560,17 +561,12 @@ pub fn check_marker(key: &str, marker: &RunMarker) -> Result<(), String> {
                 setting.name
             ));
         }
-        let of_its_kind = |value: &str| {
-            if setting.name == "notify-keyspace-events" {
-                value.chars().all(|c| c.is_ascii_alphabetic() || c == '$')
-            } else {
-                value.parse::<i64>().is_ok_and(|n| n >= -1)
-            }
-        };
-        if !(of_its_kind(&setting.old) && of_its_kind(&setting.new)) {
+        if !could_have_changed(&setting.name, &setting.old, &setting.new) {
             return Err(format!(
-                "its values of {} are not of that setting's kind",
-                setting.name
+                "no run sets {} to {} where it reads {}",
+                setting.name,
+                shown(&setting.new),
+                shown(&setting.old)
             ));
         }
     }
@@ -726,7 +722,9 @@ mod tests {
             &["holprobe:0badf00d:w:1"],
             &[
                 ("slowlog-max-len", "128", "16384"),
-                ("notify-keyspace-events", "", "xE$"),
+                ("notify-keyspace-events", "K$", "K$Exe"),
+                ("slowlog-log-slower-than", "10000", "0"),
+                ("latency-monitor-threshold", "0", "1"),
             ],
         );
         assert_eq!(check_marker("holprobe:0badf00d:marker", &ok), Ok(()));
@@ -753,7 +751,34 @@ mod tests {
             (
                 "holprobe:0badf00d:marker",
                 marker(p, &[], &[("slowlog-max-len", "1 2", "3")]),
-                "not of that setting's kind",
+                "no run sets slowlog-max-len",
+            ),
+            // What would be put back must log or notify no more than the marker's new value:
+            // a log without end, every command logged, every event published.
+            (
+                "holprobe:0badf00d:marker",
+                marker(p, &[], &[("slowlog-max-len", "1000000000000", "128")]),
+                "no run sets slowlog-max-len to 128 where it reads 1000000000000",
+            ),
+            (
+                "holprobe:0badf00d:marker",
+                marker(p, &[], &[("slowlog-log-slower-than", "0", "10000")]),
+                "no run sets slowlog-log-slower-than",
+            ),
+            (
+                "holprobe:0badf00d:marker",
+                marker(p, &[], &[("latency-monitor-threshold", "1", "100")]),
+                "no run sets latency-monitor-threshold",
+            ),
+            (
+                "holprobe:0badf00d:marker",
+                marker(p, &[], &[("notify-keyspace-events", "KEA", "Exe")]),
+                "no run sets notify-keyspace-events",
+            ),
+            (
+                "holprobe:0badf00d:marker",
+                marker(p, &[], &[("slowlog-max-len", "128", "1000000")]),
+                "no run sets slowlog-max-len",
             ),
             (
                 "holprobe:0badf00d:marker",
@@ -786,8 +811,14 @@ mod tests {
             settings_for_calibration(),
             settings_for_observing(1000),
         ] {
-            for (name, _) in wants {
+            for (name, want) in wants {
                 assert!(MARKED_SETTINGS.contains(&name), "{name}");
+                // What a run sets from any value it may read passes the marker check.
+                for old in ["-1", "0", "1", "128", "10000", "", "K$", "AKE", "xE"] {
+                    if let Some(new) = want.change_text(old) {
+                        assert!(could_have_changed(name, old, &new), "{name} {old} -> {new}");
+                    }
+                }
             }
         }
     }
