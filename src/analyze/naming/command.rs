@@ -59,17 +59,27 @@ pub const TOOL_CLIENT_NAME_PREFIX: &str = "holprobe-";
 
 /// Whether `entry` is a command of the run's own: one of its arguments after the command's name
 /// is a key under `own_prefix` (every data command of the writer names its key), or the client
-/// that sent it is one the tool named (its CONFIG SET of an eviction, its INFO).
+/// that sent it is one the tool named (its CONFIG SET of an eviction, its INFO) and it names no
+/// key of another run's (`holprobe:<8 hex>:` not `own_prefix`: a second run on the same server,
+/// whose writer has the same name).
 pub fn is_the_runs(entry: &ServerCommandEntry, own_prefix: &[u8]) -> bool {
-    entry
-        .args
-        .iter()
-        .skip(1)
-        .any(|arg| arg.starts_with(own_prefix))
-        || entry
+    let args = || entry.args.iter().skip(1);
+    if args().any(|arg| arg.starts_with(own_prefix)) {
+        return true;
+    }
+    !args().any(|arg| is_a_runs_key(arg))
+        && entry
             .client_name
             .as_deref()
             .is_some_and(|name| name.starts_with(TOOL_CLIENT_NAME_PREFIX))
+}
+
+/// Whether `arg` is a key under some run's prefix, `holprobe:<8 hex digits>:`.
+fn is_a_runs_key(arg: &[u8]) -> bool {
+    let Some(rest) = arg.strip_prefix(b"holprobe:") else {
+        return false;
+    };
+    rest.len() > 8 && rest[..8].iter().all(u8::is_ascii_hexdigit) && rest[8] == b':'
 }
 
 /// The entry that names `stall` (as [`best_entry`] picks it) when it is another client's

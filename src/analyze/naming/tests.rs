@@ -75,6 +75,14 @@ fn a_stall_named_by_another_client_s_command_is_told_from_the_run_s() {
     ));
     // The command is only the first argument: a command named like the prefix is not a key.
     assert!(!is_the_runs(&entry(6, 0, 1, &["holprobe:ab12:x"]), prefix));
+    // A second run on the same server: its writer has the same name, its keys another prefix.
+    let run = b"holprobe:0000ab12:";
+    let mut theirs = entry(7, 0, 50_000, &["DEL", "holprobe:feedf00d:w:1"]);
+    theirs.client_name = Some("holprobe-writer".into());
+    assert!(!is_the_runs(&theirs, run));
+    let mut ours = entry(8, 0, 50_000, &["DEL", "holprobe:0000ab12:w:1"]);
+    ours.client_name = Some("holprobe-writer".into());
+    assert!(is_the_runs(&ours, run));
 }
 
 #[test]
