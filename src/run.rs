@@ -167,14 +167,41 @@ mod tests {
     #[test]
     fn an_observe_run_says_when_the_server_waited_for_a_cpu() {
         use crate::session::observe_cpu_wait_note;
-        assert_eq!(observe_cpu_wait_note(1200.0, 0.0, 2, 5000.0), None);
-        assert_eq!(observe_cpu_wait_note(4.0, 49.0, 2, 500.0), None);
-        assert_eq!(observe_cpu_wait_note(0.5, 2.0, 2, 500.0), None);
-        let note = observe_cpu_wait_note(1143.0, 791.1, 2, 5000.0).expect("a note");
-        assert!(note.contains("waited 1143.0 ms for a CPU"), "{note}");
-        assert!(note.contains("791.1 ms of stalls"), "{note}");
+        assert_eq!(observe_cpu_wait_note(1200.0, 900.0, 0.0, 2, 5000.0), None);
+        assert_eq!(observe_cpu_wait_note(4.0, 4.0, 49.0, 2, 500.0), None);
+        assert_eq!(observe_cpu_wait_note(0.5, 0.5, 2.0, 2, 500.0), None);
+        // A lot of waiting over the run, little of it inside the stalls: no note.
+        assert_eq!(observe_cpu_wait_note(179.9, 3.0, 558.4, 2, 5000.0), None);
+        let note = observe_cpu_wait_note(1143.0, 900.0, 791.1, 2, 5000.0).expect("a note");
+        assert!(
+            note.contains("waited up to 791.1 ms for a CPU during the 791.1 ms of stalls"),
+            "{note}"
+        );
+        assert!(note.contains("(1143.0 ms over the run)"), "{note}");
         assert!(note.contains("2 x 5000/s"), "{note}");
-        assert!(note.contains("up to 791.1 ms of those stalls"), "{note}");
+    }
+
+    #[test]
+    fn the_cpu_wait_inside_stalls_is_bounded_by_both() {
+        use crate::session::cpu_wait_in_stalls_ms;
+        // Readings every 50 ms, 4 ms of waiting in each interval (ns).
+        let samples: Vec<(u64, u64)> = (0..=4).map(|i| (i * 50_000, i * 4_000_000)).collect();
+        // No stall: none of the wait.
+        assert_eq!(cpu_wait_in_stalls_ms(&samples, &[]), 0.0);
+        // A 20 ms stall inside the second interval: its interval's 4 ms.
+        assert_eq!(cpu_wait_in_stalls_ms(&samples, &[(60_000, 80_000)]), 4.0);
+        // A 2 ms stall: at most its own 2 ms.
+        assert_eq!(cpu_wait_in_stalls_ms(&samples, &[(60_000, 62_000)]), 2.0);
+        // A stall across two intervals, and one inside it counted once: 4 + 4.
+        assert_eq!(
+            cpu_wait_in_stalls_ms(&samples, &[(90_000, 120_000), (95_000, 99_000)]),
+            8.0
+        );
+        // Stalls given in any order: 4 + 4.
+        assert_eq!(
+            cpu_wait_in_stalls_ms(&samples, &[(160_000, 170_000), (60_000, 80_000)]),
+            8.0
+        );
     }
 
     #[test]

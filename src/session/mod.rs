@@ -48,9 +48,9 @@ use crate::output::export::{HostInfo, RunStatus};
 use crate::record::{WriteOp, WriteRecord};
 
 pub use context::{RunContext, RunName, RunSpec};
-#[cfg(test)]
-pub(crate) use probes::observe_cpu_wait_note;
 pub use probes::{KEEP_STALLS, Notice, Probed, ProbedNode, RunReport, measure_nodes, spawn_poller};
+#[cfg(test)]
+pub(crate) use probes::{cpu_wait_in_stalls_ms, observe_cpu_wait_note};
 pub(crate) use probes::{cpu_wait_note, late_probe_note};
 
 /// Prefix of every key the tool creates.

@@ -68,6 +68,9 @@ pub(super) struct NodeState {
     pub(super) analysis: Analysis,
     pub(super) stalls_found: u64,
     pub(super) stall_ms_total: f64,
+    /// Every stall found, (start, end) on the run clock, µs: the run's CPU wait inside them
+    /// ([`super::report::cpu_wait_in_stalls_ms`]). 16 bytes a stall, kept whole.
+    pub(super) stall_spans: Vec<(u64, u64)>,
     pub(super) hiccups_found: u64,
     /// Its probe threads whose server is away.
     pub(super) down_threads: BTreeSet<u16>,
@@ -115,6 +118,7 @@ impl NodeState {
             analysis: Analysis::default(),
             stalls_found: 0,
             stall_ms_total: 0.0,
+            stall_spans: Vec::new(),
             hiccups_found: 0,
             down_threads: BTreeSet::new(),
             probed_from_us,
@@ -357,6 +361,7 @@ impl Collector {
         let node = &mut self.nodes[index];
         node.stalls_found += 1;
         node.stall_ms_total += stall.duration_ms;
+        node.stall_spans.push((stall.start_us, stall.end_us));
         sinks.emit(&ProbeFinding::Stall {
             node: node.view(index),
             stall: &stall,

@@ -190,23 +190,65 @@ pub(crate) fn cpu_wait_note(writes: &[WriteSummary]) -> Option<String> {
 }
 
 /// A note for a run without writes (observe mode) when the server's main thread waited for a
-/// CPU, over the run, `wait_ms` (schedstat, its first and last readings), a tenth or more of the
-/// `stall_ms` of stalls counted: on this host its CPUs were short, and the probes' own load is
-/// part of that (an idle Redis 7.0 counted 278 stalls, 791 ms, in 10 s at 2 x 5000/s, its main
-/// thread waiting 1.1 s for a CPU; 19 stalls, 49 ms, at 2 x 500/s).
+/// CPU inside the stalls counted `in_stalls_ms` ([`cpu_wait_in_stalls_ms`]: at most that much),
+/// a millisecond or more and a tenth or more of the `stall_ms` of stalls counted: on this host
+/// its CPUs were short, and the probes' own load is part of that (an idle Redis 7.0 counted 278
+/// stalls, 791 ms, in 10 s at 2 x 5000/s, its main thread waiting 1.1 s for a CPU over the run;
+/// 19 stalls, 49 ms, at 2 x 500/s). `wait_ms` is the wait over the whole run (schedstat, its
+/// first and last readings), said beside it: the note compared that with the stalls before,
+/// and said "up to 179.9 ms of those stalls is the host's" of stalls that were DEBUG SLEEPs.
 pub(crate) fn observe_cpu_wait_note(
     wait_ms: f64,
+    in_stalls_ms: f64,
     stall_ms: f64,
     probe_threads: u16,
     probe_rate: f64,
 ) -> Option<String> {
-    (stall_ms > 0.0 && wait_ms >= CPU_WAIT_NOTE_MS && wait_ms >= CPU_WAIT_NOTE_SHARE * stall_ms)
+    let part_ms = in_stalls_ms.min(stall_ms);
+    (stall_ms > 0.0 && part_ms >= CPU_WAIT_NOTE_MS && part_ms >= CPU_WAIT_NOTE_SHARE * stall_ms)
         .then(|| {
             format!(
-                "the server's main thread waited {wait_ms:.1} ms for a CPU over the run, against {stall_ms:.1} ms of stalls counted: this host's CPUs were short (the server's threads, the probes' own {probe_threads} x {probe_rate}/s and anything else running), so up to {:.1} ms of those stalls is the host's, not the server's; a run at a lower --probe-rate shows how much",
-                wait_ms.min(stall_ms)
+                "the server's main thread waited up to {part_ms:.1} ms for a CPU during the {stall_ms:.1} ms of stalls counted ({wait_ms:.1} ms over the run): this host's CPUs were short (the server's threads, the probes' own {probe_threads} x {probe_rate}/s and anything else running), so up to that much of those stalls is the host's, not the server's; a run at a lower --probe-rate shows how much"
             )
         })
+}
+
+/// The most of the server's main-thread wait for a CPU that can lie inside `stalls` ((start,
+/// end) on the run clock, µs), ms: over each interval between two readings of `samples` (run
+/// clock µs, cumulative wait ns, in time order), the lesser of the wait in it and the stalls'
+/// time in it. An upper bound, as tight as the readings are close (the session's settle, 50 ms).
+pub(crate) fn cpu_wait_in_stalls_ms(samples: &[(u64, u64)], stalls: &[(u64, u64)]) -> f64 {
+    let mut spans: Vec<(u64, u64)> = stalls.iter().copied().filter(|s| s.1 > s.0).collect();
+    spans.sort_unstable();
+    let mut total_us = 0.0;
+    let mut first = 0;
+    for pair in samples.windows(2) {
+        let ((from, wait_from), (to, wait_to)) = (pair[0], pair[1]);
+        if to <= from {
+            continue;
+        }
+        // Spans wholly before this interval are before every later one too (sorted by start,
+        // ends may not be: only those that end before `from` and start before it go).
+        while first < spans.len() && spans[first].1 <= from && spans[first].0 <= from {
+            first += 1;
+        }
+        let mut overlap_us = 0u64;
+        let mut covered_to = from;
+        for &(start, end) in &spans[first..] {
+            if start >= to {
+                break;
+            }
+            // The union of the spans inside [from, to): overlapping stalls count once.
+            let (a, b) = (start.max(covered_to), end.min(to));
+            if b > a {
+                overlap_us += b - a;
+                covered_to = b;
+            }
+        }
+        let wait_us = wait_to.saturating_sub(wait_from) as f64 / 1e3;
+        total_us += wait_us.min(overlap_us as f64);
+    }
+    total_us / 1e3
 }
 
 /// How long the server's main thread must have waited for a CPU during a write, and which share
