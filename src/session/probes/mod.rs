@@ -515,8 +515,29 @@ struct ProbeInstrument<'a, 'n> {
     observe_cpu_from: Option<(u32, crate::measure::schedstat::ThreadTimes)>,
     /// With `observe_cpu_from`: the main thread's cumulative wait for a CPU, read at each
     /// settle, (run clock µs, ns), so that the end can tell the wait inside stalls from the
-    /// rest (16 bytes each 50 ms: 1.2 MB in an hour's watch).
+    /// rest; at most [`MAX_CPU_SAMPLES`] ([`keep_cpu_sample`]).
     observe_cpu_samples: Vec<(u64, u64)>,
+}
+
+/// The most readings of the server's CPU wait an observe run keeps (16 bytes each, one per
+/// 50 ms settle: 55 minutes' worth, 1 MiB).
+const MAX_CPU_SAMPLES: usize = 65_536;
+
+/// Adds a reading; at [`MAX_CPU_SAMPLES`] every other one goes first (the last kept), so an
+/// unending watch keeps a bounded number, each interval twice as long. The wait inside stalls
+/// stays an upper bound: over a merged interval the lesser of the wait and the stalls' time is
+/// at least the sum of the two halves' lessers.
+fn keep_cpu_sample(samples: &mut Vec<(u64, u64)>, reading: (u64, u64)) {
+    if samples.len() >= MAX_CPU_SAMPLES {
+        let last = samples.len() - 1;
+        let mut index = 0;
+        samples.retain(|_| {
+            let keep = index % 2 == 0 || index == last;
+            index += 1;
+            keep
+        });
+    }
+    samples.push(reading);
 }
 
 impl Instrument for ProbeInstrument<'_, '_> {
@@ -546,8 +567,10 @@ impl Instrument for ProbeInstrument<'_, '_> {
         if let Some((pid, _)) = self.observe_cpu_from
             && let Some(now) = crate::measure::schedstat::main_thread_times(pid)
         {
-            self.observe_cpu_samples
-                .push((self.meta.run.clock.now_us(), now.wait_ns));
+            keep_cpu_sample(
+                &mut self.observe_cpu_samples,
+                (self.meta.run.clock.now_us(), now.wait_ns),
+            );
         }
         self.state.settle(writes_from_us, &mut self.sinks)?;
         if self.state.wrote_since_checkpoint || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
@@ -842,6 +865,26 @@ impl ProbeInstrument<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unending_watch_keeps_a_bounded_number_of_cpu_readings_and_their_bound() {
+        let mut samples = Vec::new();
+        // Two hours of readings every 50 ms, 1 ms of waiting in each.
+        for i in 0..144_000u64 {
+            keep_cpu_sample(&mut samples, (i * 50_000, i * 1_000_000));
+        }
+        assert!(samples.len() <= MAX_CPU_SAMPLES, "{}", samples.len());
+        assert_eq!(samples[0], (0, 0));
+        assert_eq!(
+            *samples.last().unwrap(),
+            (143_999 * 50_000, 143_999 * 1_000_000)
+        );
+        assert!(samples.windows(2).all(|w| w[0].0 < w[1].0));
+        // A 20 ms stall: at least what the full readings would give (1 ms), at most 20 ms.
+        let stall = [(3_000_010_000, 3_000_030_000)];
+        let bound = cpu_wait_in_stalls_ms(&samples, &stall);
+        assert!((1.0..=20.0).contains(&bound), "{bound}");
+    }
 
     /// Without the session's files (`probe keys`, which writes keys.csv and run.json of its
     /// own) the warnings name none; with them, the main job's text is as it was.
