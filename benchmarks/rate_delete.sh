@@ -37,6 +37,10 @@ server_names "$@"
 temp_runs_dir
 read -r low high <<<"$RATES"
 if [[ "$TRAFFIC" = 1 ]]; then
+  if [[ -z "${high:-}" ]] || ((high <= low)); then
+    echo "TRAFFIC=1 needs two rates in RATES, the lower first (RATES=\"500 5000\"), not \"$RATES\"" >&2
+    exit 2
+  fi
   gcc -O2 -pthread -o "$out/minprobe" benchmarks/minprobe.c
 fi
 
