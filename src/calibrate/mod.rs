@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::analyze::correlate::Analysis;
 use crate::measure::actor::{Actor, ActorContext};
 use crate::measure::clock::RunClock;
-use crate::measure::culprit::CALIBRATE_CLIENT_NAME;
+use crate::measure::culprit::{CALIBRATE_CLIENT_NAME, run_client_name};
 use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
 use crate::measure::resp::{RawConn, Reply};
@@ -361,7 +361,8 @@ impl Actor for Injector {
     }
 
     fn spawn(self: Box<Self>, ctx: ActorContext) -> Result<JoinHandle<()>> {
-        let conn = RawConn::connect_named(&ctx.conn, CALIBRATE_CLIENT_NAME)
+        let name = run_client_name(CALIBRATE_CLIENT_NAME, &ctx.key_prefix);
+        let conn = RawConn::connect_named(&ctx.conn, &name)
             .context("opening the injector's connection")?;
         // A 250 ms stall must not trip the reply limit.
         conn.set_read_timeout(Some(ctx.conn.command_timeout + Duration::from_secs(10)))

@@ -11,7 +11,7 @@ use serde::Serialize;
 pub use crate::analyze::naming::{
     Culprit, LoopWindow, RemovedKey, ServerCommandEntry, TOOL_CLIENT_NAME_PREFIX, WallSpan,
     client_label, command_label, eventloop_label, foreign_entry, key_label, label_of,
-    latency_changes, name_stall, printable, removed_during,
+    latency_changes, name_stall, printable, removed_during, run_client_name,
 };
 use crate::measure::clock::RunClock;
 use crate::measure::keyspace::KeyEvents;

@@ -59,27 +59,55 @@ pub const TOOL_CLIENT_NAME_PREFIX: &str = "holprobe-";
 
 /// Whether `entry` is a command of the run's own: one of its arguments after the command's name
 /// is a key under `own_prefix` (every data command of the writer names its key), or the client
-/// that sent it is one the tool named (its CONFIG SET of an eviction, its INFO) and it names no
-/// key of another run's (`holprobe:<8 hex>:` not `own_prefix`: a second run on the same server,
-/// whose writer has the same name).
+/// that sent it is one the tool named (its CONFIG SET of an eviction, its INFO) and neither its
+/// name nor its arguments belong to another run: a second run on the same server names its
+/// connections with its own id ([`run_client_name`]) and its keys `holprobe:<8 hex>:`.
 pub fn is_the_runs(entry: &ServerCommandEntry, own_prefix: &[u8]) -> bool {
     let args = || entry.args.iter().skip(1);
     if args().any(|arg| arg.starts_with(own_prefix)) {
         return true;
     }
+    let own_id = run_id_of(own_prefix);
     !args().any(|arg| is_a_runs_key(arg))
-        && entry
-            .client_name
-            .as_deref()
-            .is_some_and(|name| name.starts_with(TOOL_CLIENT_NAME_PREFIX))
+        && entry.client_name.as_deref().is_some_and(|name| {
+            name.starts_with(TOOL_CLIENT_NAME_PREFIX)
+                && match (client_run_id(name), own_id) {
+                    (Some(theirs), Some(ours)) => theirs == ours,
+                    // Another run's connection, where this run's prefix has no id to compare.
+                    (Some(_), None) => false,
+                    // A connection named without a run id (a server-log poller, an older
+                    // version of the tool): the run's, as before.
+                    (None, _) => true,
+                }
+        })
+}
+
+/// The name a run's connection gives itself: `base` (`holprobe-writer`) and the run's id from
+/// its key prefix (`holprobe:<8 hex>:`), `holprobe-writer-1a2b3c4d`; `base` alone for a
+/// prefix without one.
+pub fn run_client_name(base: &str, key_prefix: &str) -> String {
+    match run_id_of(key_prefix.as_bytes()) {
+        Some(id) => format!("{base}-{}", String::from_utf8_lossy(id)),
+        None => base.to_string(),
+    }
+}
+
+/// The run id of a key prefix `holprobe:<8 hex>:...`.
+fn run_id_of(prefix: &[u8]) -> Option<&[u8]> {
+    let rest = prefix.strip_prefix(b"holprobe:")?;
+    (rest.len() > 8 && rest[..8].iter().all(u8::is_ascii_hexdigit) && rest[8] == b':')
+        .then(|| &rest[..8])
+}
+
+/// The run id a connection's name ends with (`holprobe-writer-1a2b3c4d`), if any.
+fn client_run_id(name: &str) -> Option<&[u8]> {
+    let (_, id) = name.rsplit_once('-')?;
+    (id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id.as_bytes())
 }
 
 /// Whether `arg` is a key under some run's prefix, `holprobe:<8 hex digits>:`.
 fn is_a_runs_key(arg: &[u8]) -> bool {
-    let Some(rest) = arg.strip_prefix(b"holprobe:") else {
-        return false;
-    };
-    rest.len() > 8 && rest[..8].iter().all(u8::is_ascii_hexdigit) && rest[8] == b':'
+    run_id_of(arg).is_some()
 }
 
 /// The entry that names `stall` (as [`best_entry`] picks it) when it is another client's

@@ -85,7 +85,7 @@ use serde::Serialize;
 
 pub use command::{
     ServerCommandEntry, TOOL_CLIENT_NAME_PREFIX, client_label, foreign_entry, is_command,
-    is_the_runs,
+    is_the_runs, run_client_name,
 };
 pub use eventloop::{LoopWindow, eventloop_label};
 pub use events::{LatencyEvent, latency_changes};

@@ -83,6 +83,28 @@ fn a_stall_named_by_another_client_s_command_is_told_from_the_run_s() {
     let mut ours = entry(8, 0, 50_000, &["DEL", "holprobe:0000ab12:w:1"]);
     ours.client_name = Some("holprobe-writer".into());
     assert!(is_the_runs(&ours, run));
+    // That run's commands that name no key (its CONFIG SET of an eviction, its INFO): told
+    // apart by the run id in its connection's name; this run's own, and a name without an id
+    // (the server-log poller's), are the run's.
+    let config = |name: &str| {
+        let mut e = entry(9, 0, 50_000, &["CONFIG", "SET", "maxmemory", "100"]);
+        e.client_name = Some(name.into());
+        e
+    };
+    assert_eq!(
+        run_client_name("holprobe-writer", "holprobe:0000ab12:"),
+        "holprobe-writer-0000ab12"
+    );
+    assert_eq!(
+        run_client_name("holprobe-writer", "holprobe:0000ab12:{hp}:"),
+        "holprobe-writer-0000ab12"
+    );
+    assert_eq!(run_client_name("holprobe-keys", "x:"), "holprobe-keys");
+    assert!(is_the_runs(&config("holprobe-writer-0000ab12"), run));
+    assert!(!is_the_runs(&config("holprobe-writer-feedf00d"), run));
+    assert!(!is_the_runs(&config("holprobe-calibrate-feedf00d"), run));
+    assert!(is_the_runs(&config("holprobe-culprit"), run));
+    assert!(!is_the_runs(&config("myapp-writer-0000ab12"), run));
 }
 
 #[test]

@@ -15,7 +15,7 @@ use crate::keys::model::{CostModel, KeyShape, predict};
 use crate::keys::pacing::{BatchCost, Pacer};
 use crate::keys::report::{KeyRow, Tally};
 use crate::measure::actor::{Actor, ActorContext};
-use crate::measure::culprit::KEYS_CLIENT_NAME;
+use crate::measure::culprit::{KEYS_CLIENT_NAME, run_client_name};
 use crate::measure::event::Event;
 use crate::measure::resp::{RawConn, Reply, encode_command_into};
 use crate::measure::serverview::Want;
@@ -304,9 +304,10 @@ impl KeyScanner {
         let mut smallest = self.spec.count;
         let registry = crate::session::marker::registry_key(None);
         let nodes = self.spec.nodes.clone();
+        let client_name = run_client_name(KEYS_CLIENT_NAME, &ctx.key_prefix);
         let result = (|| -> Result<()> {
             for node in &nodes {
-                let mut conn = RawConn::connect_named(&node.conn, KEYS_CLIENT_NAME)
+                let mut conn = RawConn::connect_named(&node.conn, &client_name)
                     .with_context(|| format!("connecting to {}", node.name))?;
                 // The count commands would mark each key as just used, and so change which keys
                 // the server evicts next (the hostile trial: OBJECT IDLETIME 12 -> 0, LFU

@@ -31,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use crate::analyze::pressure::{ServerRoom, check_host, check_maxmemory, server_growth_bytes};
 use crate::measure::actor::{Actor, ActorContext, WriteMark};
 use crate::measure::clock::RunClock;
-use crate::measure::culprit::WRITER_CLIENT_NAME;
+use crate::measure::culprit::{WRITER_CLIENT_NAME, run_client_name};
 use crate::measure::event::Event;
 use crate::measure::hostmem::HostMemorySampler;
 use crate::measure::keyspace::KeyEvents;
@@ -119,6 +119,9 @@ pub struct WriterChecks {
     pub replicas: usize,
     /// The run's probe threads: the first op waits until all of them have begun.
     pub probes_started: crate::measure::actor::ProbesStarted,
+    /// What the writer's connections call themselves: [`WRITER_CLIENT_NAME`] and the run's id
+    /// ([`run_client_name`]), so that its commands are known as this run's and not another's.
+    pub client_name: String,
 }
 
 /// The writer as a run's [`Actor`]: once the run has its key prefix (and before its clock
@@ -179,6 +182,7 @@ impl Actor for WriterActor {
             cluster_nodes: ctx.cluster_nodes,
             replicas: ctx.replicas,
             probes_started: ctx.probes_started,
+            client_name: run_client_name(WRITER_CLIENT_NAME, &ctx.key_prefix),
         };
         spawn_writer(
             self.plan, self.steps, self.value, &ctx.conn, ctx.clock, ctx.events, ctx.stop,
@@ -203,7 +207,8 @@ pub fn spawn_writer(
     if plan.commands.iter().any(|c| c.args.is_empty()) {
         anyhow::bail!("a custom command needs at least its name (CustomCommand::args is empty)");
     }
-    let mut conn = writer_conn(conn_info).context("opening the writer's connection")?;
+    let mut conn =
+        writer_conn(conn_info, &checks.client_name).context("opening the writer's connection")?;
     conn.set_limits(reply_limits(&plan));
     // An expiry is seen by the server's notification where it sends them (the run turned them
     // on, or they were on already), else by polling INFO stats' count of expired (evicted)
@@ -240,14 +245,20 @@ pub fn spawn_writer(
         .context("starting the writer thread")
 }
 
-/// What the writer's replies may hold: a SET, a DEL and INFO answer in a few KiB, but a custom
-/// command may read the key just written back whole (`GET`, `DUMP`).
-/// A connection of the writer's, named [`WRITER_CLIENT_NAME`] where the server lets it (a
+/// A connection of the writer's, named `name` ([`WriterChecks::client_name`]; the bare
+/// [`WRITER_CLIENT_NAME`] when a library caller left it empty) where the server lets it (a
 /// server without CLIENT SETNAME is fine: its stalls are then told apart by key alone).
-fn writer_conn(info: &ConnInfo) -> Result<RawConn> {
-    RawConn::connect_named(info, WRITER_CLIENT_NAME)
+fn writer_conn(info: &ConnInfo, name: &str) -> Result<RawConn> {
+    let name = if name.is_empty() {
+        WRITER_CLIENT_NAME
+    } else {
+        name
+    };
+    RawConn::connect_named(info, name)
 }
 
+/// What the writer's replies may hold: a SET, a DEL and INFO answer in a few KiB, but a custom
+/// command may read the key just written back whole (`GET`, `DUMP`).
 fn reply_limits(plan: &WriterPlan) -> ReplyLimits {
     if plan.commands.is_empty() {
         ReplyLimits::CONTROL
@@ -711,7 +722,7 @@ impl Writer {
                 Err(_) => break,
             };
             *went_to = Some(target.address());
-            let attempt = writer_conn(&target).map_err(|err| {
+            let attempt = writer_conn(&target, &self.checks.client_name).map_err(|err| {
                 std::io::Error::new(ErrorKind::ConnectionRefused, crate::error::one_line(&err))
             });
             let limits = reply_limits(&self.plan);
@@ -872,12 +883,12 @@ impl Writer {
     /// A new connection after the old one broke: to the same server, or in a cluster to any
     /// node that answers (the next write's MOVED leads to the slot's master).
     fn reconnect(&mut self) -> Result<RawConn> {
-        let first = writer_conn(&self.conn_info);
+        let first = writer_conn(&self.conn_info, &self.checks.client_name);
         if first.is_ok() || self.checks.cluster_nodes.is_empty() {
             return first;
         }
         for node in &self.checks.cluster_nodes {
-            if let Ok(mut conn) = writer_conn(node) {
+            if let Ok(mut conn) = writer_conn(node, &self.checks.client_name) {
                 conn.set_limits(reply_limits(&self.plan));
                 self.conn_info = node.clone();
                 return Ok(conn);
