@@ -305,16 +305,7 @@ fn a_planted_marker_is_left_alone() {
         "host": "vm",
         "pid": 1
     });
-    let _: () = redis::cmd("SET")
-        .arg("holprobe:0badf00d:marker")
-        .arg(planted.to_string())
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("SADD")
-        .arg("holprobe:markers")
-        .arg("holprobe:0badf00d:marker")
-        .query(&mut conn)
-        .unwrap();
+    common::plant_marker(&mut conn, &planted, &[]);
     for args in [
         vec!["clean", "--url", &server.url()],
         vec!["--url", &server.url(), "--duration", "1s"],
@@ -358,21 +349,7 @@ fn a_dead_run_in_another_database_is_undone() {
         "started_unix_s": 1, "host": "vm", "pid": 1
     });
     let _: () = redis::cmd("SELECT").arg(3).query(&mut conn).unwrap();
-    let _: () = redis::cmd("SET")
-        .arg("holprobe:0badf00d:w:1")
-        .arg("x")
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg("holprobe:0badf00d:marker")
-        .arg(marker.to_string())
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("SADD")
-        .arg("holprobe:markers")
-        .arg("holprobe:0badf00d:marker")
-        .query(&mut conn)
-        .unwrap();
+    common::plant_marker(&mut conn, &marker, &["holprobe:0badf00d:w:1"]);
     let output = probe_cmd()
         .args(["clean", "--url", &server.url()])
         .output()
@@ -411,16 +388,7 @@ fn a_planted_marker_of_observability_settings_no_run_would_set_is_left_alone() {
         "host": "vm",
         "pid": 1
     });
-    let _: () = redis::cmd("SET")
-        .arg("holprobe:0badf00e:marker")
-        .arg(planted.to_string())
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("SADD")
-        .arg("holprobe:markers")
-        .arg("holprobe:0badf00e:marker")
-        .query(&mut conn)
-        .unwrap();
+    common::plant_marker(&mut conn, &planted, &[]);
     let output = probe_cmd()
         .args(["clean", "--url", &server.url()])
         .output()

@@ -85,6 +85,29 @@ pub fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
         .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
 }
 
+/// Plants a run marker on the server as a run of the tool would leave it (or as someone
+/// planting one would): the marker JSON under `<key_prefix>marker`, registered in
+/// `holprobe:markers`; `keys` are set first (to "x"), as the run's keys would be.
+pub fn plant_marker(conn: &mut redis::Connection, marker: &serde_json::Value, keys: &[&str]) {
+    for key in keys {
+        redis::cmd("SET").arg(*key).arg("x").exec(conn).unwrap();
+    }
+    let prefix = marker["key_prefix"]
+        .as_str()
+        .expect("a marker's key_prefix");
+    let key = format!("{prefix}marker");
+    redis::cmd("SET")
+        .arg(&key)
+        .arg(marker.to_string())
+        .exec(conn)
+        .unwrap();
+    redis::cmd("SADD")
+        .arg("holprobe:markers")
+        .arg(&key)
+        .exec(conn)
+        .unwrap();
+}
+
 /// The `probe` binary built for this test run.
 pub fn probe_cmd() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("probe").expect("the probe binary")
