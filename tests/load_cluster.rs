@@ -185,6 +185,63 @@ fn valkey_91_populate_load_clean_on_a_cluster() {
     populate_load_clean(&bin);
 }
 
+/// SETs that would grow one master's share of the load keys past that master's `maxmemory` are
+/// refused before the load, naming that master, though the other masters have room (trial 37,
+/// J2: the check is per master, each with its own keys and its own room); nothing is evicted.
+#[test]
+fn sets_that_would_grow_one_master_past_maxmemory_are_refused() {
+    let cluster = LocalCluster::start(None, 3, 0, &[]).expect("a cluster of 3 masters");
+    let url = cluster.url();
+    probe_cmd()
+        .args([
+            "populate",
+            "--url",
+            &url,
+            "--keys",
+            "3000",
+            "--value-size",
+            "500",
+        ])
+        .assert()
+        .success();
+    // The last master (not the writer's shard 0 first) gets a maxmemory 8 MiB over its use:
+    // its ~1000 keys rewritten at 64 KiB would need ~60 MiB more.
+    let tight = masters(&cluster).pop().expect("a master");
+    let mut conn = tight.redis_connection().expect("connect to the master");
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    common::config_set(&mut conn, "maxmemory", &(used + (8 << 20)).to_string());
+    common::config_set(&mut conn, "maxmemory-policy", "allkeys-lru");
+    let assert = probe_cmd()
+        .args(["load", "--url", &url, "--clients", "3", "--ratio", "1:1"])
+        .args(["--value-size", "64K", "--duration", "1s"])
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(stderr.contains("for --value-size"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("on {}", tight.address())),
+        "the master named: {stderr}"
+    );
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{stderr}"
+    );
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut conn).unwrap();
+    assert!(info.contains("evicted_keys:0"), "{info}");
+    // The population's own size grows nothing: the same load at its size runs.
+    probe_cmd()
+        .args(["load", "--url", &url, "--clients", "3", "--ratio", "1:1"])
+        .args(["--duration", "1s"])
+        .assert()
+        .success();
+}
+
 /// A manual failover in the middle of a load: the requests the demoted master now answers with
 /// MOVED are followed to the new master, counted as redirects, and none is an error.
 #[test]

@@ -407,12 +407,14 @@ fn round_down_2sig(n: u64) -> u64 {
 /// sizes, each rewritten by the load at `set_size`, grow by `keys` × the difference of the two
 /// ranges' means at most (a value's size is drawn evenly from its range). The hostile trial's
 /// `--ratio 1:1 --value-size 64K` over a population of 500-byte values evicted all 20,000 of
-/// the owner's keys on a server of `maxmemory 100mb`.
+/// the owner's keys on a server of `maxmemory 100mb`. `server` (its address) is named: on a
+/// cluster each master is checked with its own keys and its own room.
 pub fn check_set_growth(
     keys: u64,
     population: ValueSize,
     set_size: ValueSize,
     room: &MemoryRoom,
+    server: &str,
 ) -> Result<(), UsageError> {
     let mean = |v: ValueSize| (v.min_bytes + v.max_bytes) / 2;
     let growth = keys.saturating_mul(mean(set_size).saturating_sub(mean(population)));
@@ -426,7 +428,7 @@ pub fn check_set_growth(
         "--value-size",
         set_size,
         format!(
-            "SETs of that size over the {keys} load keys of {population} bytes can grow them by {}, more than the {} left under the server's maxmemory {} ({} used): the server would evict keys or refuse writes; use a --value-size near the population's, fewer --keys, or no SETs (--ratio 0:1)",
+            "SETs of that size over the {keys} load keys of {population} bytes can grow them by {}, more than the {} left under maxmemory {} on {server} ({} used): the server would evict keys or refuse writes; use a --value-size near the population's, fewer --keys, or no SETs (--ratio 0:1)",
             gib(growth),
             gib(max_room),
             gib(room.maxmemory_bytes),
@@ -584,18 +586,65 @@ mod tests {
             host_available_bytes: None,
         };
         // 20,000 keys of 500 bytes rewritten at 64 KiB: 1.2 GiB more, 90 MiB left.
-        let err = check_set_growth(20_000, size(500, 500), size(65536, 65536), &room).unwrap_err();
+        let err = check_set_growth(
+            20_000,
+            size(500, 500),
+            size(65536, 65536),
+            &room,
+            "127.0.0.1:6379",
+        )
+        .unwrap_err();
         assert!(format!("{err}").contains("--value-size"), "{err}");
+        assert!(
+            format!("{err}").contains("maxmemory 100.0 MiB on 127.0.0.1:6379"),
+            "{err}"
+        );
         // The population's own sizes, or smaller, grow nothing; 4,500 bytes more a key fit.
-        assert!(check_set_growth(20_000, size(1024, 4096), size(1024, 4096), &room).is_ok());
-        assert!(check_set_growth(20_000, size(4096, 4096), size(100, 100), &room).is_ok());
-        assert!(check_set_growth(20_000, size(500, 500), size(5000, 5000), &room).is_ok());
+        assert!(
+            check_set_growth(
+                20_000,
+                size(1024, 4096),
+                size(1024, 4096),
+                &room,
+                "127.0.0.1:6379"
+            )
+            .is_ok()
+        );
+        assert!(
+            check_set_growth(
+                20_000,
+                size(4096, 4096),
+                size(100, 100),
+                &room,
+                "127.0.0.1:6379"
+            )
+            .is_ok()
+        );
+        assert!(
+            check_set_growth(
+                20_000,
+                size(500, 500),
+                size(5000, 5000),
+                &room,
+                "127.0.0.1:6379"
+            )
+            .is_ok()
+        );
         // No maxmemory: nothing to evict under (the host's memory is the population's check).
         let unlimited = MemoryRoom {
             maxmemory_bytes: 0,
             ..room
         };
-        assert!(check_set_growth(20_000, size(500, 500), size(65536, 65536), &unlimited).is_ok());
+        assert!(
+            check_set_growth(
+                20_000,
+                size(500, 500),
+                size(65536, 65536),
+                &unlimited,
+                "127.0.0.1:6379"
+            )
+            .is_ok()
+        );
     }
 
     #[test]

@@ -149,7 +149,7 @@ fn run_cluster(
             let mut control = target.conn.redis_connection()?;
             let room = MemoryRoom::read(&mut control, &target.server)?;
             let shard_keys = by_shard[node.shard].len() as u64;
-            check_set_growth(shard_keys, meta.value_size, set_size, &room)?;
+            check_set_growth(shard_keys, meta.value_size, set_size, &room, &node.address)?;
         }
     }
     let load_servers: Vec<LoadServer<'_>> = nodes
@@ -242,7 +242,13 @@ fn run_opened(
         let set_size = plan.value_size.unwrap_or(meta.value_size);
         if options.set_weight > 0 {
             let room = MemoryRoom::read(&mut control, &target.server)?;
-            check_set_growth(keys, meta.value_size, set_size, &room)?;
+            check_set_growth(
+                keys,
+                meta.value_size,
+                set_size,
+                &room,
+                &target.conn.address(),
+            )?;
         }
         servers.push((target, keys, set_size, meta));
     }
