@@ -242,6 +242,68 @@ fn sets_that_would_grow_one_master_past_maxmemory_are_refused() {
         .success();
 }
 
+/// A write of the load's writer that fails on a cluster (refused before it is sent: it would
+/// push its master past `maxmemory`) fails the run in run.json as in the exit status (trial
+/// 37, J10, there on a single server).
+#[test]
+fn a_failed_write_under_load_on_a_cluster_fails_the_run_in_run_json() {
+    let cluster = LocalCluster::start(None, 3, 0, &[]).expect("a cluster of 3 masters");
+    let url = cluster.url();
+    probe_cmd()
+        .args([
+            "populate",
+            "--url",
+            &url,
+            "--keys",
+            "3000",
+            "--value-size",
+            "1K",
+        ])
+        .assert()
+        .success();
+    // Every master 8 MiB of room: the writer's 16M value fits none.
+    for master in masters(&cluster) {
+        let mut conn = master.redis_connection().expect("connect to a master");
+        let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
+        let used: u64 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("used_memory");
+        common::config_set(&mut conn, "maxmemory", &(used + (8 << 20)).to_string());
+        common::config_set(&mut conn, "maxmemory-policy", "allkeys-lru");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let assert = probe_cmd()
+        .args(["load", "--url", &url, "--clients", "3"])
+        .args(["--writer-sizes", "16M", "--repeat", "1", "--gap", "1s"])
+        .args(["--duration", "8s"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    let run = read_json(&dir.path().join("run.json"));
+    assert_eq!(run["status"], "failed", "{stderr}\n{run}");
+    assert!(
+        run["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("1 write(s) failed")),
+        "{run}"
+    );
+    for master in masters(&cluster) {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut master.redis_connection().unwrap())
+            .unwrap();
+        assert!(
+            info.contains("evicted_keys:0"),
+            "{}: {info}",
+            master.address()
+        );
+    }
+}
+
 /// A manual failover in the middle of a load: the requests the demoted master now answers with
 /// MOVED are followed to the new master, counted as redirects, and none is an error.
 #[test]
