@@ -329,6 +329,17 @@ pub struct WriteRecord {
     /// before a run's first op (no gap read yet) and where `server_cpu_run_us` is.
     #[serde(default)]
     pub server_cpu_idle_us: Option<u64>,
+    /// The free room of the query buffer the server kept for the writer's connection, bytes,
+    /// read right before a SET or a string's overwrite (`qbuf-free` of `CLIENT INFO`, Redis
+    /// 6.2+ and Valkey). After a large value the server keeps a buffer as large on the
+    /// connection (it expects another) until its cron trims it, 1-2 s later on an idle server,
+    /// longer with many clients; a larger value sent before then makes it grow that buffer, and
+    /// where its allocator copies on growing (jemalloc: Redis 7.0 and 8.2) others wait for the
+    /// copy in one block (a 64M SET 50 ms after a 32M one on the same connection held others
+    /// 44-60 ms, 2-5 ms a second later). Empty for other ops, and where the server refuses
+    /// CLIENT INFO.
+    #[serde(default)]
+    pub writer_qbuf_free_bytes: Option<u64>,
     /// Where a redirected write went in the end (`host:port`), when not to the run's written
     /// server; writes.csv's `node` column says it.
     #[serde(skip)]
@@ -351,6 +362,7 @@ impl WriteRecord {
         self.server_cpu_run_us = None;
         self.server_cpu_wait_us = None;
         self.server_cpu_idle_us = None;
+        self.writer_qbuf_free_bytes = None;
     }
 
     /// A write known only by its timing: `ok`, `set_ms` from `start_us` to `reply_us`, no
@@ -393,6 +405,7 @@ impl WriteRecord {
             server_cpu_run_us: None,
             server_cpu_wait_us: None,
             server_cpu_idle_us: None,
+            writer_qbuf_free_bytes: None,
             sent_to: None,
         }
     }

@@ -93,7 +93,7 @@ mod tests {
     use crate::output::export::columns;
     use crate::output::export::columns::tests::{derived_header, probe_row};
     use crate::record::{WriteOp, WriteRecord};
-    use crate::session::{cpu_wait_note, late_probe_note};
+    use crate::session::{cpu_wait_note, late_probe_note, query_buffer_note};
 
     #[test]
     fn column_constants_match_the_structs() {
@@ -233,6 +233,65 @@ mod tests {
         let note = cpu_wait_note(&long).expect("a note");
         assert!(note.contains("up to 20.0 ms of a figure"), "{note}");
         assert!(note.contains("server_cpu_wait_us"), "{note}");
+    }
+
+    #[test]
+    fn a_run_says_when_sets_grew_the_query_buffer_kept_on_the_writer_s_connection() {
+        const MIB: u64 = 1 << 20;
+        let set = |size: u64, held_ms: f64, free: Option<u64>| WriteSummary {
+            size_bytes: size,
+            hol_delay_ms: Some(held_ms),
+            writer_qbuf_free_bytes: free,
+            ..blank_summary()
+        };
+        // A fresh buffer (20 KiB), a kept one larger than the value (used as it is), or none
+        // read: nothing grew.
+        let fresh = [
+            set(64 * MIB, 50.0, Some(20_448)),
+            set(32 * MIB, 40.0, Some(80 * MIB)),
+            set(64 * MIB, 60.0, None),
+        ];
+        assert_eq!(query_buffer_note(&fresh), None);
+        // Grown, but held others no longer than the SETs that grew nothing (a libc build's
+        // realloc moves the pages), or under 10 ms: nothing to say.
+        let alike = [
+            set(64 * MIB, 6.0, Some(40 * MIB)),
+            set(32 * MIB, 5.0, Some(20_448)),
+            set(64 * MIB, 30.0, Some(40 * MIB)),
+            set(64 * MIB, 25.0, Some(20_448)),
+        ];
+        assert_eq!(query_buffer_note(&alike), None);
+        let small = [
+            set(64 * MIB, 8.0, Some(40 * MIB)),
+            set(32 * MIB, 2.0, Some(20_448)),
+        ];
+        assert_eq!(query_buffer_note(&small), None);
+        let grown = [
+            set(32 * MIB, 4.6, Some(20_448)),
+            set(64 * MIB, 56.1, Some(40 * MIB)),
+            set(32 * MIB, 5.7, Some(80 * MIB)),
+            set(64 * MIB, 45.4, Some(40 * MIB)),
+            set(32 * MIB, 2.9, Some(80 * MIB)),
+            set(64 * MIB, 44.8, Some(40 * MIB)),
+        ];
+        let note = query_buffer_note(&grown).expect("a note");
+        assert!(note.starts_with("3 of 6 SETs came while"), "{note}");
+        assert!(note.contains("up to 40.0 MiB"), "{note}");
+        assert!(
+            note.contains("held others 44.8-56.1 ms, the other 3 2.9-5.7 ms"),
+            "{note}"
+        );
+        assert!(note.contains("--same-connection"), "{note}");
+        // Every SET grew one: no others to compare with, the figure alone.
+        let all = [set(64 * MIB, 50.0, Some(40 * MIB))];
+        assert!(query_buffer_note(&all).is_some());
+        // The boundaries: a buffer of 1 MiB is a kept one, a value as large as the room fits.
+        assert!(crate::measure::writer::grows_kept_buffer(MIB, MIB + 1));
+        assert!(!crate::measure::writer::grows_kept_buffer(MIB, MIB));
+        assert!(!crate::measure::writer::grows_kept_buffer(
+            MIB - 1,
+            64 * MIB
+        ));
     }
 
     /// The library's defaults (what examples and other programs start from) are the CLI's.

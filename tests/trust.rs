@@ -648,3 +648,73 @@ fn a_stall_s_backlog_keeps_the_stamp_of_the_write_it_came_in() {
     let median = spreads_ms[spreads_ms.len() / 2];
     assert!(median <= 1.7, "backlog stamp spreads {spreads_ms:?} ms");
 }
+
+/// The SETs of `dir`'s summary.csv of `size` bytes: (hol_delay_ms, writer_qbuf_free_bytes).
+fn sets_of(dir: &std::path::Path, size: u64) -> Vec<(f64, u64)> {
+    read_csv(&dir.join("summary.csv"))
+        .iter()
+        .filter(|r| r["op"] == "set" && r["size_bytes"] == size.to_string())
+        .map(|r| {
+            (
+                r["hol_delay_ms"].parse().expect("hol_delay_ms"),
+                r["writer_qbuf_free_bytes"]
+                    .parse()
+                    .expect("writer_qbuf_free_bytes"),
+            )
+        })
+        .collect()
+}
+
+/// After a large SET the server keeps a query buffer as large on the writer's connection until
+/// its cron trims it (slower with many clients); a larger SET before then makes it grow that
+/// buffer, and Redis 7.0 (jemalloc) copies it in one block. With `--same-connection` the run
+/// measures that (and says so); by default the writer opens a new connection before such a
+/// SET, so that each is measured as a fresh one. 500 idle clients slow the cron as a busy
+/// server's are.
+#[test]
+fn a_set_larger_than_the_kept_query_buffer_is_measured_fresh_unless_asked() {
+    let _turn = beside_others();
+    let server = TestServer::start(&[]);
+    let idle: Vec<std::net::TcpStream> = (0..500)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect"))
+        .collect();
+    let run = |extra: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let exited = run_to_end(
+            probe_writes(&server.url(), "32M,64M")
+                .args(["--repeat", "3"])
+                .args(extra)
+                .arg("--out")
+                .arg(dir.path()),
+        );
+        (dir, exited)
+    };
+    let (kept, same) = run(&["--same-connection"]);
+    let sets = sets_of(kept.path(), 64 << 20);
+    assert_eq!(sets.len(), 3, "{}", same.stderr);
+    // Each 64M SET met the buffer kept from the 32M one (32 MiB and more of room, jemalloc's
+    // 40 MiB class), and grew it: a copy of tens of MiB in one block.
+    assert!(sets.iter().all(|&(_, free)| free >= 32 << 20), "{sets:?}");
+    let mut held: Vec<f64> = sets.iter().map(|s| s.0).collect();
+    held.sort_by(f64::total_cmp);
+    assert!(held[1] >= 15.0, "the copy held others: {held:?}");
+    assert!(
+        same.stderr
+            .contains("kept a query buffer of up to 40.0 MiB"),
+        "{}",
+        same.stderr
+    );
+    let run_json = read_json(&kept.path().join("run.json"));
+    assert_eq!(run_json["options"]["writer"]["same_connection"], true);
+    // By default each 64M SET goes out on a new connection: a fresh client's buffer.
+    let (fresh, default) = run(&[]);
+    let sets = sets_of(fresh.path(), 64 << 20);
+    assert_eq!(sets.len(), 3, "{}", default.stderr);
+    assert!(sets.iter().all(|&(_, free)| free < 1 << 20), "{sets:?}");
+    assert!(
+        !default.stderr.contains("kept a query buffer"),
+        "{}",
+        default.stderr
+    );
+    drop(idle);
+}

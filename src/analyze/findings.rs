@@ -158,6 +158,10 @@ pub struct WriteSummary {
     /// [`crate::record::WriteRecord::server_cpu_idle_us`]).
     #[serde(default)]
     pub server_cpu_idle_us: Option<u64>,
+    /// The free room of the writer's connection's query buffer before the write, bytes (see
+    /// [`crate::record::WriteRecord::writer_qbuf_free_bytes`]).
+    #[serde(default)]
+    pub writer_qbuf_free_bytes: Option<u64>,
 }
 
 impl WriteSummary {
@@ -171,6 +175,7 @@ impl WriteSummary {
         self.server_cpu_run_us = record.server_cpu_run_us;
         self.server_cpu_wait_us = record.server_cpu_wait_us;
         self.server_cpu_idle_us = record.server_cpu_idle_us;
+        self.writer_qbuf_free_bytes = record.writer_qbuf_free_bytes;
         self
     }
 

@@ -427,6 +427,12 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
         ": server memory differs",
     );
     differ(
+        "--same-connection",
+        show(base.same_connection.map(|b| b.to_string())),
+        show(cand.same_connection.map(|b| b.to_string())),
+        ": with it a SET larger than the one before may wait for the server to grow the query buffer it kept for that one (a copy in one block on jemalloc builds)",
+    );
+    differ(
         "repeats",
         show(base.repeats_read.describe()),
         show(cand.repeats_read.describe()),

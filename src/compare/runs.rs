@@ -70,6 +70,9 @@ pub struct RunMeta {
     pub overwrite: Option<bool>,
     /// `--keep`.
     pub keep: Option<bool>,
+    /// `--same-connection` (false in runs recorded before it).
+    #[serde(default)]
+    pub same_connection: Option<bool>,
     /// Sizes the run planned, bytes.
     pub planned_sizes_bytes: Vec<u64>,
     /// The collections the run planned, as compare names them (`hash 300k`); empty for a
@@ -599,6 +602,7 @@ impl RunMeta {
             gap_ms: Some(writer.gap.as_secs_f64() * 1e3),
             overwrite: Some(writer.overwrite),
             keep: Some(writer.keep),
+            same_connection: Some(writer.same_connection),
             planned_sizes_bytes: writer.sizes.clone(),
             planned_values: writer
                 .elements
@@ -771,6 +775,7 @@ mod tests {
                 gap_ms: Some(250.0),
                 overwrite: Some(true),
                 keep: Some(true),
+                same_connection: Some(false),
                 planned_sizes_bytes: plan.sizes.clone(),
                 planned_values: vec![],
                 started_unix_us: Some(1_796_053_782_168_721),

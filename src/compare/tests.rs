@@ -24,6 +24,7 @@ fn meta(run_id: &str) -> RunMeta {
         gap_ms: Some(500.0),
         overwrite: Some(false),
         keep: Some(false),
+        same_connection: Some(false),
         planned_sizes_bytes: vec![64 << 20],
         planned_values: vec![],
         started_unix_us: Some(0),

@@ -48,6 +48,8 @@ use crate::output::export::{HostInfo, RunStatus};
 use crate::record::{WriteOp, WriteRecord};
 
 pub use context::{RunContext, RunName, RunSpec};
+#[cfg(test)]
+pub(crate) use probes::query_buffer_note;
 pub use probes::{KEEP_STALLS, Notice, Probed, ProbedNode, RunReport, measure_nodes, spawn_poller};
 #[cfg(test)]
 pub(crate) use probes::{cpu_wait_in_stalls_ms, observe_cpu_wait_note};

@@ -64,6 +64,13 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub keep: bool,
 
+    /// Send every write on one connection, as a pooled client does: a SET larger than the last
+    /// large value, within the server's 1-2 s before it trims the buffer it kept for that one,
+    /// makes it grow the buffer (a copy in one block on jemalloc builds). By default the writer
+    /// opens a new connection before such a SET, so each is measured as a fresh one
+    #[arg(long)]
+    pub same_connection: bool,
+
     /// Start of the random numbers (the value bytes), so runs repeat.
     #[arg(
         long = "random-state",
@@ -151,6 +158,7 @@ impl WorkloadArgs {
                     ("--element-size", self.element_size.is_some()),
                     ("--batch", self.batch.is_some()),
                     ("--ops", self.ops.is_some()),
+                    ("--same-connection", self.same_connection),
                 ] {
                     if given {
                         return Err(UsageError::Conflict(format!(
@@ -228,6 +236,7 @@ impl WorkloadArgs {
             },
             batch_elements,
             ops,
+            same_connection: self.same_connection,
         }))
     }
 

@@ -93,6 +93,7 @@ pub fn refit_plan(types: &str, elements: &str, repeat: &str) -> Result<RefitPlan
             gap: REFIT_GAP.to_string(),
             overwrite: false,
             keep: false,
+            same_connection: false,
             seed: crate::run::DEFAULT_SEED,
             value_type: Some(kind.name().to_string()),
             elements: (!string).then(|| elements.to_string()),

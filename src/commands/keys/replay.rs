@@ -192,6 +192,7 @@ fn writer_plan(
         gap: REPLAY_GAP.into(),
         overwrite: false,
         keep: false,
+        same_connection: false,
         seed: crate::run::DEFAULT_SEED,
         value_type: Some(kind.name().to_string()),
         elements: (!string).then(|| elements.to_string()),

@@ -238,6 +238,7 @@ pub fn spawn_writer(
         encodings: HashMap::new(),
         last_cpu: None,
         unmade: std::collections::HashSet::new(),
+        client_info: true,
     };
     std::thread::Builder::new()
         .name("writer".into())
@@ -291,6 +292,26 @@ struct Writer {
     last_cpu: Option<(Instant, crate::measure::schedstat::ThreadTimes)>,
     /// Keys whose last making (SET, build) failed: the ops on them wait for the next one.
     unmade: std::collections::HashSet<String>,
+    /// The server answers `CLIENT INFO` on the writer's connection (false once it refused it:
+    /// not asked again, so that a user denied CLIENT gets one ACL LOG entry, not one a write).
+    client_info: bool,
+}
+
+/// The free room of a connection's query buffer, bytes, from which it is one the server kept
+/// from an earlier large value (a fresh connection's is 16-32 KiB).
+pub const KEPT_QUERY_BUFFER_BYTES: u64 = 1 << 20;
+
+/// Whether a value of `size` bytes makes the server grow a query buffer kept from an earlier
+/// large value with `free` bytes of room (one it would not grow is used as it is).
+pub fn grows_kept_buffer(free: u64, size: u64) -> bool {
+    free >= KEPT_QUERY_BUFFER_BYTES && size > free
+}
+
+/// `qbuf-free` of a `CLIENT INFO` (or `CLIENT LIST`) line.
+fn qbuf_free_of(info: &str) -> Option<u64> {
+    info.split_whitespace()
+        .find_map(|field| field.strip_prefix("qbuf-free="))
+        .and_then(|n| n.parse().ok())
 }
 
 /// How the error of a value the server does not hold whole begins.
@@ -425,6 +446,24 @@ impl Writer {
         {
             let error = format!("not sent: {reason}; pass --force-memory to send it anyway");
             return (self.unsent(seq, step, error, room.rss_bytes), None);
+        }
+        // A string sent whole as one argument: the query buffer the server kept on this
+        // connection from an earlier large value, which it grows for a larger one.
+        let mut qbuf_free = if grows && step.op != WriteOp::Build {
+            self.query_buffer_free()
+        } else {
+            None
+        };
+        // Unless the run keeps one connection: a new one, whose buffer is a fresh client's, so
+        // that the SET is measured as a fresh one (the old buffer goes with the old connection,
+        // freed by the server here, before the window).
+        if !self.plan.same_connection
+            && qbuf_free.is_some_and(|free| grows_kept_buffer(free, step.size_bytes))
+            && let Ok(mut fresh) = writer_conn(&self.conn_info, &self.checks.client_name)
+        {
+            fresh.set_limits(reply_limits(&self.plan));
+            self.conn = fresh;
+            qbuf_free = self.query_buffer_free();
         }
         let before = self.view.before(&mut self.conn);
         // Which thread frees the value: the server's lazyfree counters around the op, read
@@ -623,6 +662,7 @@ impl Writer {
             server_cpu_run_us: server_cpu.map(|t| t.run_ns / 1_000),
             server_cpu_wait_us: server_cpu.map(|t| t.wait_ns / 1_000),
             server_cpu_idle_us: server_cpu_idle,
+            writer_qbuf_free_bytes: qbuf_free,
             ..value_columns(step)
         };
         (record, io_error)
@@ -844,6 +884,23 @@ impl Writer {
     }
 
     /// `OBJECT ENCODING key`, where the server answers it.
+    /// The free room of the query buffer the server keeps for this connection (`qbuf-free` of
+    /// `CLIENT INFO`), outside every window; `None` where the server refuses the command (not
+    /// asked again) or does not say.
+    fn query_buffer_free(&mut self) -> Option<u64> {
+        if !self.client_info {
+            return None;
+        }
+        match self.conn.command(&[b"CLIENT", b"INFO"]) {
+            Ok(Reply::Bulk(Some(bytes))) => qbuf_free_of(&String::from_utf8_lossy(&bytes)),
+            Ok(Reply::Error(_)) => {
+                self.client_info = false;
+                None
+            }
+            _ => None,
+        }
+    }
+
     fn object_encoding(&mut self, key: &str) -> Option<String> {
         match self.conn.command(&[b"OBJECT", b"ENCODING", key.as_bytes()]) {
             Ok(Reply::Bulk(Some(bytes))) => Some(String::from_utf8_lossy(&bytes).into_owned()),
@@ -1028,6 +1085,14 @@ mod tests {
 #[cfg(test)]
 mod redirect_tests {
     use super::*;
+
+    #[test]
+    fn the_query_buffer_s_room_is_read_from_client_info() {
+        let info = "id=5 addr=127.0.0.1:50000 laddr=127.0.0.1:6379 fd=8 name=holprobe-writer-1a2b3c4d age=0 idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=26 qbuf-free=41943004 argv-mem=10 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=41964544 events=r cmd=client|info user=default redir=-1 resp=2\n";
+        assert_eq!(qbuf_free_of(info), Some(41_943_004));
+        assert_eq!(qbuf_free_of("id=5 qbuf=0"), None);
+        assert_eq!(qbuf_free_of("qbuf-free=x"), None);
+    }
 
     #[test]
     fn moved_and_ask_name_the_new_place() {

@@ -83,6 +83,14 @@ pub struct WriterPlan {
     /// and the DEL, as before ops could be chosen (a collection's build, overwrite, delete).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ops: Vec<WriteOp>,
+    /// Send every write on one connection (`--same-connection`), as a pooled client does. By
+    /// default the writer opens a new one, outside every window, before a SET larger than the
+    /// query buffer the server kept on its connection from an earlier large value: the server
+    /// would grow that buffer for it, a copy in one block on a jemalloc build (a 64M SET after
+    /// a 32M one, on a server with 2,000 idle clients whose cron had not trimmed the buffer:
+    /// 57-61 ms against 5 ms), so that each SET is measured as a fresh one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub same_connection: bool,
 }
 
 /// The writer's plan as run.json records it: with the run's key prefix and the seed of its
@@ -153,6 +161,8 @@ struct RecordedWriterFields {
     #[serde(default)]
     ops: Vec<WriteOp>,
     #[serde(default)]
+    same_connection: bool,
+    #[serde(default)]
     key_prefix: String,
     /// `random_state`; runs recorded before the rename say `seed`.
     #[serde(default, alias = "seed")]
@@ -174,6 +184,7 @@ impl From<RecordedWriterFields> for RecordedWriter {
                 element_bytes: fields.element_bytes,
                 batch_elements: fields.batch_elements,
                 ops: fields.ops,
+                same_connection: fields.same_connection,
             },
             key_prefix: fields.key_prefix,
             seed: fields.random_state,
@@ -271,6 +282,7 @@ impl Default for WriterPlan {
             element_bytes: DEFAULT_ELEMENT_BYTES,
             batch_elements: DEFAULT_BATCH_ELEMENTS,
             ops: Vec::new(),
+            same_connection: false,
         }
     }
 }

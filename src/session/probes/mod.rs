@@ -70,7 +70,7 @@ use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
 pub use report::{KEEP_STALLS, Notice, RunReport};
 pub(crate) use report::{
-    cpu_wait_in_stalls_ms, cpu_wait_note, late_probe_note, observe_cpu_wait_note,
+    cpu_wait_in_stalls_ms, cpu_wait_note, late_probe_note, observe_cpu_wait_note, query_buffer_note,
 };
 use report::{open_at_stop_note, timed_out_note};
 use sinks::{MetricsSink, ProbeFiles, ProbeFinding, ProbeSinks, ProbeTerminal};
@@ -774,6 +774,9 @@ impl ProbeInstrument<'_, '_> {
             warnings.push(note);
         }
         if let Some(note) = cpu_wait_note(&state.nodes[0].analysis.writes) {
+            warnings.push(note);
+        }
+        if let Some(note) = query_buffer_note(&state.nodes[0].analysis.writes) {
             warnings.push(note);
         }
         if let Some((pid, from)) = self.observe_cpu_from

@@ -189,6 +189,59 @@ pub(crate) fn cpu_wait_note(writes: &[WriteSummary]) -> Option<String> {
     })
 }
 
+/// The least a write held others (its median over such writes), ms, before a grown query
+/// buffer is said to be why ([`query_buffer_note`]).
+const QUERY_BUFFER_NOTE_MS: f64 = 10.0;
+
+/// A note when SETs (and overwrites of strings) that made the server grow the query buffer it
+/// had kept on the writer's connection from an earlier large value held others a median
+/// [`QUERY_BUFFER_NOTE_MS`] or more, and twice the other such writes' median where there are
+/// any: on a jemalloc build the server copies that buffer in one block
+/// ([`crate::record::WriteRecord::writer_qbuf_free_bytes`]).
+pub(crate) fn query_buffer_note(writes: &[WriteSummary]) -> Option<String> {
+    let sets: Vec<&WriteSummary> = writes
+        .iter()
+        .filter(|w| w.ok && w.hol_delay_ms.is_some() && w.writer_qbuf_free_bytes.is_some())
+        .collect();
+    let grew = |w: &WriteSummary| {
+        w.writer_qbuf_free_bytes
+            .is_some_and(|free| crate::measure::writer::grows_kept_buffer(free, w.size_bytes))
+    };
+    let held = |ws: &[&WriteSummary]| -> Vec<f64> {
+        let mut v: Vec<f64> = ws.iter().filter_map(|w| w.hol_delay_ms).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let median = |v: &[f64]| v[v.len() / 2];
+    let (grown, rest): (Vec<&WriteSummary>, Vec<&WriteSummary>) =
+        sets.iter().partition(|w| grew(w));
+    let (grown_ms, rest_ms) = (held(&grown), held(&rest));
+    if grown_ms.is_empty() || median(&grown_ms) < QUERY_BUFFER_NOTE_MS {
+        return None;
+    }
+    if !rest_ms.is_empty() && median(&grown_ms) < 2.0 * median(&rest_ms) {
+        return None;
+    }
+    let kept = grown
+        .iter()
+        .filter_map(|w| w.writer_qbuf_free_bytes)
+        .max()
+        .unwrap_or(0);
+    let range = |v: &[f64]| format!("{:.1}-{:.1} ms", v[0], v[v.len() - 1]);
+    let others = if rest_ms.is_empty() {
+        String::new()
+    } else {
+        format!(", the other {} {}", rest_ms.len(), range(&rest_ms))
+    };
+    Some(format!(
+        "{} of {} SETs came while the server still kept a query buffer of up to {:.1} MiB on the writer's connection from an earlier large value, smaller than the new one, and held others {}{others}: the server grows that buffer for the larger value, and a build whose allocator copies on growing (jemalloc) does it in one block. It keeps such a buffer until its cron trims it, 1-2 s after the value on an idle server and longer with many clients: a client that sends a larger value on the same connection sooner pays for it (writer_qbuf_free_bytes in summary.csv; without --same-connection the writer opens a new connection before such a SET)",
+        grown_ms.len(),
+        sets.len(),
+        kept as f64 / (1u64 << 20) as f64,
+        range(&grown_ms),
+    ))
+}
+
 /// A note for a run without writes (observe mode) when the server's main thread waited for a
 /// CPU inside the stalls counted `in_stalls_ms` ([`cpu_wait_in_stalls_ms`]: at most that much),
 /// a millisecond or more and a tenth or more of the `stall_ms` of stalls counted: on this host

@@ -259,6 +259,7 @@ pub(crate) mod sample {
             server_cpu_run_us: Some(9_000),
             server_cpu_wait_us: Some(2_500),
             server_cpu_idle_us: Some(1_200),
+            writer_qbuf_free_bytes: Some(20_448),
             ..Default::default()
         };
         let spread = |median: f64| Spread {
@@ -459,6 +460,7 @@ pub(crate) mod sample {
         ("/summary", "server_cpu_run_us"),
         ("/summary", "server_cpu_wait_us"),
         ("/summary", "server_cpu_idle_us"),
+        ("/summary", "writer_qbuf_free_bytes"),
     ];
 }
 
