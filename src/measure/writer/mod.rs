@@ -883,7 +883,6 @@ impl Writer {
         }
     }
 
-    /// `OBJECT ENCODING key`, where the server answers it.
     /// The free room of the query buffer the server keeps for this connection (`qbuf-free` of
     /// `CLIENT INFO`), outside every window; `None` where the server refuses the command (not
     /// asked again) or does not say.
@@ -901,6 +900,7 @@ impl Writer {
         }
     }
 
+    /// `OBJECT ENCODING key`, where the server answers it.
     fn object_encoding(&mut self, key: &str) -> Option<String> {
         match self.conn.command(&[b"OBJECT", b"ENCODING", key.as_bytes()]) {
             Ok(Reply::Bulk(Some(bytes))) => Some(String::from_utf8_lossy(&bytes).into_owned()),
