@@ -19,6 +19,18 @@ fn dbsize(conn: &ConnInfo) -> u64 {
         .expect("DBSIZE")
 }
 
+/// Sets a node's `maxmemory` to what it uses now and `bytes` more, evicting `allkeys-lru`.
+fn leave_room(conn: &mut redis::Connection, bytes: u64) {
+    let info: String = redis::cmd("INFO").arg("memory").query(conn).unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    common::config_set(conn, "maxmemory", &(used + bytes).to_string());
+    common::config_set(conn, "maxmemory-policy", "allkeys-lru");
+}
+
 fn masters(cluster: &LocalCluster) -> Vec<ConnInfo> {
     cluster
         .nodes()
@@ -208,14 +220,7 @@ fn sets_that_would_grow_one_master_past_maxmemory_are_refused() {
     // its ~1000 keys rewritten at 64 KiB would need ~60 MiB more.
     let tight = masters(&cluster).pop().expect("a master");
     let mut conn = tight.redis_connection().expect("connect to the master");
-    let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
-    let used: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory");
-    common::config_set(&mut conn, "maxmemory", &(used + (8 << 20)).to_string());
-    common::config_set(&mut conn, "maxmemory-policy", "allkeys-lru");
+    leave_room(&mut conn, 8 << 20);
     let assert = probe_cmd()
         .args(["load", "--url", &url, "--clients", "3", "--ratio", "1:1"])
         .args(["--value-size", "64K", "--duration", "1s"])
@@ -264,14 +269,7 @@ fn a_failed_write_under_load_on_a_cluster_fails_the_run_in_run_json() {
     // Every master 8 MiB of room: the writer's 16M value fits none.
     for master in masters(&cluster) {
         let mut conn = master.redis_connection().expect("connect to a master");
-        let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
-        let used: u64 = info
-            .lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("used_memory");
-        common::config_set(&mut conn, "maxmemory", &(used + (8 << 20)).to_string());
-        common::config_set(&mut conn, "maxmemory-policy", "allkeys-lru");
+        leave_room(&mut conn, 8 << 20);
     }
     let dir = tempfile::tempdir().unwrap();
     let assert = probe_cmd()
