@@ -1358,7 +1358,7 @@ fn a_scan_leaves_dead_runs_and_last_access_alone() {
         "settings": [{"name": "slowlog-max-len", "old": "128", "new": "16384"}],
         "started_unix_s": 1, "host": "vm", "pid": 1
     });
-    common::plant_marker(&mut conn, &marker, &["holprobe:0badf00d:w:1"]);
+    common::plant_sealed_marker(&mut conn, &marker, &["holprobe:0badf00d:w:1"]);
     std::thread::sleep(Duration::from_millis(2100));
 
     let (status, stdout, stderr) = common::probe_keys(&["--url", &server.url()]);

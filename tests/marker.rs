@@ -349,7 +349,7 @@ fn a_dead_run_in_another_database_is_undone() {
         "started_unix_s": 1, "host": "vm", "pid": 1
     });
     let _: () = redis::cmd("SELECT").arg(3).query(&mut conn).unwrap();
-    common::plant_marker(&mut conn, &marker, &["holprobe:0badf00d:w:1"]);
+    common::plant_sealed_marker(&mut conn, &marker, &["holprobe:0badf00d:w:1"]);
     let output = probe_cmd()
         .args(["clean", "--url", &server.url()])
         .output()
@@ -397,9 +397,77 @@ fn a_planted_marker_of_observability_settings_no_run_would_set_is_left_alone() {
         + &String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{text}");
     assert!(
-        text.contains("left holprobe:0badf00e:marker alone: it is not a marker the tool wrote (no run sets slowlog-max-len"),
+        text.contains(&format!("left slowlog-max-len at {max_len} (the marker says the run set it from 1000000000000, but no run sets slowlog-max-len")),
         "{text}"
     );
     assert_eq!(config_get(&server, "slowlog-max-len"), max_len);
     assert_eq!(config_get(&server, "slowlog-log-slower-than"), slower_than);
+}
+
+/// A planted marker whose changes are ones a run could make (`notify-keyspace-events` from `AK`
+/// to `AKE`, which reads back as the owner's own `KEA`; `slowlog-log-slower-than` from `-1` to
+/// the owner's 5000) would have turned the owner's key-event notifications and slow log off
+/// (hostile review, F1). Only a marker this machine sealed is acted on: the planted one's
+/// settings are left, and said with the command that would put each back.
+#[test]
+fn a_planted_marker_of_changes_a_run_could_make_is_only_said() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    common::config_set(&mut conn, "notify-keyspace-events", "KEA");
+    common::config_set(&mut conn, "slowlog-log-slower-than", "5000");
+    let planted = serde_json::json!({
+        "run_id": "0badf00f",
+        "key_prefix": "holprobe:0badf00f:",
+        "keys": ["holprobe:0badf00f:w:1"],
+        "settings": [
+            {"name": "notify-keyspace-events", "old": "AK", "new": "AKE"},
+            {"name": "slowlog-log-slower-than", "old": "-1", "new": "5000"},
+        ],
+        "started_unix_s": 1,
+        "host": "vm",
+        "pid": 1
+    });
+    common::plant_marker(&mut conn, &planted, &["holprobe:0badf00f:w:1"]);
+    let output = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("this machine did not seal the marker (it carries no seal; written on vm)")
+            && text
+                .contains("`CONFIG SET notify-keyspace-events AK` puts it back if that run set it")
+            && text.contains("`CONFIG SET slowlog-log-slower-than -1` puts it back"),
+        "{text}"
+    );
+    assert_eq!(config_get(&server, "notify-keyspace-events"), "AKE");
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), "5000");
+    // Its keys lie under its own prefix: those are removed, and the marker forgotten.
+    let left: i64 = redis::cmd("EXISTS")
+        .arg("holprobe:0badf00f:w:1")
+        .arg("holprobe:0badf00f:marker")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(left, 0, "{text}");
+    // The same marker sealed here (a run of this machine's, killed) is undone.
+    common::config_set(&mut conn, "notify-keyspace-events", "AKE");
+    common::plant_sealed_marker(&mut conn, &planted, &[]);
+    let output = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "{text}");
+    assert_eq!(
+        config_get(&server, "notify-keyspace-events"),
+        "AK",
+        "{text}"
+    );
+    assert_eq!(
+        config_get(&server, "slowlog-log-slower-than"),
+        "-1",
+        "{text}"
+    );
 }

@@ -75,6 +75,32 @@ pub struct RunMarker {
     pub host: String,
     /// The tool's process id there.
     pub pid: u32,
+    /// This machine's seal of the rest ([`super::seal`]): a later run restores the marker's
+    /// settings only where it verifies. Absent where the machine had no key to seal with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<String>,
+}
+
+impl RunMarker {
+    /// The marker's JSON without its seal: what the seal is made of.
+    fn unsealed_json(&self) -> String {
+        let mut bare = self.clone();
+        bare.seal = None;
+        serde_json::to_string(&bare).expect("a marker encodes as JSON")
+    }
+
+    /// Seals the marker with this machine's key; why not where there is no key.
+    pub fn seal(&mut self) -> Result<(), String> {
+        self.seal = Some(super::seal::seal(&self.unsealed_json())?);
+        Ok(())
+    }
+
+    /// Whether this machine sealed the marker.
+    pub fn sealed_here(&self) -> bool {
+        self.seal
+            .as_deref()
+            .is_some_and(|seal| super::seal::verify(&self.unsealed_json(), seal))
+    }
 }
 
 /// A setting a run changes.
@@ -496,7 +522,7 @@ fn look_at_markers_in(
             found.push(Found::Dead {
                 run_id: marker.run_id.clone(),
                 line: format!(
-                    "run {} (pid {} on {}) ended without cleaning up: it may have left {} key(s) under {}{}; this command changes nothing, `probe clean` undoes it",
+                    "run {} (pid {} on {}) ended without cleaning up: it may have left {} key(s) under {}{}; this command changes nothing, `probe clean` undoes it{}",
                     marker.run_id,
                     marker.pid,
                     marker.host,
@@ -506,6 +532,14 @@ fn look_at_markers_in(
                         String::new()
                     } else {
                         format!(" and set {}", settings.join(", "))
+                    },
+                    if settings.is_empty() || marker.sealed_here() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (its keys; its settings it only says, since this machine did not seal the marker: {})",
+                            unsealed_why(&marker)
+                        )
                     }
                 ),
             });
@@ -524,11 +558,10 @@ pub const MARKED_SETTINGS: [&str; 4] = [
     "notify-keyspace-events",
 ];
 
-/// Whether the marker read from `key` is one the tool could have written: its prefix
+/// Whether the marker read from `key` is shaped as the tool writes one: its prefix
 /// `holprobe:<8 hex digits>:` (with a `{tag}:` on a cluster) under which its own key, its lease
-/// and every key it lists lie, and settings of [`MARKED_SETTINGS`] only, each changed as a run
-/// changes it ([`could_have_changed`]: its new value what a run sets where it reads the old,
-/// so what is put back only logs or notifies less than the marker's new value). Else why not.
+/// and every key it lists lie, and settings of [`MARKED_SETTINGS`] only. Else why not. Each
+/// setting's values are judged on their own ([`setting_doubt`]).
 pub fn check_marker(key: &str, marker: &RunMarker) -> Result<(), String> {
     let prefix = &marker.key_prefix;
     let id_ok = marker.run_id.len() == 8 && marker.run_id.chars().all(|c| c.is_ascii_hexdigit());
@@ -554,23 +587,31 @@ pub fn check_marker(key: &str, marker: &RunMarker) -> Result<(), String> {
     if let Some(outside) = marker.keys.iter().find(|k| !k.starts_with(prefix.as_str())) {
         return Err(format!("it lists a key outside its prefix, {outside:?}"));
     }
-    for setting in &marker.settings {
-        if !MARKED_SETTINGS.contains(&setting.name.as_str()) {
-            return Err(format!(
-                "it names a setting the tool never changes, {}",
-                setting.name
-            ));
-        }
-        if !could_have_changed(&setting.name, &setting.old, &setting.new) {
-            return Err(format!(
-                "no run sets {} to {} where it reads {}",
-                setting.name,
-                shown(&setting.new),
-                shown(&setting.old)
-            ));
-        }
+    if let Some(setting) = marker
+        .settings
+        .iter()
+        .find(|s| !MARKED_SETTINGS.contains(&s.name.as_str()))
+    {
+        return Err(format!(
+            "it names a setting the tool never changes, {}",
+            setting.name
+        ));
     }
     Ok(())
+}
+
+/// Why a marked setting is not one this version of the tool could have changed
+/// ([`could_have_changed`]: its new value what a run sets where it reads the old, so what is
+/// put back only logs or notifies less than the marker's new value); `None` where it is.
+pub fn setting_doubt(setting: &MarkedSetting) -> Option<String> {
+    (!could_have_changed(&setting.name, &setting.old, &setting.new)).then(|| {
+        format!(
+            "no run sets {} to {} where it reads {}",
+            setting.name,
+            shown(&setting.new),
+            shown(&setting.old)
+        )
+    })
 }
 
 /// Undoes what a dead run's marker says, then forgets the marker.
@@ -581,6 +622,9 @@ fn reclaim(
     marker: &RunMarker,
 ) -> Result<Found> {
     let mut said = Vec::new();
+    // Only a marker this machine sealed has its settings put back: anyone who may write under
+    // the namespace could have planted one whose "old" values are the owner's loss.
+    let sealed = marker.sealed_here();
     // In reverse order, as the run itself restores them.
     for setting in marker.settings.iter().rev() {
         let pairs: Vec<String> = redis::cmd("CONFIG")
@@ -591,7 +635,38 @@ fn reclaim(
         let Some(current) = pairs.get(1) else {
             continue;
         };
-        if same_value(current, &setting.new) {
+        if same_value(current, &setting.old) {
+            said.push(format!(
+                "{} already back at {}",
+                setting.name,
+                shown(&setting.old)
+            ));
+        } else if !same_value(current, &setting.new) {
+            said.push(format!(
+                "left {} at {} (the run had set {}, changed since; it was {} before the run)",
+                setting.name,
+                shown(current),
+                shown(&setting.new),
+                shown(&setting.old)
+            ));
+        } else if let Some(doubt) = setting_doubt(setting) {
+            said.push(format!(
+                "left {} at {} (the marker says the run set it from {}, but {doubt})",
+                setting.name,
+                shown(current),
+                shown(&setting.old)
+            ));
+        } else if !sealed {
+            said.push(format!(
+                "left {} at {} (the marker says the run set it from {}, but this machine did not seal the marker ({}), so it is not acted on: `CONFIG SET {} {}` puts it back if that run set it)",
+                setting.name,
+                shown(current),
+                shown(&setting.old),
+                unsealed_why(marker),
+                setting.name,
+                if setting.old.is_empty() { "\"\"".to_string() } else { setting.old.clone() }
+            ));
+        } else {
             redis::cmd("CONFIG")
                 .arg("SET")
                 .arg(&setting.name)
@@ -603,20 +678,6 @@ fn reclaim(
             said.push(format!(
                 "restored {} {} -> {}",
                 setting.name,
-                shown(&setting.new),
-                shown(&setting.old)
-            ));
-        } else if same_value(current, &setting.old) {
-            said.push(format!(
-                "{} already back at {}",
-                setting.name,
-                shown(&setting.old)
-            ));
-        } else {
-            said.push(format!(
-                "left {} at {} (the run had set {}, changed since; it was {} before the run)",
-                setting.name,
-                shown(current),
                 shown(&setting.new),
                 shown(&setting.old)
             ));
@@ -654,6 +715,19 @@ fn reclaim(
             said.join(", ")
         ),
     })
+}
+
+/// Why this machine's seal is not on `marker`, in a few words.
+fn unsealed_why(marker: &RunMarker) -> String {
+    match (&marker.seal, super::seal::key_path()) {
+        (None, _) => format!("it carries no seal; written on {}", marker.host),
+        (Some(_), Some(path)) => format!(
+            "its seal is not of this machine's key {}; written on {}",
+            path.display(),
+            marker.host
+        ),
+        (Some(_), None) => "this machine has no key to check it with".into(),
+    }
 }
 
 /// Whether a setting's value as read is the one set: a flags setting
@@ -709,6 +783,7 @@ mod tests {
             started_unix_s: 0,
             host: "vm".into(),
             pid: 1,
+            seal: None,
         }
     }
 
@@ -737,6 +812,37 @@ mod tests {
             check_marker("holprobe:0badf00d:{hp3}:marker", &tagged),
             Ok(())
         );
+        for (name, old, new) in [
+            ("slowlog-max-len", "128", "16384"),
+            ("notify-keyspace-events", "K$", "K$Exe"),
+            ("slowlog-log-slower-than", "10000", "0"),
+            ("latency-monitor-threshold", "0", "1"),
+        ] {
+            let setting = MarkedSetting {
+                name: name.into(),
+                old: old.into(),
+                new: new.into(),
+            };
+            assert_eq!(setting_doubt(&setting), None, "{name}");
+        }
+        // What would be put back must log or notify no more than the marker's new value: a log
+        // without end, every command logged, every event published.
+        for (name, old, new) in [
+            ("slowlog-max-len", "1 2", "3"),
+            ("slowlog-max-len", "1000000000000", "128"),
+            ("slowlog-log-slower-than", "0", "10000"),
+            ("latency-monitor-threshold", "1", "100"),
+            ("notify-keyspace-events", "KEA", "Exe"),
+            ("slowlog-max-len", "128", "1000000"),
+        ] {
+            let setting = MarkedSetting {
+                name: name.into(),
+                old: old.into(),
+                new: new.into(),
+            };
+            let doubt = setting_doubt(&setting).unwrap();
+            assert!(doubt.starts_with(&format!("no run sets {name}")), "{doubt}");
+        }
         for (key, bad, why) in [
             (
                 "holprobe:0badf00d:marker",
@@ -747,38 +853,6 @@ mod tests {
                 "holprobe:0badf00d:marker",
                 marker(p, &[], &[("maxmemory", "1", "0")]),
                 "never changes, maxmemory",
-            ),
-            (
-                "holprobe:0badf00d:marker",
-                marker(p, &[], &[("slowlog-max-len", "1 2", "3")]),
-                "no run sets slowlog-max-len",
-            ),
-            // What would be put back must log or notify no more than the marker's new value:
-            // a log without end, every command logged, every event published.
-            (
-                "holprobe:0badf00d:marker",
-                marker(p, &[], &[("slowlog-max-len", "1000000000000", "128")]),
-                "no run sets slowlog-max-len to 128 where it reads 1000000000000",
-            ),
-            (
-                "holprobe:0badf00d:marker",
-                marker(p, &[], &[("slowlog-log-slower-than", "0", "10000")]),
-                "no run sets slowlog-log-slower-than",
-            ),
-            (
-                "holprobe:0badf00d:marker",
-                marker(p, &[], &[("latency-monitor-threshold", "1", "100")]),
-                "no run sets latency-monitor-threshold",
-            ),
-            (
-                "holprobe:0badf00d:marker",
-                marker(p, &[], &[("notify-keyspace-events", "KEA", "Exe")]),
-                "no run sets notify-keyspace-events",
-            ),
-            (
-                "holprobe:0badf00d:marker",
-                marker(p, &[], &[("slowlog-max-len", "128", "1000000")]),
-                "no run sets slowlog-max-len",
             ),
             (
                 "holprobe:0badf00d:marker",
@@ -861,8 +935,35 @@ mod tests {
             started_unix_s: 1,
             host: "h".into(),
             pid: 7,
+            seal: None,
         };
         let text = serde_json::to_string(&marker).unwrap();
+        assert!(!text.contains("seal"), "{text}");
         assert_eq!(serde_json::from_str::<RunMarker>(&text).unwrap(), marker);
+        assert!(!marker.sealed_here());
+    }
+
+    /// A sealed marker verifies on the machine that sealed it, and no longer once anything in
+    /// it is changed (a planted copy of a real marker with the owner's values put in).
+    #[test]
+    fn a_marker_sealed_here_verifies_until_changed() {
+        let mut marker = marker(
+            "holprobe:0badf00d:",
+            &["holprobe:0badf00d:w:1"],
+            &[("notify-keyspace-events", "AK", "AKE")],
+        );
+        if marker.seal().is_err() {
+            return; // no HOME to keep a key in: nothing is sealed (said by the run)
+        }
+        assert!(marker.sealed_here());
+        let text = serde_json::to_string(&marker).unwrap();
+        let read: RunMarker = serde_json::from_str(&text).unwrap();
+        assert!(read.sealed_here());
+        let mut changed = read.clone();
+        changed.settings[0].old = "".into();
+        assert!(!changed.sealed_here());
+        let mut other = read;
+        other.seal = Some("00".repeat(32));
+        assert!(!other.sealed_here());
     }
 }

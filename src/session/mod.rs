@@ -27,6 +27,7 @@
 mod context;
 pub mod marker;
 mod probes;
+pub mod seal;
 pub(crate) mod sink;
 
 use std::collections::BTreeSet;
@@ -196,11 +197,12 @@ impl RunScope {
         // The marker first, then the settings: a kill at any moment after leaves a way back.
         let mut guard = None;
         let mut marker_error = None;
+        let mut seal_error = None;
         let mut tuning = ServerTuning::apply_after(&target.conn, wants, may_tune, |planned| {
             if !marked || (planned.is_empty() && own_keys.is_empty()) {
                 return;
             }
-            let marker = marker::RunMarker {
+            let mut marker = marker::RunMarker {
                 run_id: run_id.clone(),
                 key_prefix: key_prefix.clone(),
                 keys: own_keys.clone(),
@@ -208,7 +210,13 @@ impl RunScope {
                 started_unix_s: crate::measure::serverview::unix_now_s(),
                 host: sysinfo::System::host_name().unwrap_or_else(|_| "an unknown host".into()),
                 pid: std::process::id(),
+                seal: None,
             };
+            if let Err(why) = marker.seal()
+                && !planned.is_empty()
+            {
+                seal_error = Some(why);
+            }
             match marker::MarkerGuard::write(&target.conn, tag, &marker) {
                 Ok(written) => guard = Some(written),
                 // A replica takes no key: the run writes none there either, and changes no
@@ -218,6 +226,11 @@ impl RunScope {
             }
         });
         warnings.append(&mut tuning.notes);
+        if let Some(why) = seal_error {
+            warnings.push(format!(
+                "this machine has no key to seal the run's marker with ({why}): if the run is killed, the next one removes its keys but only says which settings to put back"
+            ));
+        }
         if let Some(err) = marker_error {
             warnings.push(format!(
                 "no marker for this run ({}): if it is killed, its keys and settings stay on the server",

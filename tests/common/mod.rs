@@ -108,6 +108,19 @@ pub fn plant_marker(conn: &mut redis::Connection, marker: &serde_json::Value, ke
         .unwrap();
 }
 
+/// As [`plant_marker`], with the marker sealed by this machine's key as a run of the tool seals
+/// its own: a dead run's marker as `kill -9` leaves it.
+pub fn plant_sealed_marker(
+    conn: &mut redis::Connection,
+    marker: &serde_json::Value,
+    keys: &[&str],
+) {
+    let mut sealed: holprobe::session::marker::RunMarker =
+        serde_json::from_value(marker.clone()).expect("a run marker");
+    sealed.seal().expect("this machine's key");
+    plant_marker(conn, &serde_json::to_value(&sealed).unwrap(), keys);
+}
+
 /// The `probe` binary built for this test run.
 pub fn probe_cmd() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("probe").expect("the probe binary")

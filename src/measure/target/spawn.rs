@@ -25,6 +25,9 @@ pub enum ServerFlavor {
 }
 
 impl ServerFlavor {
+    /// Every flavor the tool knows.
+    pub const ALL: [ServerFlavor; 2] = [ServerFlavor::Redis, ServerFlavor::Valkey];
+
     /// `redis` or `valkey`.
     pub fn name(self) -> &'static str {
         match self {

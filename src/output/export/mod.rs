@@ -34,6 +34,7 @@ pub use run_json::{
 pub use timeline::TimelineRow;
 
 use crate::error::UsageError;
+use crate::measure::target::ServerFlavor;
 
 /// The files of a run directory (each CSV's columns: [`columns`]). One row per probe.
 pub const PROBES_CSV: &str = "probes.csv";
@@ -117,7 +118,9 @@ fn is_sub_run_name(name: &str) -> bool {
     if let Some(rank) = name.strip_prefix("replay-") {
         return digits(rank);
     }
-    // <flavor>-<major>.<minor>.<patch>[-<n>]
+    // <flavor>-<major>.<minor>.<patch>[-<n>], with a flavor the tool knows: a user's own
+    // `backup-2024.01.15/` beside a run is not the tool's (the hostile trial's was moved to
+    // replaced/ by one --force and deleted by the next).
     let Some((flavor, version)) = name.split_once('-') else {
         return false;
     };
@@ -125,8 +128,7 @@ fn is_sub_run_name(name: &str) -> bool {
         Some((v, n)) => (v, Some(n)),
         None => (version, None),
     };
-    !flavor.is_empty()
-        && flavor.bytes().all(|b| b.is_ascii_lowercase())
+    ServerFlavor::ALL.iter().any(|f| f.name() == flavor)
         && version.split('.').count() == 3
         && version.split('.').all(digits)
         && again.is_none_or(digits)
@@ -418,6 +420,8 @@ mod tests {
             "Redis-7.0.15",
             "-7.0.15",
             "replaced",
+            "backup-2024.01.15",
+            "keydb-6.3.4",
         ] {
             assert!(!is_sub_run_name(name), "{name}");
         }
