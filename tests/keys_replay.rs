@@ -432,3 +432,48 @@ fn ctrl_c_during_a_replay_keeps_the_keys_replayed_so_far() {
     );
     assert_eq!(write_calls(&mut conn), writes);
 }
+
+/// A replay whose server does not start (an argument the server refuses) fails the run in
+/// run.json as in the exit status: it read `complete` with exit 1 (hostile review, F6). The
+/// scan's own figures are kept.
+#[test]
+fn a_replay_that_fails_fails_the_run_in_run_json() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let _: i64 = redis::cmd("EVAL")
+        .arg(BUILD_HASH)
+        .arg(1)
+        .arg("big:hash")
+        .arg(0)
+        .arg(19_999)
+        .query(&mut conn)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let url = server.url();
+    let out_arg = out.to_string_lossy().to_string();
+    let (status, _stdout, stderr) = common::probe_keys(&[
+        "--url",
+        &url,
+        "--replay",
+        "1",
+        "--server-bin",
+        SERVER_BIN,
+        "--server-arg",
+        "no-such-directive yes",
+        "--out",
+        &out_arg,
+    ]);
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("--replay: "), "{stderr}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(doc["status"], "failed", "{doc}");
+    let reason = doc["status_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("--replay failed (") && reason.contains("the scan is whole"),
+        "{reason}"
+    );
+    assert_eq!(doc["keys_scanned"], 1, "{doc}");
+    assert!(out.join("keys.csv").is_file());
+}

@@ -555,7 +555,7 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
             }
         }
     }
-    let mut replay_failed = false;
+    let mut replay_failed: Option<String> = None;
     let mut replay_interrupted = false;
     let mut replay_server = String::new();
     if let Some(replay_plan) = &plan.replay {
@@ -577,13 +577,26 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
                     replay_server = server;
                     doc.warnings.extend(notes);
                     // Every key failed: the check did not happen.
-                    replay_failed = !rows.is_empty() && rows.iter().all(|r| r.run_id.is_none());
+                    if !rows.is_empty() && rows.iter().all(|r| r.run_id.is_none()) {
+                        replay_failed = Some(format!(
+                            "every one of the {} key(s) replayed failed",
+                            rows.len()
+                        ));
+                    }
                     doc.replay = rows;
                 }
                 Err(err) => {
                     out.error(&format!("--replay: {err:#}"));
-                    replay_failed = true;
+                    replay_failed = Some(crate::error::one_line(&err));
                 }
+            }
+            // A failed replay fails the run in run.json as in the exit status (it read
+            // `complete` with exit 1: hostile review, F6); the scan itself is whole.
+            if let Some(why) = &replay_failed {
+                doc.status = RunStatus::Failed;
+                doc.status_reason = Some(format!(
+                    "--replay failed ({why}): the scan is whole, its predictions unchecked"
+                ));
             }
             // A replay cut short says so in run.json (it read `complete`: the hostile trial).
             if interrupt.load(Ordering::SeqCst) {
@@ -628,6 +641,8 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
             }
             EXIT_INTERRUPTED
         }
+        // Said above, as it failed.
+        _ if replay_failed.is_some() => EXIT_FAILURE,
         RunStatus::Failed => {
             out.error(&format!(
                 "{}; the keys scanned so far were kept",
@@ -635,7 +650,6 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
             ));
             EXIT_FAILURE
         }
-        _ if replay_failed => EXIT_FAILURE,
         _ => EXIT_OK,
     })
 }
