@@ -717,3 +717,38 @@ fn the_population_names_its_random_state_and_reads_the_old_name() {
     assert_eq!(fields["random_state"], "11", "{fields:?}");
     assert!(!fields.contains_key("seed"), "{fields:?}");
 }
+
+/// A population description whose sizes no load makes (written by anyone who may write under
+/// the namespace) is refused in one line: its sizes overflowed the check of SETs against
+/// maxmemory (hostile review, F4).
+#[test]
+fn a_population_description_no_load_wrote_is_refused() {
+    let server = TestServer::start(&[]);
+    for (min, max) in [("1", "18446744073709551615"), ("4096", "1024")] {
+        let _: () = redis::cmd("HSET")
+            .arg("holprobe:load:meta")
+            .arg("keys")
+            .arg(100)
+            .arg("value_min_bytes")
+            .arg(min)
+            .arg("value_max_bytes")
+            .arg(max)
+            .query(&mut server.conn())
+            .unwrap();
+        let assert = probe_cmd()
+            .args(["load", "--url", &server.url()])
+            .args(["--duration", "1s", "--ratio", "1:1", "--value-size", "64K"])
+            .assert()
+            .code(1);
+        let stderr = stderr_of(&assert);
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(
+            errors[0]
+                .contains("holprobe:load:meta exists but is not a holprobe population description")
+                && errors[0].contains(&format!("{min}..{max}")),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

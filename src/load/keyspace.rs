@@ -137,7 +137,7 @@ impl ValueSize {
 
     /// Mean value size, bytes.
     pub fn mean(&self) -> f64 {
-        (self.min_bytes + self.max_bytes) as f64 / 2.0
+        (self.min_bytes as f64 + self.max_bytes as f64) / 2.0
     }
 
     /// The union of two ranges (a population topped up with other sizes).
@@ -248,6 +248,14 @@ pub fn read_meta(control: &mut redis::Connection) -> Result<Option<PopulationMet
     ) else {
         anyhow::bail!("{META_KEY} exists but is not a holprobe population description");
     };
+    // Anyone who may write under the namespace may have written it: sizes no load makes would
+    // overflow the tool's memory arithmetic (hostile review, F4).
+    if min_bytes > max_bytes || max_bytes > MAX_LOAD_VALUE {
+        anyhow::bail!(
+            "{META_KEY} exists but is not a holprobe population description (value sizes {min_bytes}..{max_bytes} bytes: a load's are at most {})",
+            format_size(MAX_LOAD_VALUE)
+        );
+    }
     if keys == 0 {
         return Ok(None);
     }
@@ -404,8 +412,9 @@ fn round_down_2sig(n: u64) -> u64 {
 
 /// Refuses SETs that would grow the population past the server's `maxmemory` (where the server
 /// would evict, most likely its owner's keys, or refuse writes): `keys` keys of `population`
-/// sizes, each rewritten by the load at `set_size`, grow by `keys` × the difference of the two
-/// ranges' means at most (a value's size is drawn evenly from its range). The hostile trial's
+/// sizes, each rewritten by the load at `set_size`, grow by about `keys` × the difference of the
+/// two ranges' means (a value's size is drawn evenly from its range, so over many keys the sum
+/// comes close to that; the largest draws could grow them more). The hostile trial's
 /// `--ratio 1:1 --value-size 64K` over a population of 500-byte values evicted all 20,000 of
 /// the owner's keys on a server of `maxmemory 100mb`. `server` (its address) is named: on a
 /// cluster each master is checked with its own keys and its own room.
@@ -416,7 +425,9 @@ pub fn check_set_growth(
     room: &MemoryRoom,
     server: &str,
 ) -> Result<(), UsageError> {
-    let mean = |v: ValueSize| (v.min_bytes + v.max_bytes) / 2;
+    // Sizes read back from a population's record on the server may be anything (a planted
+    // one's overflowed the sum).
+    let mean = |v: ValueSize| v.min_bytes.midpoint(v.max_bytes);
     let growth = keys.saturating_mul(mean(set_size).saturating_sub(mean(population)));
     let Some(max_room) = room.maxmemory_room() else {
         return Ok(());
@@ -428,7 +439,7 @@ pub fn check_set_growth(
         "--value-size",
         set_size,
         format!(
-            "SETs of that size over the {keys} load keys of {population} bytes can grow them by {}, more than the {} left under maxmemory {} on {server} ({} used): the server would evict keys or refuse writes; use a --value-size near the population's, fewer --keys, or no SETs (--ratio 0:1)",
+            "SETs of that size over the {keys} load keys of {population} bytes would grow them by about {}, more than the {} left under maxmemory {} on {server} ({} used): the server would evict keys or refuse writes; use a --value-size near the population's, fewer --keys, or no SETs (--ratio 0:1)",
             gib(growth),
             gib(max_room),
             gib(room.maxmemory_bytes),
