@@ -579,3 +579,25 @@ fn a_write_s_stall_from_another_client_s_command_is_flagged() {
         "{stdout}\n{stderr}"
     );
 }
+
+/// A `--url` server whose owner logs every command (`slowlog-log-slower-than 0`): the slow log
+/// is not read to name stalls, and the run says so (the hostile trial's run named none and
+/// said nothing). Not said where the owner's threshold leaves the slow log readable.
+#[test]
+fn a_server_that_logs_every_command_is_said_to_name_no_stall_from_its_slow_log() {
+    let said = "the server logs every command (slowlog-log-slower-than 0)";
+    for (threshold, says) in [("0", true), ("10000", false)] {
+        let server = TestServer::start(&[&format!("slowlog-log-slower-than {threshold}")]);
+        let output = common::probe_cmd()
+            .args(["--url", &server.url(), "--duration", "1s"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert_eq!(
+            stderr.contains(said),
+            says,
+            "threshold {threshold}: {stderr}"
+        );
+    }
+}

@@ -314,6 +314,21 @@ pub fn measure_nodes(
             }) {
             Ok(handle) => {
                 threads.poller = Some(handle);
+                // The owner's server logs every command: said, since the slow log then names
+                // none of the stalls (the hostile trial's run named none and said nothing).
+                let set_by_the_run = target.server.embedded
+                    || options.tune_server
+                    || session
+                        .scope
+                        .tuning
+                        .changed()
+                        .iter()
+                        .any(|c| c.name == "slowlog-log-slower-than");
+                if logs_everything && !set_by_the_run {
+                    session.warnings.push(
+                        "the server logs every command (slowlog-log-slower-than 0): the slow log is not read to name stalls (each probe's entry would be read back), only the LATENCY monitor's events and the keys the server removed name them".into(),
+                    );
+                }
                 if let Some(t) = log_threshold
                     && !logs_everything
                     && t > i64::try_from(options.stall_threshold_us).unwrap_or(i64::MAX)
