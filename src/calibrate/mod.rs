@@ -101,7 +101,11 @@ pub struct MethodChoice {
 /// Picks the injection method: `forced` if given (checked to work), else DEBUG SLEEP, else a
 /// TIME loop, else (TIME frozen inside scripts) an iteration loop calibrated against SLOWLOG.
 pub fn choose_method(conn: &ConnInfo, forced: Option<StallMethod>) -> Result<MethodChoice> {
-    let mut raw = RawConn::connect_named(conn, CALIBRATE_CLIENT_NAME)
+    // Before the run has an id: named with one of its own, so that another run on the same
+    // server takes its DEBUG SLEEP 0 and loop calibration for another client's (a name without
+    // an id is taken for any run's own: the hostile trial of stop 39).
+    let name = format!("{CALIBRATE_CLIENT_NAME}-{:08x}", rand::random::<u32>());
+    let mut raw = RawConn::connect_named(conn, &name)
         .context("opening the calibration connection")?;
     let debug = match raw.command(&[b"DEBUG", b"SLEEP", b"0"])? {
         Reply::Status(_) => Ok(()),
