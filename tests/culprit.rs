@@ -601,3 +601,38 @@ fn a_server_that_logs_every_command_is_said_to_name_no_stall_from_its_slow_log()
         );
     }
 }
+
+/// A user whose ACL lacks `CLIENT`: the run's connections go unnamed and each refusal lands in
+/// the server's ACL LOG; the run says both (the hostile trial found the entries, unsaid). A user
+/// with `CLIENT` hears nothing of it.
+#[test]
+fn a_user_refused_client_setname_is_told_what_that_costs() {
+    let server = TestServer::start(&[]);
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "limited",
+            "on",
+            ">limited-pw",
+            "~holprobe:*",
+            "+@all",
+            "-client",
+        ])
+        .exec(&mut server.conn())
+        .unwrap();
+    let said = "the server refuses this user CLIENT SETNAME (NOPERM";
+    let port = server.url().rsplit(':').next().unwrap().to_string();
+    for (url, says) in [
+        (format!("redis://limited:limited-pw@127.0.0.1:{port}"), true),
+        (server.url(), false),
+    ] {
+        let output = common::probe_cmd()
+            .args(["--url", &url, "--writer-sizes", "1M"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert_eq!(stderr.contains(said), says, "{url}: {stderr}");
+        assert!(!stderr.contains("limited-pw"), "{stderr}");
+    }
+}

@@ -177,6 +177,7 @@ impl RunScope {
                     crate::error::one_line(&err)
                 )),
             }
+            warnings.extend(naming_refused(&target.conn, &name.run_id));
         }
         let own_keys = prepare(key_prefix)?;
         let mut keys = KeyLedger::default();
@@ -348,6 +349,22 @@ impl RunScope {
             ));
             }
         }
+    }
+}
+
+/// What to say where the server refuses this user `CLIENT SETNAME` (an ACL without `CLIENT`):
+/// the run's connections go unnamed, so the tool's own commands that name no key are taken for
+/// another client's, and each refusal is an entry in the server's ACL LOG (the hostile trial of
+/// stop 39 found them there, unsaid). Asked once, on a connection of its own.
+fn naming_refused(conn: &crate::measure::target::ConnInfo, run_id: &str) -> Option<String> {
+    let mut raw = crate::measure::resp::RawConn::connect(conn).ok()?;
+    let name = format!("holprobe-session-{run_id}");
+    match raw.command(&[b"CLIENT", b"SETNAME", name.as_bytes()]) {
+        Ok(crate::measure::resp::Reply::Error(text)) => Some(format!(
+            "the server refuses this user CLIENT SETNAME ({}): the run's connections go unnamed, so a stall from one of its own commands that names no key is taken for another client's, and each connection's refused CLIENT SETNAME or CLIENT INFO is an entry in the server's ACL LOG",
+            text.lines().next().unwrap_or_default()
+        )),
+        _ => None,
     }
 }
 
