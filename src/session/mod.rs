@@ -53,6 +53,7 @@ pub use context::{RunContext, RunName, RunSpec};
 pub(crate) use probes::query_buffer_note;
 pub use probes::{KEEP_STALLS, Notice, Probed, ProbedNode, RunReport, measure_nodes, spawn_poller};
 #[cfg(test)]
+#[cfg(test)]
 pub(crate) use probes::{cpu_wait_in_stalls_ms, observe_cpu_wait_note};
 pub(crate) use probes::{cpu_wait_note, late_probe_note};
 

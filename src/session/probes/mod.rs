@@ -32,6 +32,7 @@
 //! a join still in the channel starts nothing.
 
 mod collector;
+mod cpu_wait;
 mod joins;
 mod namer;
 mod nodes;
@@ -69,9 +70,9 @@ use joins::Joiner;
 use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
 pub use report::{KEEP_STALLS, Notice, RunReport};
-pub(crate) use report::{
-    cpu_wait_in_stalls_ms, cpu_wait_note, late_probe_note, observe_cpu_wait_note, query_buffer_note,
-};
+pub(crate) use report::{cpu_wait_note, late_probe_note, observe_cpu_wait_note, query_buffer_note};
+#[cfg(test)]
+pub(crate) use report::cpu_wait_in_stalls_ms;
 use report::{open_at_stop_note, timed_out_note};
 use sinks::{MetricsSink, ProbeFiles, ProbeFinding, ProbeSinks, ProbeTerminal};
 use threads::Threads;
@@ -458,12 +459,13 @@ pub fn measure_nodes(
             .then_some(view.server_pid)
             .flatten()
             .and_then(|pid| crate::measure::schedstat::main_thread_times(pid).map(|t| (pid, t))),
-        observe_cpu_samples: Vec::new(),
+        observe_cpu_wait: cpu_wait::StallCpuWait::default(),
     };
     if let Some((_, from)) = probes.observe_cpu_from {
+        let spans = &mut probes.state.nodes[0].stall_spans;
         probes
-            .observe_cpu_samples
-            .push((run.clock.now_us(), from.wait_ns));
+            .observe_cpu_wait
+            .add((run.clock.now_us(), from.wait_ns), spans);
     }
     let limits = Limits {
         deadline_us: options
@@ -529,30 +531,8 @@ struct ProbeInstrument<'a, 'n> {
     /// at the start, for the run's CPU wait at the end ([`observe_cpu_wait_note`]).
     observe_cpu_from: Option<(u32, crate::measure::schedstat::ThreadTimes)>,
     /// With `observe_cpu_from`: the main thread's cumulative wait for a CPU, read at each
-    /// settle, (run clock µs, ns), so that the end can tell the wait inside stalls from the
-    /// rest; at most [`MAX_CPU_SAMPLES`] ([`keep_cpu_sample`]).
-    observe_cpu_samples: Vec<(u64, u64)>,
-}
-
-/// The most readings of the server's CPU wait an observe run keeps (16 bytes each, one per
-/// 50 ms settle: 55 minutes' worth, 1 MiB).
-const MAX_CPU_SAMPLES: usize = 65_536;
-
-/// Adds a reading; at [`MAX_CPU_SAMPLES`] every other one goes first (the last kept), so an
-/// unending watch keeps a bounded number, each interval twice as long. The wait inside stalls
-/// stays an upper bound: over a merged interval the lesser of the wait and the stalls' time is
-/// at least the sum of the two halves' lessers.
-fn keep_cpu_sample(samples: &mut Vec<(u64, u64)>, reading: (u64, u64)) {
-    if samples.len() >= MAX_CPU_SAMPLES {
-        let last = samples.len() - 1;
-        let mut index = 0;
-        samples.retain(|_| {
-            let keep = index % 2 == 0 || index == last;
-            index += 1;
-            keep
-        });
-    }
-    samples.push(reading);
+    /// settle, so that the end can tell the wait inside stalls from the rest.
+    observe_cpu_wait: cpu_wait::StallCpuWait,
 }
 
 impl Instrument for ProbeInstrument<'_, '_> {
@@ -582,9 +562,9 @@ impl Instrument for ProbeInstrument<'_, '_> {
         if let Some((pid, _)) = self.observe_cpu_from
             && let Some(now) = crate::measure::schedstat::main_thread_times(pid)
         {
-            keep_cpu_sample(
-                &mut self.observe_cpu_samples,
+            self.observe_cpu_wait.add(
                 (self.meta.run.clock.now_us(), now.wait_ns),
+                &mut self.state.nodes[0].stall_spans,
             );
         }
         self.state.settle(writes_from_us, &mut self.sinks)?;
@@ -797,12 +777,14 @@ impl ProbeInstrument<'_, '_> {
         if let Some((pid, from)) = self.observe_cpu_from
             && let Some(to) = crate::measure::schedstat::main_thread_times(pid)
         {
-            self.observe_cpu_samples
-                .push((self.meta.run.clock.now_us(), to.wait_ns));
-            let node = &state.nodes[0];
+            let node = &mut state.nodes[0];
+            self.observe_cpu_wait.add(
+                (self.meta.run.clock.now_us(), to.wait_ns),
+                &mut node.stall_spans,
+            );
             if let Some(note) = observe_cpu_wait_note(
                 (to - from).wait_ns as f64 / 1e6,
-                cpu_wait_in_stalls_ms(&self.observe_cpu_samples, &node.stall_spans),
+                self.observe_cpu_wait.total_ms(&node.stall_spans),
                 node.stall_ms_total,
                 options.probe_threads,
                 options.probe_rate,
@@ -883,26 +865,6 @@ impl ProbeInstrument<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_unending_watch_keeps_a_bounded_number_of_cpu_readings_and_their_bound() {
-        let mut samples = Vec::new();
-        // Two hours of readings every 50 ms, 1 ms of waiting in each.
-        for i in 0..144_000u64 {
-            keep_cpu_sample(&mut samples, (i * 50_000, i * 1_000_000));
-        }
-        assert!(samples.len() <= MAX_CPU_SAMPLES, "{}", samples.len());
-        assert_eq!(samples[0], (0, 0));
-        assert_eq!(
-            *samples.last().unwrap(),
-            (143_999 * 50_000, 143_999 * 1_000_000)
-        );
-        assert!(samples.windows(2).all(|w| w[0].0 < w[1].0));
-        // A 20 ms stall: at least what the full readings would give (1 ms), at most 20 ms.
-        let stall = [(3_000_010_000, 3_000_030_000)];
-        let bound = cpu_wait_in_stalls_ms(&samples, &stall);
-        assert!((1.0..=20.0).contains(&bound), "{bound}");
-    }
 
     /// Without the session's files (`probe keys`, which writes keys.csv and run.json of its
     /// own) the warnings name none; with them, the main job's text is as it was.
