@@ -1396,3 +1396,31 @@ fn a_scan_leaves_dead_runs_and_last_access_alone() {
         .unwrap();
     assert_eq!(left, 0);
 }
+
+/// A server that refuses `CLIENT NO-TOUCH` (Redis before 7.2) has its keys' last access moved
+/// by the count commands: the scan says so (the hostile review found it unsaid). One that takes
+/// it (Valkey 9.1) hears nothing of it.
+#[test]
+fn a_server_without_no_touch_is_said_to_have_its_keys_touched() {
+    let said = "the server refuses CLIENT NO-TOUCH";
+    let mut servers = vec![(TestServer::start(&[]), true)];
+    if let Some(valkey) = common::server("valkey-9.1") {
+        servers.push((TestServer::start_bin(Some(&valkey), &[]), false));
+    }
+    for (server, says) in servers {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg("app:list")
+            .arg(&["a", "b", "c"])
+            .query(&mut server.conn())
+            .unwrap();
+        let (status, stdout, stderr) = common::probe_keys(&["--url", &server.url()]);
+        assert_eq!(status, 0, "{stdout}\n{stderr}");
+        assert_eq!(stderr.contains(said), says, "{}: {stderr}", server.url());
+        if says {
+            assert!(
+                stderr.contains("mark each key they count as just used"),
+                "{stderr}"
+            );
+        }
+    }
+}

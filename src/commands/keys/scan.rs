@@ -312,8 +312,15 @@ impl KeyScanner {
                 // The count commands would mark each key as just used, and so change which keys
                 // the server evicts next (the hostile trial: OBJECT IDLETIME 12 -> 0, LFU
                 // counters up on every scan). Redis 7.2+ and Valkey leave them alone for a
-                // client that says NO-TOUCH; older servers refuse it, and are touched.
-                let _ = conn.command(&[b"CLIENT", b"NO-TOUCH", b"ON"]);
+                // client that says NO-TOUCH; older servers refuse it, and are touched: said.
+                let reply = conn.command(&[b"CLIENT", b"NO-TOUCH", b"ON"])?;
+                if let Some(text) = refused(&reply) {
+                    self.refuse(
+                        "CLIENT NO-TOUCH",
+                        text,
+                        "leaving keys' last access alone: the count commands mark each key they count as just used (OBJECT IDLETIME back to 0, LFU counters up), which can change the keys an LRU or LFU maxmemory-policy evicts next",
+                    );
+                }
                 if node.readonly {
                     let reply = conn.command(&[b"READONLY"])?;
                     if let Some(err) = reply.error() {
