@@ -30,6 +30,18 @@ fn config_get(server: &TestServer, name: &str) -> String {
     pairs[1].clone()
 }
 
+/// `probe clean --url` against `server`, which must succeed: its stdout and stderr.
+fn clean(server: &TestServer) -> String {
+    let output = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    text
+}
+
 fn settings(server: &TestServer) -> Vec<String> {
     TUNED.iter().map(|name| config_get(server, name)).collect()
 }
@@ -137,13 +149,7 @@ fn probe_clean_undoes_a_killed_run_and_leaves_a_live_one_alone() {
     assert!(!server.keys(&format!("{prefix}*")).is_empty());
 
     // Before its lease lapses, the killed run looks alive: left alone.
-    let early = probe_cmd()
-        .args(["clean", "--url", &server.url()])
-        .output()
-        .unwrap();
-    let early_out = String::from_utf8_lossy(&early.stdout).to_string()
-        + &String::from_utf8_lossy(&early.stderr);
-    assert!(early.status.success(), "{early_out}");
+    let early_out = clean(&server);
     assert!(early_out.contains("its lease is fresh"), "{early_out}");
     assert!(!early_out.contains("without cleaning up"), "{early_out}");
     assert_ne!(settings(&server), original);
@@ -350,13 +356,7 @@ fn a_dead_run_in_another_database_is_undone() {
     });
     let _: () = redis::cmd("SELECT").arg(3).query(&mut conn).unwrap();
     common::plant_sealed_marker(&mut conn, &marker, &["holprobe:0badf00d:w:1"]);
-    let output = probe_cmd()
-        .args(["clean", "--url", &server.url()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
+    let text = clean(&server);
     assert!(
         text.contains("db 3: run 0badf00d") && text.contains("ended without cleaning up"),
         "{text}"
@@ -389,13 +389,7 @@ fn a_planted_marker_of_observability_settings_no_run_would_set_is_left_alone() {
         "pid": 1
     });
     common::plant_marker(&mut conn, &planted, &[]);
-    let output = probe_cmd()
-        .args(["clean", "--url", &server.url()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
+    let text = clean(&server);
     assert!(
         text.contains(&format!("left slowlog-max-len at {max_len} (the marker says the run set it from 1000000000000, but no run sets slowlog-max-len")),
         "{text}"
@@ -428,13 +422,7 @@ fn a_planted_marker_of_changes_a_run_could_make_is_only_said() {
         "pid": 1
     });
     common::plant_marker(&mut conn, &planted, &["holprobe:0badf00f:w:1"]);
-    let output = probe_cmd()
-        .args(["clean", "--url", &server.url()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
+    let text = clean(&server);
     assert!(
         text.contains("this machine did not seal the marker (it carries no seal; written on vm)")
             && text
@@ -454,12 +442,7 @@ fn a_planted_marker_of_changes_a_run_could_make_is_only_said() {
     // The same marker sealed here (a run of this machine's, killed) is undone.
     common::config_set(&mut conn, "notify-keyspace-events", "AKE");
     common::plant_sealed_marker(&mut conn, &planted, &[]);
-    let output = probe_cmd()
-        .args(["clean", "--url", &server.url()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success(), "{text}");
+    let text = clean(&server);
     assert_eq!(
         config_get(&server, "notify-keyspace-events"),
         "AK",
