@@ -77,6 +77,9 @@ pub struct RunMarker {
     pub pid: u32,
     /// This machine's seal of the rest ([`super::seal`]): a later run restores the marker's
     /// settings only where it verifies. Absent where the machine had no key to seal with.
+    /// Sealed is the JSON of the other fields as this struct writes them, so a field added to
+    /// the struct later makes the markers of versions before it read as unsealed (their
+    /// settings then said, not restored): add one with care.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seal: Option<String>,
 }
