@@ -432,15 +432,18 @@ fn a_planted_marker_of_changes_a_run_could_make_is_only_said() {
     );
     assert_eq!(config_get(&server, "notify-keyspace-events"), "AKE");
     assert_eq!(config_get(&server, "slowlog-log-slower-than"), "5000");
-    // Its keys lie under its own prefix: those are removed, and the marker forgotten.
-    let left: i64 = redis::cmd("EXISTS")
-        .arg("holprobe:0badf00f:w:1")
-        .arg("holprobe:0badf00f:marker")
-        .query(&mut conn)
-        .unwrap();
-    assert_eq!(left, 0, "{text}");
-    // The same marker sealed here (a run of this machine's, killed) is undone.
-    common::config_set(&mut conn, "notify-keyspace-events", "AKE");
+    // Its keys lie under its own prefix: those are removed. The marker is kept for a machine
+    // that may have sealed it, and said.
+    let exists = |conn: &mut redis::Connection, key: &str| -> bool {
+        redis::cmd("EXISTS").arg(key).query::<i64>(conn).unwrap() == 1
+    };
+    assert!(!exists(&mut conn, "holprobe:0badf00f:w:1"), "{text}");
+    assert!(exists(&mut conn, "holprobe:0badf00f:marker"), "{text}");
+    assert!(
+        text.contains("kept its marker for the machine that sealed it"),
+        "{text}"
+    );
+    // The same marker sealed here (a run of this machine's, killed) is undone, and forgotten.
     common::plant_sealed_marker(&mut conn, &planted, &[]);
     let text = clean(&server);
     assert_eq!(
@@ -451,6 +454,78 @@ fn a_planted_marker_of_changes_a_run_could_make_is_only_said() {
     assert_eq!(
         config_get(&server, "slowlog-log-slower-than"),
         "-1",
+        "{text}"
+    );
+    assert!(!exists(&mut conn, "holprobe:0badf00f:marker"), "{text}");
+}
+
+/// A run killed on one machine, cleaned from another (here: another key, XDG_STATE_HOME): the
+/// other leaves its settings, says them, and keeps its marker, so that the machine that sealed
+/// it still puts them back (the hostile review's second clean found nothing, the server left
+/// logging every command). And a copy of that sealed marker planted again once it was undone
+/// (taken while the run went) is not acted on: a seal is good once.
+#[test]
+fn a_sealed_marker_is_undone_by_its_machine_only_and_only_once() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let before = config_get(&server, "slowlog-log-slower-than");
+    common::config_set(&mut conn, "slowlog-log-slower-than", "0");
+    let marker = serde_json::json!({
+        "run_id": format!("{:08x}", std::process::id()),
+        "key_prefix": format!("holprobe:{:08x}:", std::process::id()),
+        "keys": [],
+        "settings": [{"name": "slowlog-log-slower-than", "old": before, "new": "0"}],
+        "started_unix_s": 1, "host": "vm", "pid": 1
+    });
+    common::plant_sealed_marker(&mut conn, &marker, &[]);
+    let copy: String = redis::cmd("GET")
+        .arg(format!("{}marker", marker["key_prefix"].as_str().unwrap()))
+        .query(&mut conn)
+        .unwrap();
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = probe_cmd()
+        .env("XDG_STATE_HOME", elsewhere.path())
+        .args(["clean", "--url", &server.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("its seal is not of this machine's key")
+            && text.contains("kept its marker for the machine that sealed it"),
+        "{text}"
+    );
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), "0");
+
+    let text = clean(&server);
+    assert!(
+        text.contains(&format!("restored slowlog-log-slower-than 0 -> {before}")),
+        "{text}"
+    );
+    assert_eq!(config_get(&server, "slowlog-log-slower-than"), before);
+
+    // The owner sets it to 0 themselves; the copy is planted again.
+    common::config_set(&mut conn, "slowlog-log-slower-than", "0");
+    let _: () = redis::cmd("SET")
+        .arg(format!("{}marker", marker["key_prefix"].as_str().unwrap()))
+        .arg(&copy)
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg("holprobe:markers")
+        .arg(format!("{}marker", marker["key_prefix"].as_str().unwrap()))
+        .query(&mut conn)
+        .unwrap();
+    let text = clean(&server);
+    assert!(
+        text.contains("ended or was undone before: a copy of an old marker"),
+        "{text}"
+    );
+    assert_eq!(
+        config_get(&server, "slowlog-log-slower-than"),
+        "0",
         "{text}"
     );
 }

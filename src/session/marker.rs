@@ -92,14 +92,20 @@ impl RunMarker {
         serde_json::to_string(&bare).expect("a marker encodes as JSON")
     }
 
-    /// Seals the marker with this machine's key; why not where there is no key.
+    /// Seals the marker with this machine's key, and records its run here as not ended; why
+    /// not where there is no key or no record.
     pub fn seal(&mut self) -> Result<(), String> {
+        super::seal::record_run(&self.run_id)?;
         self.seal = Some(super::seal::seal(&self.unsealed_json())?);
         Ok(())
     }
 
-    /// Whether this machine sealed the marker.
+    /// Whether this machine sealed the marker and its run has not ended (nor been undone).
     pub fn sealed_here(&self) -> bool {
+        self.sealed_by_this_machine() && super::seal::run_recorded(&self.run_id)
+    }
+
+    fn sealed_by_this_machine(&self) -> bool {
         self.seal
             .as_deref()
             .is_some_and(|seal| super::seal::verify(&self.unsealed_json(), seal))
@@ -131,6 +137,7 @@ impl From<&Changed> for MarkedSetting {
 /// the renewal (the lease then lapses by itself) but leaves the marker: only [`Self::remove`]
 /// removes it, once the run has undone what the marker says.
 pub struct MarkerGuard {
+    run_id: String,
     conn: ConnInfo,
     marker: String,
     lease: String,
@@ -193,6 +200,7 @@ impl MarkerGuard {
                 .context("starting the marker's lease thread")?
         };
         Ok(MarkerGuard {
+            run_id: marker.run_id.clone(),
             conn: conn.clone(),
             marker: marker_key,
             lease,
@@ -225,7 +233,10 @@ impl MarkerGuard {
         self.on_marker_slot(|control| {
             srem.query::<redis::Value>(control)?;
             Ok(())
-        })
+        })?;
+        // The run has undone everything: a copy of its marker is not acted on.
+        super::seal::forget_run(&self.run_id);
+        Ok(())
     }
 
     /// Runs `step` on the server that holds the marker's slot, following it there: a cluster
@@ -628,6 +639,7 @@ fn reclaim(
     // Only a marker this machine sealed has its settings put back: anyone who may write under
     // the namespace could have planted one whose "old" values are the owner's loss.
     let sealed = marker.sealed_here();
+    let mut keep_marker = false;
     // In reverse order, as the run itself restores them.
     for setting in marker.settings.iter().rev() {
         let pairs: Vec<String> = redis::cmd("CONFIG")
@@ -660,6 +672,10 @@ fn reclaim(
                 shown(&setting.old)
             ));
         } else if !sealed {
+            // Kept for the machine that sealed it, unless this one did (a copy of a marker whose
+            // run ended here has no one to wait for): deleted, its settings would be lost to
+            // that machine too (hostile review of stop 40, F3).
+            keep_marker |= !marker.sealed_by_this_machine();
             said.push(format!(
                 "left {} at {} (the marker says the run set it from {}, but this machine did not seal the marker ({}), so it is not acted on: `CONFIG SET {} {}` puts it back if that run set it)",
                 setting.name,
@@ -697,6 +713,21 @@ fn reclaim(
         marker.keys.len(),
         marker.key_prefix
     ));
+    if keep_marker {
+        said.push(format!(
+            "kept its marker for the machine that sealed it (`probe clean` there puts them back; if no run of the tool set them: DEL {key}, SREM {registry} {key})"
+        ));
+        return Ok(Found::Reclaimed {
+            run_id: marker.run_id.clone(),
+            line: format!(
+                "run {} (pid {} on {}) ended without cleaning up: {}",
+                marker.run_id,
+                marker.pid,
+                marker.host,
+                said.join(", ")
+            ),
+        });
+    }
     redis::pipe()
         .atomic()
         .cmd("DEL")
@@ -708,6 +739,10 @@ fn reclaim(
         .ignore()
         .query::<()>(control)
         .with_context(|| format!("removing the marker {key}"))?;
+    // Undone: a copy of the marker planted again is not acted on.
+    if sealed {
+        super::seal::forget_run(&marker.run_id);
+    }
     Ok(Found::Reclaimed {
         run_id: marker.run_id.clone(),
         line: format!(
@@ -722,6 +757,12 @@ fn reclaim(
 
 /// Why this machine's seal is not on `marker`, in a few words.
 fn unsealed_why(marker: &RunMarker) -> String {
+    if marker.sealed_by_this_machine() {
+        return format!(
+            "this machine sealed it, but its run {} ended or was undone before: a copy of an old marker",
+            marker.run_id
+        );
+    }
     match (&marker.seal, super::seal::key_path()) {
         (None, _) => format!("it carries no seal; written on {}", marker.host),
         (Some(_), Some(path)) => format!(
@@ -955,9 +996,11 @@ mod tests {
             &["holprobe:0badf00d:w:1"],
             &[("notify-keyspace-events", "AK", "AKE")],
         );
-        if marker.seal().is_err() {
+        if super::super::seal::key_path().is_none() {
             return; // no HOME to keep a key in: nothing is sealed (said by the run)
         }
+        marker.run_id = format!("{:08x}", rand::random::<u32>());
+        marker.seal().expect("a seal where there is a HOME");
         assert!(marker.sealed_here());
         let text = serde_json::to_string(&marker).unwrap();
         let read: RunMarker = serde_json::from_str(&text).unwrap();
@@ -965,8 +1008,11 @@ mod tests {
         let mut changed = read.clone();
         changed.settings[0].old = "".into();
         assert!(!changed.sealed_here());
-        let mut other = read;
+        let mut other = read.clone();
         other.seal = Some("00".repeat(32));
         assert!(!other.sealed_here());
+        // Once its run is over (or undone), the same sealed marker is a copy: not acted on.
+        super::super::seal::forget_run(&read.run_id);
+        assert!(!read.sealed_here());
     }
 }

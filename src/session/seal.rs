@@ -94,6 +94,40 @@ fn load_or_make() -> Result<hmac::Key> {
     read(&path)?.ok_or_else(|| anyhow!("{} vanished as it was made", path.display()))
 }
 
+/// The record of a run sealed here and not yet ended: `runs/<run id>` beside the key. A seal
+/// alone said only that this machine wrote the marker, not that its run is still to be undone: a
+/// copy of a sealed marker, taken while its run went and planted again after the run had
+/// cleaned up, had the owner's later settings "restored" (hostile review of stop 40, F1). So a
+/// marker's settings are restored only while its run's record is here; the run removes it when
+/// it has undone everything itself, and a reclaim when it has undone the run's settings (a seal
+/// is good once).
+fn run_record(run_id: &str) -> Option<PathBuf> {
+    let valid = run_id.len() == 8 && run_id.bytes().all(|b| b.is_ascii_hexdigit());
+    let dir = key_path()?.parent()?.join("runs");
+    valid.then(|| dir.join(run_id))
+}
+
+/// Records that run `run_id` was sealed here and has not ended; why not where it cannot be.
+pub fn record_run(run_id: &str) -> Result<(), String> {
+    let path = run_record(run_id).ok_or("no place for the record of the run")?;
+    let dir = path.parent().expect("a record has a directory");
+    fs::create_dir_all(dir)
+        .and_then(|()| fs::write(&path, b""))
+        .map_err(|err| format!("writing {} ({err})", path.display()))
+}
+
+/// Whether run `run_id` was sealed here and has not ended.
+pub fn run_recorded(run_id: &str) -> bool {
+    run_record(run_id).is_some_and(|path| path.is_file())
+}
+
+/// Forgets run `run_id`: it ended, or a reclaim undid it.
+pub fn forget_run(run_id: &str) {
+    if let Some(path) = run_record(run_id) {
+        let _ = fs::remove_file(path);
+    }
+}
+
 /// The seal of `text` with this machine's key, as hex; why none where the key cannot be had.
 pub fn seal(text: &str) -> Result<String, String> {
     let tag = hmac::sign(key()?, text.as_bytes());
@@ -121,16 +155,34 @@ mod tests {
 
     #[test]
     fn a_seal_verifies_its_own_text_only() {
-        let Ok(sealed) = seal("a marker") else {
+        if key_path().is_none() {
             // No HOME: nothing is sealed, and nothing verifies.
+            assert!(seal("a marker").is_err());
             assert!(!verify("a marker", "00"));
             return;
-        };
+        }
+        let sealed = seal("a marker").expect("a seal where there is a HOME");
         assert_eq!(sealed.len(), 64);
         assert!(verify("a marker", &sealed));
         assert!(!verify("a marker!", &sealed));
         assert!(!verify("a marker", &sealed[..62]));
         assert!(!verify("a marker", "zz"));
         assert!(!verify("a marker", "é"));
+    }
+
+    #[test]
+    fn a_run_is_recorded_until_forgotten() {
+        if key_path().is_none() {
+            return;
+        }
+        let id = format!("{:08x}", rand::random::<u32>());
+        assert!(!run_recorded(&id));
+        record_run(&id).unwrap();
+        assert!(run_recorded(&id));
+        forget_run(&id);
+        assert!(!run_recorded(&id));
+        // Only a run id names a record: nothing outside the directory.
+        assert!(record_run("../../x").is_err());
+        assert!(!run_recorded("../../x"));
     }
 }
