@@ -722,3 +722,41 @@ fn a_set_larger_than_the_kept_query_buffer_is_measured_fresh_unless_asked() {
     );
     drop(idle);
 }
+
+/// Where the server does not say what buffer it keeps (a user refused `CLIENT`, so no `CLIENT
+/// INFO`), the writer still opens a new connection before a SET larger than the largest value
+/// it sent on its connection: counted by the server's connections received, two more by
+/// default than with `--same-connection` for sizes 2M,4M,8M (the hostile review counted 20 and
+/// 20: every SET went out on the old connection, unsaid).
+#[test]
+fn without_client_info_a_larger_set_still_goes_out_on_a_new_connection() {
+    let _turn = beside_others();
+    let server = TestServer::start(&[]);
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", "noclient", "on", ">pw", "~*", "&*", "+@all", "-client",
+        ])
+        .exec(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://noclient:pw@127.0.0.1:{}", server.port());
+    let received = || -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut server.conn())
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("total_connections_received")
+    };
+    let connections = |extra: &[&str]| -> u64 {
+        let from = received();
+        let exited = run_to_end(probe_writes(&url, "2M,4M,8M").args(extra));
+        assert_eq!(exited.code, Some(0), "{}", exited.stderr);
+        // This test's own INFO connection is one of them.
+        received() - from - 1
+    };
+    let kept = connections(&["--same-connection"]);
+    let fresh = connections(&[]);
+    assert_eq!(fresh, kept + 2, "default {fresh}, --same-connection {kept}");
+}

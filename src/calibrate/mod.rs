@@ -105,8 +105,8 @@ pub fn choose_method(conn: &ConnInfo, forced: Option<StallMethod>) -> Result<Met
     // server takes its DEBUG SLEEP 0 and loop calibration for another client's (a name without
     // an id is taken for any run's own: the hostile trial of stop 39).
     let name = format!("{CALIBRATE_CLIENT_NAME}-{:08x}", rand::random::<u32>());
-    let mut raw = RawConn::connect_named(conn, &name)
-        .context("opening the calibration connection")?;
+    let mut raw =
+        RawConn::connect_named(conn, &name).context("opening the calibration connection")?;
     let debug = match raw.command(&[b"DEBUG", b"SLEEP", b"0"])? {
         Reply::Status(_) => Ok(()),
         Reply::Error(text) => Err(text),

@@ -239,6 +239,7 @@ pub fn spawn_writer(
         last_cpu: None,
         unmade: std::collections::HashSet::new(),
         client_info: true,
+        largest_sent: 0,
     };
     std::thread::Builder::new()
         .name("writer".into())
@@ -295,6 +296,11 @@ struct Writer {
     /// The server answers `CLIENT INFO` on the writer's connection (false once it refused it:
     /// not asked again, so that a user denied CLIENT gets one ACL LOG entry, not one a write).
     client_info: bool,
+    /// The largest value the writer sent whole on its current connection, bytes: what the
+    /// server may keep a query buffer of, where `CLIENT INFO` does not say (refused to the
+    /// user, or Redis before 6.2; the hostile review found such runs reusing the connection
+    /// for every SET, unsaid).
+    largest_sent: u64,
 }
 
 /// The free room of a connection's query buffer, bytes, from which it is one the server kept
@@ -365,6 +371,7 @@ impl Writer {
                     Ok(mut conn) => {
                         conn.set_limits(reply_limits(&self.plan));
                         self.conn = conn;
+                        self.largest_sent = 0;
                     }
                     Err(err) => {
                         self.fail(crate::error::one_line(&err));
@@ -456,14 +463,22 @@ impl Writer {
         };
         // Unless the run keeps one connection: a new one, whose buffer is a fresh client's, so
         // that the SET is measured as a fresh one (the old buffer goes with the old connection,
-        // freed by the server here, before the window).
+        // freed by the server here, before the window). Where the server does not say what it
+        // keeps, the largest value sent on the connection stands for it (it may have been
+        // trimmed since: a new connection then costs nothing but itself).
+        let sent_whole = grows && step.op != WriteOp::Build;
+        let kept = qbuf_free.or(sent_whole.then_some(self.largest_sent));
         if !self.plan.same_connection
-            && qbuf_free.is_some_and(|free| grows_kept_buffer(free, step.size_bytes))
+            && kept.is_some_and(|free| grows_kept_buffer(free, step.size_bytes))
             && let Ok(mut fresh) = writer_conn(&self.conn_info, &self.checks.client_name)
         {
             fresh.set_limits(reply_limits(&self.plan));
             self.conn = fresh;
+            self.largest_sent = 0;
             qbuf_free = self.query_buffer_free();
+        }
+        if sent_whole {
+            self.largest_sent = self.largest_sent.max(step.size_bytes);
         }
         let before = self.view.before(&mut self.conn);
         // Which thread frees the value: the server's lazyfree counters around the op, read

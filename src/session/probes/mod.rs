@@ -69,10 +69,10 @@ use collector::{Collector, Correlation, Meta, NodeState, run_json};
 use joins::Joiner;
 use namer::Namer;
 pub use nodes::{Probed, ProbedNode};
-pub use report::{KEEP_STALLS, Notice, RunReport};
-pub(crate) use report::{cpu_wait_note, late_probe_note, observe_cpu_wait_note, query_buffer_note};
 #[cfg(test)]
 pub(crate) use report::cpu_wait_in_stalls_ms;
+pub use report::{KEEP_STALLS, Notice, RunReport};
+pub(crate) use report::{cpu_wait_note, late_probe_note, observe_cpu_wait_note, query_buffer_note};
 use report::{open_at_stop_note, timed_out_note};
 use sinks::{MetricsSink, ProbeFiles, ProbeFinding, ProbeSinks, ProbeTerminal};
 use threads::Threads;

@@ -234,7 +234,7 @@ pub(crate) fn query_buffer_note(writes: &[WriteSummary]) -> Option<String> {
         format!(", the other {} {}", rest_ms.len(), range(&rest_ms))
     };
     Some(format!(
-        "{} of {} SETs came while the server still kept a query buffer of up to {:.1} MiB on the writer's connection from an earlier large value, smaller than the new one, and held others {}{others}: the server grows that buffer for the larger value, and a build whose allocator copies on growing (jemalloc) does it in one block. It keeps such a buffer until its cron trims it, 1-2 s after the value on an idle server and longer with many clients: a client that sends a larger value on the same connection sooner pays for it (writer_qbuf_free_bytes in summary.csv; without --same-connection the writer opens a new connection before such a SET)",
+        "{} of {} SETs came while the server still kept a query buffer of up to {:.1} MiB on the writer's connection from an earlier large value, smaller than the new one, and held others {}{others}: the server grows that buffer for the larger value, and a build whose allocator copies on growing (jemalloc) does it in one block. It keeps such a buffer until its cron trims it, 1-2 s after the value on an idle server and longer with many clients: a client that sends a larger value on the same connection sooner pays for it (writer_qbuf_free_bytes in summary.csv; without --same-connection the writer opens a new connection before such a SET, where the server lets it)",
         grown_ms.len(),
         sets.len(),
         kept as f64 / (1u64 << 20) as f64,
