@@ -185,6 +185,7 @@ impl RunOptions {
             plan,
             key_prefix: key_prefix.to_string(),
             seed,
+            connection_recorded: true,
         })
     }
 }

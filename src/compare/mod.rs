@@ -430,7 +430,11 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
         "--same-connection",
         show(base.same_connection.map(|b| b.to_string())),
         show(cand.same_connection.map(|b| b.to_string())),
-        ": with it a SET larger than the one before may wait for the server to grow the query buffer it kept for that one (a copy in one block on jemalloc builds)",
+        if base.same_connection.is_none() || cand.same_connection.is_none() {
+            ": a run recorded before 2026-12-05 (unknown) sent every SET on one connection, so a SET larger than the one before may have waited for the server to grow the query buffer it kept for that one (a copy in one block on jemalloc builds); later runs open a new connection first unless --same-connection"
+        } else {
+            ": with it a SET larger than the one before may wait for the server to grow the query buffer it kept for that one (a copy in one block on jemalloc builds)"
+        },
     );
     differ(
         "repeats",

@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::analyze::correlate::Analysis;
 use crate::analyze::findings::WriteSummary;
 use crate::error::UsageError;
-use crate::measure::writer::WriterPlan;
+use crate::measure::writer::RecordedWriter;
 use crate::output::export::{
     CALIBRATION_JSON, Mode, RUN_JSON, RunJson, SUMMARY_CSV, ToolInfo, WRITES_CSV, columns,
 };
@@ -579,7 +579,7 @@ fn describe_json_error(err: serde_path_to_error::Error<serde_json::Error>) -> St
 
 impl RunMeta {
     /// What the compare needs of a run with writes.
-    fn of(dir: &Path, run: &RunJson, writer: &WriterPlan) -> RunMeta {
+    fn of(dir: &Path, run: &RunJson, writer: &RecordedWriter) -> RunMeta {
         let options = &run.options;
         RunMeta {
             dir: dir.to_path_buf(),
@@ -602,7 +602,7 @@ impl RunMeta {
             gap_ms: Some(writer.gap.as_secs_f64() * 1e3),
             overwrite: Some(writer.overwrite),
             keep: Some(writer.keep),
-            same_connection: Some(writer.same_connection),
+            same_connection: writer.connection_recorded.then_some(writer.same_connection),
             planned_sizes_bytes: writer.sizes.clone(),
             planned_values: writer
                 .elements

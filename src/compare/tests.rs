@@ -433,3 +433,21 @@ fn hosts_of_one_name_are_told_apart_by_cpu_and_kernel() {
     unrecorded.meta.cpu_model = None;
     assert!(!warned(&unrecorded).contains("different hosts"));
 }
+
+/// A run recorded before run.json said `same_connection` sent every SET on one connection:
+/// against a later run the compare says so, rather than read it as `false` (the hostile
+/// review's old baseline showed a large "improvement" with no warning).
+#[test]
+fn a_run_from_before_same_connection_is_said_to_have_reused_its_connection() {
+    let mut old = meta("old");
+    old.same_connection = None;
+    let new = meta("new");
+    let warnings = option_warnings(&old, &new);
+    assert!(
+        warnings.iter().any(|w| w.contains(
+            "the runs differ in --same-connection (baseline unknown, candidate false): a run recorded before 2026-12-05"
+        )),
+        "{warnings:?}"
+    );
+    assert!(option_warnings(&new, &meta("other")).is_empty());
+}

@@ -75,6 +75,7 @@ impl LoadOptions {
                 plan,
                 key_prefix: key_prefix.to_string(),
                 seed: o.seed,
+                connection_recorded: true,
             }),
             stall_threshold_us: o.stall_threshold_us,
             timeout_us: o.timeout_us,

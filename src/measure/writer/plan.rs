@@ -105,6 +105,10 @@ pub struct RecordedWriter {
     pub key_prefix: String,
     /// Seed of the value bytes (recorded as `random_state`).
     pub seed: u64,
+    /// Whether run.json says `same_connection` (every run since 2026-12-05 does). A run from
+    /// before does not, and its writer sent every SET on one connection whatever it was told,
+    /// so a SET after a smaller one may have met the query buffer the server kept.
+    pub connection_recorded: bool,
 }
 
 /// A collection run records its element size and batch even at their defaults (they decide
@@ -121,6 +125,9 @@ impl Serialize for RecordedWriter {
             batch_elements: Option<u64>,
             key_prefix: &'a str,
             random_state: u64,
+            /// Written by the plan where true; here where false: always once.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            same_connection: Option<bool>,
         }
         let collection = !self.plan.is_string();
         // Only where the plan's own field is left out (at its default): never twice.
@@ -132,6 +139,7 @@ impl Serialize for RecordedWriter {
                 .then_some(self.plan.batch_elements),
             key_prefix: &self.key_prefix,
             random_state: self.seed,
+            same_connection: (!self.plan.same_connection).then_some(false),
         }
         .serialize(serializer)
     }
@@ -161,7 +169,7 @@ struct RecordedWriterFields {
     #[serde(default)]
     ops: Vec<WriteOp>,
     #[serde(default)]
-    same_connection: bool,
+    same_connection: Option<bool>,
     #[serde(default)]
     key_prefix: String,
     /// `random_state`; runs recorded before the rename say `seed`.
@@ -184,10 +192,11 @@ impl From<RecordedWriterFields> for RecordedWriter {
                 element_bytes: fields.element_bytes,
                 batch_elements: fields.batch_elements,
                 ops: fields.ops,
-                same_connection: fields.same_connection,
+                same_connection: fields.same_connection.unwrap_or(false),
             },
             key_prefix: fields.key_prefix,
             seed: fields.random_state,
+            connection_recorded: fields.same_connection.is_some(),
         }
     }
 }
@@ -745,6 +754,7 @@ mod tests {
             plan: collection,
             key_prefix: "p:".into(),
             seed: 1,
+            connection_recorded: true,
         })
         .unwrap();
         let read: RecordedWriter = serde_json::from_str(&json).unwrap();
@@ -754,13 +764,21 @@ mod tests {
             plan,
             key_prefix: "holprobe:feedf00d:".into(),
             seed: 99,
+            connection_recorded: true,
         };
         let json = serde_json::to_string(&recorded).unwrap();
         let read: RecordedWriter = serde_json::from_str(&json).unwrap();
         assert_eq!(serde_json::to_string(&read).unwrap(), json);
         assert!(
-            json.ends_with(r#""key_prefix":"holprobe:feedf00d:","random_state":99}"#),
+            json.ends_with(
+                r#""key_prefix":"holprobe:feedf00d:","random_state":99,"same_connection":false}"#
+            ),
             "{json}"
         );
+        assert!(read.connection_recorded);
+        // A run from before the field: its writer kept one connection, whatever it said.
+        let older = json.replace(r#","same_connection":false"#, "");
+        let read: RecordedWriter = serde_json::from_str(&older).unwrap();
+        assert!(!read.connection_recorded && !read.same_connection);
     }
 }
