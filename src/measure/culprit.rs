@@ -95,6 +95,9 @@ pub struct ServerLogPoll {
 /// poller then stays quiet instead of failing the run.
 pub struct ServerLogPoller {
     conn_info: ConnInfo,
+    /// The name its connections give themselves ([`POLLER_CLIENT_NAME`], or a run's
+    /// [`Self::named`]).
+    name: String,
     conn: Option<RawConn>,
     /// When the last poll failed: no new connection before `--timeout` has passed since (a
     /// frozen server accepts the connection and answers nothing: each attempt waited the
@@ -138,10 +141,22 @@ impl ServerLogPoller {
         Self::connect_reading(conn_info, false)
     }
 
+    /// Names its connection `name` (a run's: [`run_client_name`]), now and after a reconnect,
+    /// so that another run on the same server takes its SLOWLOG pages and CONFIG RESETSTAT for
+    /// another client's (the bare name is taken for any run's own).
+    pub fn named(mut self, name: &str) -> ServerLogPoller {
+        if let Some(conn) = self.conn.as_mut() {
+            let _ = conn.command(&[b"CLIENT", b"SETNAME", name.as_bytes()]);
+        }
+        self.name = name.to_string();
+        self
+    }
+
     fn connect_reading(conn_info: &ConnInfo, command_log: bool) -> Result<ServerLogPoller> {
-        let mut conn = open_conn(conn_info)?;
+        let mut conn = open_conn(conn_info, POLLER_CLIENT_NAME)?;
         let mut poller = ServerLogPoller {
             conn_info: conn_info.clone(),
+            name: POLLER_CLIENT_NAME.to_string(),
             conn: None,
             failed_at: None,
             source: None,
@@ -238,7 +253,7 @@ impl ServerLogPoller {
                         crate::measure::target::format_limit(limit)
                     );
                 }
-                let opened = open_conn(&self.conn_info);
+                let opened = open_conn(&self.conn_info, &self.name);
                 self.failed_at = None;
                 opened?
             }
@@ -439,8 +454,8 @@ impl ServerLogPoller {
 }
 
 /// The poller's own connection, named for `CLIENT LIST` (a server without CLIENT is fine).
-fn open_conn(conn_info: &ConnInfo) -> Result<RawConn> {
-    RawConn::connect_named(conn_info, POLLER_CLIENT_NAME)
+fn open_conn(conn_info: &ConnInfo, name: &str) -> Result<RawConn> {
+    RawConn::connect_named(conn_info, name)
         .with_context(|| format!("connecting the server-log poller to {conn_info}"))
 }
 

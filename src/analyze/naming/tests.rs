@@ -103,6 +103,10 @@ fn a_stall_named_by_another_client_s_command_is_told_from_the_run_s() {
     assert!(is_the_runs(&config("holprobe-writer-0000ab12"), run));
     assert!(!is_the_runs(&config("holprobe-writer-feedf00d"), run));
     assert!(!is_the_runs(&config("holprobe-calibrate-feedf00d"), run));
+    // The server-log poller's: a run names it with its id (its SLOWLOG pages and CONFIG
+    // RESETSTAT); a bare name (an older version's) is taken for the run's, as before.
+    assert!(is_the_runs(&config("holprobe-culprit-0000ab12"), run));
+    assert!(!is_the_runs(&config("holprobe-culprit-feedf00d"), run));
     assert!(is_the_runs(&config("holprobe-culprit"), run));
     assert!(!is_the_runs(&config("myapp-writer-0000ab12"), run));
 }

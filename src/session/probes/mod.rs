@@ -308,6 +308,10 @@ pub fn measure_nodes(
                 } else {
                     poller
                 };
+                let poller = poller.named(&crate::measure::culprit::run_client_name(
+                    crate::measure::culprit::POLLER_CLIENT_NAME,
+                    &run_base,
+                ));
                 poller.hearing_removed_keys(clock)
             })
             .and_then(|poller| {
