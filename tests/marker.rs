@@ -529,3 +529,34 @@ fn a_sealed_marker_is_undone_by_its_machine_only_and_only_once() {
         "{text}"
     );
 }
+
+/// A marker sealed here but written on another server process (a copy planted on a second
+/// server, the slot's new master after a failover, a restart since: CONFIG SET outlives none of
+/// them) has no settings to put back on this one: said, not acted on.
+#[test]
+fn a_sealed_marker_of_another_server_process_is_not_acted_on() {
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    let before = config_get(&server, "slowlog-log-slower-than");
+    common::config_set(&mut conn, "slowlog-log-slower-than", "0");
+    let id = format!("{:08x}", std::process::id() ^ 0x5a5a_5a5a);
+    let marker = serde_json::json!({
+        "run_id": id,
+        "key_prefix": format!("holprobe:{id}:"),
+        "keys": [],
+        "settings": [{"name": "slowlog-log-slower-than", "old": before, "new": "0"}],
+        "started_unix_s": 1, "host": "vm", "pid": 1,
+        "server_run_id": "0123456789abcdef0123456789abcdef01234567"
+    });
+    common::plant_sealed_marker(&mut conn, &marker, &[]);
+    let text = clean(&server);
+    assert!(
+        text.contains("it was written on another server process"),
+        "{text}"
+    );
+    assert_eq!(
+        config_get(&server, "slowlog-log-slower-than"),
+        "0",
+        "{text}"
+    );
+}

@@ -82,6 +82,12 @@ pub struct RunMarker {
     /// settings then said, not restored): add one with care.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seal: Option<String>,
+    /// The server's `run_id` (INFO server) when the marker was written: the settings it names
+    /// are that server process's (CONFIG SET is neither replicated nor kept over a restart),
+    /// so a marker read on another server (a copy, or the slot's new master after a failover)
+    /// or after a restart has none of its settings to put back there. Sealed with the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_run_id: Option<String>,
 }
 
 impl RunMarker {
@@ -638,7 +644,13 @@ fn reclaim(
     let mut said = Vec::new();
     // Only a marker this machine sealed has its settings put back: anyone who may write under
     // the namespace could have planted one whose "old" values are the owner's loss.
-    let sealed = marker.sealed_here();
+    // And only on the server process it was written on (a copy elsewhere, a restart since).
+    let here = server_run_id(control);
+    let other_server = marker
+        .server_run_id
+        .as_ref()
+        .is_some_and(|written| here.as_ref().is_some_and(|here| here != written));
+    let sealed = marker.sealed_here() && !other_server;
     let mut keep_marker = false;
     // In reverse order, as the run itself restores them.
     for setting in marker.settings.iter().rev() {
@@ -677,11 +689,15 @@ fn reclaim(
             // that machine too (hostile review of stop 40, F3).
             keep_marker |= !marker.sealed_by_this_machine();
             said.push(format!(
-                "left {} at {} (the marker says the run set it from {}, but this machine did not seal the marker ({}), so it is not acted on: `CONFIG SET {} {}` puts it back if that run set it)",
+                "left {} at {} (the marker says the run set it from {}, but {}, so it is not acted on: `CONFIG SET {} {}` puts it back if that run set it)",
                 setting.name,
                 shown(current),
                 shown(&setting.old),
-                unsealed_why(marker),
+                if other_server && marker.sealed_here() {
+                    "it was written on another server process (run_id differs: a copy, a failover or a restart since, which CONFIG SET does not outlive)".to_string()
+                } else {
+                    format!("this machine did not seal the marker ({})", unsealed_why(marker))
+                },
                 setting.name,
                 if setting.old.is_empty() { "\"\"".to_string() } else { setting.old.clone() }
             ));
@@ -753,6 +769,15 @@ fn reclaim(
             said.join(", ")
         ),
     })
+}
+
+/// The server's `run_id` (INFO server), where it says.
+pub fn server_run_id(control: &mut redis::Connection) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg("server").query(control).ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty())
 }
 
 /// Why this machine's seal is not on `marker`, in a few words.
@@ -828,6 +853,7 @@ mod tests {
             host: "vm".into(),
             pid: 1,
             seal: None,
+            server_run_id: None,
         }
     }
 
@@ -980,6 +1006,7 @@ mod tests {
             host: "h".into(),
             pid: 7,
             seal: None,
+            server_run_id: None,
         };
         let text = serde_json::to_string(&marker).unwrap();
         assert!(!text.contains("seal"), "{text}");

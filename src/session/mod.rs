@@ -213,6 +213,11 @@ impl RunScope {
                 host: sysinfo::System::host_name().unwrap_or_else(|_| "an unknown host".into()),
                 pid: std::process::id(),
                 seal: None,
+                server_run_id: target
+                    .conn
+                    .redis_connection()
+                    .ok()
+                    .and_then(|mut control| marker::server_run_id(&mut control)),
             };
             if let Err(why) = marker.seal()
                 && !planned.is_empty()

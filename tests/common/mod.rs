@@ -117,6 +117,10 @@ pub fn plant_sealed_marker(
 ) {
     let mut sealed: holprobe::session::marker::RunMarker =
         serde_json::from_value(marker.clone()).expect("a run marker");
+    // Written on this server, as a run's is, unless the test says otherwise.
+    if marker.get("server_run_id").is_none() {
+        sealed.server_run_id = holprobe::session::marker::server_run_id(conn);
+    }
     sealed.seal().expect("this machine's key");
     plant_marker(conn, &serde_json::to_value(&sealed).unwrap(), keys);
 }
