@@ -228,8 +228,13 @@ impl RunScope {
                 Ok(written) => guard = Some(written),
                 // A replica takes no key: the run writes none there either, and changes no
                 // setting, so there is nothing to leave a way back from.
-                Err(err) if planned.is_empty() && format!("{err:#}").contains("READONLY") => {}
-                Err(err) => marker_error = Some(err),
+                Err(err) if planned.is_empty() && format!("{err:#}").contains("READONLY") => {
+                    seal::forget_run(run_id);
+                }
+                Err(err) => {
+                    seal::forget_run(run_id);
+                    marker_error = Some(err);
+                }
             }
         });
         warnings.append(&mut tuning.notes);
