@@ -508,16 +508,7 @@ fn a_sealed_marker_is_undone_by_its_machine_only_and_only_once() {
 
     // The owner sets it to 0 themselves; the copy is planted again.
     common::config_set(&mut conn, "slowlog-log-slower-than", "0");
-    let _: () = redis::cmd("SET")
-        .arg(format!("{}marker", marker["key_prefix"].as_str().unwrap()))
-        .arg(&copy)
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("SADD")
-        .arg("holprobe:markers")
-        .arg(format!("{}marker", marker["key_prefix"].as_str().unwrap()))
-        .query(&mut conn)
-        .unwrap();
+    common::plant_marker(&mut conn, &serde_json::from_str(&copy).unwrap(), &[]);
     let text = clean(&server);
     assert!(
         text.contains("ended or was undone before: a copy of an old marker"),

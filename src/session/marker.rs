@@ -650,7 +650,21 @@ fn reclaim(
         .server_run_id
         .as_ref()
         .is_some_and(|written| here.as_ref().is_some_and(|here| here != written));
-    let sealed = marker.sealed_here() && !other_server;
+    let sealed_here = marker.sealed_here();
+    let sealed = sealed_here && !other_server;
+    // Read once: each is a seal check (and a file's look).
+    let why_unsealed = if other_server && sealed_here {
+        "it was written on another server process (run_id differs: a copy, a failover or a restart since, which CONFIG SET does not outlive)".to_string()
+    } else {
+        format!(
+            "this machine did not seal the marker ({})",
+            unsealed_why(marker)
+        )
+    };
+    // Kept for the machine that sealed it where settings are left for it, unless this one did
+    // (a copy of a marker whose run ended here has no one to wait for): deleted, its settings
+    // would be lost to that machine too (hostile review of stop 40, F3).
+    let another_machines = !marker.sealed_by_this_machine();
     let mut keep_marker = false;
     // In reverse order, as the run itself restores them.
     for setting in marker.settings.iter().rev() {
@@ -684,20 +698,13 @@ fn reclaim(
                 shown(&setting.old)
             ));
         } else if !sealed {
-            // Kept for the machine that sealed it, unless this one did (a copy of a marker whose
-            // run ended here has no one to wait for): deleted, its settings would be lost to
-            // that machine too (hostile review of stop 40, F3).
-            keep_marker |= !marker.sealed_by_this_machine();
+            keep_marker |= another_machines;
             said.push(format!(
                 "left {} at {} (the marker says the run set it from {}, but {}, so it is not acted on: `CONFIG SET {} {}` puts it back if that run set it)",
                 setting.name,
                 shown(current),
                 shown(&setting.old),
-                if other_server && marker.sealed_here() {
-                    "it was written on another server process (run_id differs: a copy, a failover or a restart since, which CONFIG SET does not outlive)".to_string()
-                } else {
-                    format!("this machine did not seal the marker ({})", unsealed_why(marker))
-                },
+                why_unsealed,
                 setting.name,
                 if setting.old.is_empty() { "\"\"".to_string() } else { setting.old.clone() }
             ));
@@ -836,6 +843,14 @@ pub(crate) fn shown(value: &str) -> String {
 mod tests {
     use super::*;
 
+    fn setting(name: &str, old: &str, new: &str) -> MarkedSetting {
+        MarkedSetting {
+            name: name.into(),
+            old: old.into(),
+            new: new.into(),
+        }
+    }
+
     fn marker(prefix: &str, keys: &[&str], settings: &[(&str, &str, &str)]) -> RunMarker {
         RunMarker {
             run_id: "0badf00d".into(),
@@ -843,11 +858,7 @@ mod tests {
             keys: keys.iter().map(|k| k.to_string()).collect(),
             settings: settings
                 .iter()
-                .map(|(name, old, new)| MarkedSetting {
-                    name: name.to_string(),
-                    old: old.to_string(),
-                    new: new.to_string(),
-                })
+                .map(|&(name, old, new)| setting(name, old, new))
                 .collect(),
             started_unix_s: 0,
             host: "vm".into(),
@@ -888,12 +899,7 @@ mod tests {
             ("slowlog-log-slower-than", "10000", "0"),
             ("latency-monitor-threshold", "0", "1"),
         ] {
-            let setting = MarkedSetting {
-                name: name.into(),
-                old: old.into(),
-                new: new.into(),
-            };
-            assert_eq!(setting_doubt(&setting), None, "{name}");
+            assert_eq!(setting_doubt(&setting(name, old, new)), None, "{name}");
         }
         // What would be put back must log or notify no more than the marker's new value: a log
         // without end, every command logged, every event published.
@@ -905,12 +911,7 @@ mod tests {
             ("notify-keyspace-events", "KEA", "Exe"),
             ("slowlog-max-len", "128", "1000000"),
         ] {
-            let setting = MarkedSetting {
-                name: name.into(),
-                old: old.into(),
-                new: new.into(),
-            };
-            let doubt = setting_doubt(&setting).unwrap();
+            let doubt = setting_doubt(&setting(name, old, new)).unwrap();
             assert!(doubt.starts_with(&format!("no run sets {name}")), "{doubt}");
         }
         for (key, bad, why) in [

@@ -456,7 +456,8 @@ impl Writer {
         }
         // A string sent whole as one argument: the query buffer the server kept on this
         // connection from an earlier large value, which it grows for a larger one.
-        let mut qbuf_free = if grows && step.op != WriteOp::Build {
+        let sent_whole = grows && step.op != WriteOp::Build;
+        let mut qbuf_free = if sent_whole {
             self.query_buffer_free()
         } else {
             None
@@ -466,7 +467,6 @@ impl Writer {
         // freed by the server here, before the window). Where the server does not say what it
         // keeps, the largest value sent on the connection stands for it (it may have been
         // trimmed since: a new connection then costs nothing but itself).
-        let sent_whole = grows && step.op != WriteOp::Build;
         let kept = qbuf_free.or(sent_whole.then_some(self.largest_sent));
         if !self.plan.same_connection
             && kept.is_some_and(|free| grows_kept_buffer(free, step.size_bytes))

@@ -68,8 +68,8 @@ pub(super) struct NodeState {
     pub(super) analysis: Analysis,
     pub(super) stalls_found: u64,
     pub(super) stall_ms_total: f64,
-    /// Every stall found, (start, end) on the run clock, µs: the run's CPU wait inside them
-    /// ([`super::report::cpu_wait_in_stalls_ms`]). 16 bytes a stall, kept whole.
+    /// The stalls found since the instrument last took them, (start, end) on the run clock,
+    /// µs: an observe run's CPU wait inside them ([`super::cpu_wait`]).
     pub(super) stall_spans: Vec<(u64, u64)>,
     pub(super) hiccups_found: u64,
     /// Its probe threads whose server is away.

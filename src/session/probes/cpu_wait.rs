@@ -20,19 +20,26 @@ const SETTLED_AFTER_US: u64 = 10 * 60 * 1_000_000;
 /// at one per 50 ms settle, so that summing is rare.
 const FOLD_AT: usize = 24_000;
 
-/// The readings and what the forgotten ones summed to.
+/// The readings, the stalls' spans not yet forgotten, and what the forgotten ones summed to.
 #[derive(Debug, Default)]
 pub(super) struct StallCpuWait {
     /// (run clock µs, cumulative wait ns), oldest first.
     samples: Vec<(u64, u64)>,
+    /// The stalls found, (start, end) on the run clock, µs, each once, in the order found.
+    spans: Vec<(u64, u64)>,
     /// The wait inside stalls over the intervals already summed, ms.
     folded_ms: f64,
 }
 
 impl StallCpuWait {
+    /// Takes the stalls found since the last call.
+    pub(super) fn add_stalls(&mut self, spans: impl IntoIterator<Item = (u64, u64)>) {
+        self.spans.extend(spans);
+    }
+
     /// Adds a reading; once many are kept, sums the intervals older than [`SETTLED_AFTER_US`]
-    /// and forgets them, with the stall spans (`spans`) that end before what is kept.
-    pub(super) fn add(&mut self, reading: (u64, u64), spans: &mut Vec<(u64, u64)>) {
+    /// and forgets them, with the stall spans that end before what is kept.
+    pub(super) fn add(&mut self, reading: (u64, u64)) {
         self.samples.push(reading);
         if self.samples.len() < FOLD_AT {
             return;
@@ -44,22 +51,22 @@ impl StallCpuWait {
             return;
         }
         let last = settled - 1;
-        self.folded_ms += cpu_wait_in_stalls_ms(&self.samples[..=last], spans);
+        self.folded_ms += cpu_wait_in_stalls_ms(&self.samples[..=last], &self.spans);
         self.samples.drain(..last);
         // A span that crosses the first reading kept counts in the kept intervals only for its
         // part after it (each interval takes the part of a span inside it).
         let from = self.samples[0].0;
-        spans.retain(|&(_, end)| end > from);
+        self.spans.retain(|&(_, end)| end > from);
     }
 
-    /// The wait inside the stalls `spans` over the whole run, ms.
-    pub(super) fn total_ms(&self, spans: &[(u64, u64)]) -> f64 {
-        self.folded_ms + cpu_wait_in_stalls_ms(&self.samples, spans)
+    /// The wait inside the stalls over the whole run, ms.
+    pub(super) fn total_ms(&self) -> f64 {
+        self.folded_ms + cpu_wait_in_stalls_ms(&self.samples, &self.spans)
     }
 
     #[cfg(test)]
-    fn kept(&self) -> usize {
-        self.samples.len()
+    fn kept(&self) -> (usize, usize) {
+        (self.samples.len(), self.spans.len())
     }
 }
 
@@ -73,7 +80,6 @@ mod tests {
     #[test]
     fn an_unending_watch_keeps_a_bounded_number_of_readings_and_an_exact_bound() {
         let mut wait = StallCpuWait::default();
-        let mut spans = Vec::new();
         let mut all_spans = Vec::new();
         let mut all = Vec::new();
         for i in 0..144_000u64 {
@@ -81,21 +87,21 @@ mod tests {
             if i % 1_200 == 600 {
                 // A stall inside this interval's predecessor, recorded once it ended.
                 let span = (at - 40_000, at - 20_000);
-                spans.push(span);
+                wait.add_stalls([span]);
                 all_spans.push(span);
             }
-            wait.add((at, i * 1_000_000), &mut spans);
+            wait.add((at, i * 1_000_000));
             all.push((at, i * 1_000_000));
-            assert!(wait.kept() <= FOLD_AT, "{}", wait.kept());
+            assert!(wait.kept().0 <= FOLD_AT, "{:?}", wait.kept());
         }
-        assert!(spans.len() < 30, "{} spans kept", spans.len());
+        assert!(wait.kept().1 < 30, "{:?} kept", wait.kept());
         let exact = cpu_wait_in_stalls_ms(&all, &all_spans);
         assert_eq!(all_spans.len(), 120);
         assert!((exact - 120.0).abs() < 1e-9, "{exact}");
         assert!(
-            (wait.total_ms(&spans) - exact).abs() < 1e-6,
+            (wait.total_ms() - exact).abs() < 1e-6,
             "{}",
-            wait.total_ms(&spans)
+            wait.total_ms()
         );
     }
 
@@ -103,25 +109,24 @@ mod tests {
     #[test]
     fn a_stall_across_the_summed_readings_counts_once() {
         let mut wait = StallCpuWait::default();
-        let mut spans = Vec::new();
         let mut all = Vec::new();
         // Every interval waits all its 50 ms; one stall of 30 s sits where the summing cuts.
         let total = FOLD_AT as u64 + 10;
         let cut_at = (total - 1) * 50_000 - SETTLED_AFTER_US;
         let span = (cut_at - 15_000_000, cut_at + 15_000_000);
-        spans.push(span);
+        wait.add_stalls([span]);
         for i in 0..total {
             let reading = (i * 50_000, i * 50_000_000);
-            wait.add(reading, &mut spans);
+            wait.add(reading);
             all.push(reading);
         }
-        assert!(wait.kept() < total as usize, "nothing was summed");
+        assert!(wait.kept().0 < total as usize, "nothing was summed");
         let exact = cpu_wait_in_stalls_ms(&all, &[span]);
         assert!((exact - 30_000.0).abs() < 1e-6, "{exact}");
         assert!(
-            (wait.total_ms(&spans) - exact).abs() < 1e-6,
+            (wait.total_ms() - exact).abs() < 1e-6,
             "{}",
-            wait.total_ms(&spans)
+            wait.total_ms()
         );
     }
 }

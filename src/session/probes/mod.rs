@@ -466,10 +466,9 @@ pub fn measure_nodes(
         observe_cpu_wait: cpu_wait::StallCpuWait::default(),
     };
     if let Some((_, from)) = probes.observe_cpu_from {
-        let spans = &mut probes.state.nodes[0].stall_spans;
         probes
             .observe_cpu_wait
-            .add((run.clock.now_us(), from.wait_ns), spans);
+            .add((run.clock.now_us(), from.wait_ns));
     }
     let limits = Limits {
         deadline_us: options
@@ -539,6 +538,20 @@ struct ProbeInstrument<'a, 'n> {
     observe_cpu_wait: cpu_wait::StallCpuWait,
 }
 
+/// Hands the stalls found since the last call to an observe run's reading of its server's CPU
+/// wait (the first node's: the server whose main thread is read), and forgets the rest: kept,
+/// every node's grew without end in a run with writes or an hour-long watch.
+fn hand_over_stall_spans(nodes: &mut [NodeState], mut wait: Option<&mut cpu_wait::StallCpuWait>) {
+    for (index, node) in nodes.iter_mut().enumerate() {
+        let spans = std::mem::take(&mut node.stall_spans);
+        if index == 0
+            && let Some(wait) = wait.as_deref_mut()
+        {
+            wait.add_stalls(spans);
+        }
+    }
+}
+
 impl Instrument for ProbeInstrument<'_, '_> {
     fn take(&mut self, event: Event, keys: &mut KeyLedger) -> Result<()> {
         match event {
@@ -563,13 +576,16 @@ impl Instrument for ProbeInstrument<'_, '_> {
     }
 
     fn settle(&mut self, writes_from_us: u64, warnings: &[String]) -> Result<()> {
+        let observing = self.observe_cpu_from.is_some();
+        hand_over_stall_spans(
+            &mut self.state.nodes,
+            observing.then_some(&mut self.observe_cpu_wait),
+        );
         if let Some((pid, _)) = self.observe_cpu_from
             && let Some(now) = crate::measure::schedstat::main_thread_times(pid)
         {
-            self.observe_cpu_wait.add(
-                (self.meta.run.clock.now_us(), now.wait_ns),
-                &mut self.state.nodes[0].stall_spans,
-            );
+            self.observe_cpu_wait
+                .add((self.meta.run.clock.now_us(), now.wait_ns));
         }
         self.state.settle(writes_from_us, &mut self.sinks)?;
         if self.state.wrote_since_checkpoint || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
@@ -781,14 +797,13 @@ impl ProbeInstrument<'_, '_> {
         if let Some((pid, from)) = self.observe_cpu_from
             && let Some(to) = crate::measure::schedstat::main_thread_times(pid)
         {
-            let node = &mut state.nodes[0];
-            self.observe_cpu_wait.add(
-                (self.meta.run.clock.now_us(), to.wait_ns),
-                &mut node.stall_spans,
-            );
+            hand_over_stall_spans(&mut state.nodes, Some(&mut self.observe_cpu_wait));
+            self.observe_cpu_wait
+                .add((self.meta.run.clock.now_us(), to.wait_ns));
+            let node = &state.nodes[0];
             if let Some(note) = observe_cpu_wait_note(
                 (to - from).wait_ns as f64 / 1e6,
-                self.observe_cpu_wait.total_ms(&node.stall_spans),
+                self.observe_cpu_wait.total_ms(),
                 node.stall_ms_total,
                 options.probe_threads,
                 options.probe_rate,
