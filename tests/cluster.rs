@@ -67,15 +67,22 @@ fn longest_stall_starting(stalls: &[Row], node: &str, from_us: u64, to_us: u64) 
 
 /// A throwaway cluster of 3 masters with a replica each: every node probed, one summary.csv row
 /// per write per node, the writes on shard 0's master, and the cluster gone after the run.
-fn cluster_run(server_bin: Option<&Path>) -> (PathBuf, tempfile::TempDir) {
+/// `plan`: the value and its two ops (a 64M SET and DEL when empty).
+fn cluster_run(server_bin: Option<&Path>, plan: &[&str]) -> (PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut cmd = probe_cmd();
     if let Some(bin) = server_bin {
         cmd.arg("--server-bin").arg(bin);
     }
+    let plan = if plan.is_empty() {
+        &["--writer-sizes", "64M"][..]
+    } else {
+        plan
+    };
     let assert = cmd
-        .args(["--cluster", "3", "--replicas", "1", "--writer-sizes", "64M"])
+        .args(["--cluster", "3", "--replicas", "1"])
+        .args(plan)
         .arg("--out")
         .arg(&out)
         .timeout(Duration::from_secs(240))
@@ -97,7 +104,7 @@ fn cluster_run(server_bin: Option<&Path>) -> (PathBuf, tempfile::TempDir) {
 
     let summary = read_csv(&out.join("summary.csv"));
     let writes = read_csv(&out.join("writes.csv"));
-    assert_eq!(writes.len(), 2, "set and delete");
+    assert_eq!(writes.len(), 2, "set (or build) and delete");
     assert_eq!(summary.len(), 2 * 6, "one row per write per node");
     let mut by_write: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for row in &summary {
@@ -123,25 +130,28 @@ fn cluster_run(server_bin: Option<&Path>) -> (PathBuf, tempfile::TempDir) {
     (out, dir)
 }
 
-/// Redis 7.0 frees a deleted 64 MiB string in one go, on the master and, when the DEL reaches
-/// it, on its replica (~4 ms at 60-80 µs per MiB): a stall of that shard's nodes; the other
-/// shards' masters free nothing. The replica applies the DEL once its master has executed it,
-/// so its stall may start just after the master's reply: the writer waits for it (`WAIT`,
-/// writes.csv `replicated_us`) and the replica's window of the delete ends there.
+/// Redis 7.0 frees a deleted 300k-field hash on the main thread (`lazyfree-lazy-user-del no`),
+/// on the master and, when the DEL reaches it, on its replica (about 70 ms each here): a stall of
+/// that shard's nodes; the other shards' masters free nothing. The replica applies the DEL once
+/// its master has executed it, so its stall may start just after the master's reply: the writer
+/// waits for it (`WAIT`, writes.csv `replicated_us`) and the replica's window of the delete ends
+/// there.
 ///
-/// The freeze is a few ms, and on 2 cores for six servers and the tool the host's own noise can
-/// reach it: a failed attempt is tried once more, with the same fixed bounds (seen 1 in 5 here;
-/// a stall that really is not the written shard's fails both).
+/// A 64 MiB string's DEL (about 4 ms) was this test's value until 2026-12-05: on 2 cores for six
+/// servers and the tool the host's own noise reached it (other masters' stalls up to 7 ms), and
+/// it failed now and then; the hash's freeze stands an order of magnitude above that noise, so
+/// the bounds are fixed goals far from both. (The Valkey test keeps the 64M string.)
 #[test]
 fn redis_7_cluster_every_node_probed_and_the_delete_stalls_its_shard_only() {
-    if std::panic::catch_unwind(the_delete_stalls_its_shard_only).is_err() {
-        eprintln!("the first attempt failed (above); trying once more");
-        the_delete_stalls_its_shard_only();
-    }
-}
-
-fn the_delete_stalls_its_shard_only() {
-    let (out, _dir) = cluster_run(None);
+    let plan = [
+        "--type",
+        "hash",
+        "--elements",
+        "300k",
+        "--ops",
+        "build,delete",
+    ];
+    let (out, _dir) = cluster_run(None, &plan);
     let run = read_json(&out.join("run.json"));
     let nodes = topology_nodes(&run);
     let stalls = read_csv(&out.join("stalls.csv"));
@@ -159,8 +169,8 @@ fn the_delete_stalls_its_shard_only() {
         del["reply_us"].parse().unwrap(),
     );
     let on_replica = longest_stall_starting(&stalls, replica, del_start, del_reply + 50_000);
-    assert!(on_master >= 2.0, "written master: {on_master} ms");
-    assert!(on_replica >= 2.0, "its replica: {on_replica} ms");
+    assert!(on_master >= 20.0, "written master: {on_master} ms");
+    assert!(on_replica >= 20.0, "its replica: {on_replica} ms");
     // The writer waited for the replica to apply the delete, and the replica's figures of the
     // delete cover its window up to then: its own stall is tied to the delete.
     let replicated: u64 = del["replicated_us"]
@@ -169,7 +179,7 @@ fn the_delete_stalls_its_shard_only() {
     assert!(replicated >= del_reply, "{del:?}");
     let tied = longest_stall(&stalls, replica, delete);
     assert!(
-        tied >= 2.0,
+        tied >= 20.0,
         "its replica's stall tied to the delete: {tied} ms"
     );
     let summary = read_csv(&out.join("summary.csv"));
@@ -178,18 +188,17 @@ fn the_delete_stalls_its_shard_only() {
         .find(|r| r["seq"] == delete && r["node"] == *replica)
         .unwrap();
     let hol: f64 = replica_row["hol_delay_ms"].parse().unwrap();
-    assert!(hol >= 2.0, "its replica's figure of the delete: {hol} ms");
+    assert!(hol >= 20.0, "its replica's figure of the delete: {hol} ms");
     for shard in 1..3 {
         let other = run["topology"]["shards"][shard]["master"]["announced"]
             .as_str()
             .unwrap();
         let there = longest_stall(&stalls, other, delete);
         // What the other masters see during the delete is this host's own share (2 cores for
-        // six servers and the tool): up to half the written master's figure on these runs, a
-        // little more at times. A figure as large as the written master's would mean the stall
-        // was not the written shard's.
+        // six servers and the tool): 0.8-7 ms in these runs. A figure near the written
+        // master's would mean the stall was not the written shard's.
         assert!(
-            there < on_master * 0.75,
+            there < on_master * 0.5,
             "master {other} of shard {shard}: {there} ms during the delete, against {on_master} ms on the written master"
         );
     }
@@ -200,7 +209,7 @@ fn valkey_9_cluster_every_node_probed() {
     let Some(bin) = common::server("valkey-9.1") else {
         return;
     };
-    let (out, _dir) = cluster_run(Some(&bin));
+    let (out, _dir) = cluster_run(Some(&bin), &[]);
     let run = read_json(&out.join("run.json"));
     assert_eq!(run["server"]["flavor"], "valkey");
 }
