@@ -146,15 +146,28 @@ pub fn parse_size_list(flag: &'static str, text: &str) -> Result<Vec<u64>, Usage
     text.split(',').map(|part| parse_size(flag, part)).collect()
 }
 
-/// Parses a duration such as `500ms`, `2s`, `1m30s`, `250us`. A bare number is refused because
-/// its unit would be a guess.
+/// The longest duration any flag takes: a year. Longer is no run's, and a duration of
+/// centuries added to the clock's present overflows it (`--timeout 300000000000y` once panicked
+/// in the cleanup, leaving run.json `running`; `--gap` of 2^64 s in the writer).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// Parses a duration such as `500ms`, `2s`, `1m30s`, `250us`, up to [`MAX_DURATION`]. A bare
+/// number is refused because its unit would be a guess.
 pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, UsageError> {
     let trimmed = text.trim();
-    humantime::parse_duration(trimmed).map_err(|err| UsageError::InvalidValue {
+    let duration = humantime::parse_duration(trimmed).map_err(|err| UsageError::InvalidValue {
         flag,
         value: text.to_string(),
         reason: format!("expected a duration such as 500ms, 2s or 1m ({err})"),
-    })
+    })?;
+    if duration > MAX_DURATION {
+        return Err(UsageError::invalid(
+            flag,
+            text,
+            "must be at most a year (366d)",
+        ));
+    }
+    Ok(duration)
 }
 
 /// Fewest events per second any rate flag takes (`--probe-rate`, `load --rate`). Below one a
@@ -417,6 +430,14 @@ mod tests {
         );
         assert!(parse_duration("--gap", "5").is_err());
         assert!(parse_duration("--gap", "-1s").is_err());
+        assert_eq!(parse_duration("--timeout", "366d").unwrap(), MAX_DURATION);
+        for huge in ["367d", "300000000000y", "18446744073709551615s"] {
+            let err = parse_duration("--timeout", huge).unwrap_err().to_string();
+            assert!(
+                err.contains("--timeout") && err.contains(huge) && err.contains("at most a year"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -345,6 +345,17 @@ fn rates_near_zero_and_lengths_near_infinity_are_refused() {
         (&["load", "--rate", "1e-300"], "'1e-300' for --rate"),
         (&["load", "--rate", "0.01"], "must be at least 1"),
         (&["calibrate", "--stalls", "1e300"], "'1e300' for --stalls"),
+        // Durations of centuries once overflowed the clock: --timeout in the cleanup (a panic,
+        // run.json left `running`), --gap in the writer.
+        (
+            &["--duration", "1s", "--timeout", "300000000000y"],
+            "'300000000000y' for --timeout: must be at most a year",
+        ),
+        (
+            &["--writer-sizes", "1K", "--gap", "18446744073709551615s"],
+            "'18446744073709551615s' for --gap: must be at most a year",
+        ),
+        (&["load", "--duration", "400d"], "'400d' for --duration"),
     ] {
         assert_refused(args, needle);
     }

@@ -332,8 +332,9 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
             op: row.op.name().to_string(),
             size_bytes: row.size_bytes,
             value: value_label(row.value_type.as_deref(), row.elements),
-            set_ms: row.set_ms,
-            hol_delay_ms: row.hol_delay_ms,
+            // `-0` (an edited file) is 0: it printed as "-0.00 [-0.00--0.00]".
+            set_ms: row.set_ms + 0.0,
+            hol_delay_ms: row.hol_delay_ms.map(|v| v + 0.0),
         });
     }
     let failed_count: usize = failed_writes.iter().map(|(_, seqs)| seqs.len()).sum();
@@ -510,6 +511,22 @@ fn read_run_json(dir: &Path) -> Result<(RunMeta, Expected), String> {
     let Some(writer) = &run.options.writer else {
         return Err("an observe-mode run (no --writer-sizes): it has no writes to compare".into());
     };
+    // The probing the resolution of every head-of-line figure comes from: only what the tool
+    // can record (an edited probe_rate of 0.001 made one probe interval 1000 s, and every
+    // delay "<500000 ms, no regression"; the hostile trial).
+    use crate::cli::sections::probing::{MAX_PROBE_RATE, MAX_PROBE_THREADS};
+    let (rate, threads) = (run.options.probe_rate, run.options.probe_threads);
+    if !(crate::units::MIN_RATE_PER_S..=MAX_PROBE_RATE).contains(&rate) {
+        return Err(format!(
+            "{RUN_JSON}: options.probe_rate {rate} is not a rate the tool probes at ({} to {MAX_PROBE_RATE} a second)",
+            crate::units::MIN_RATE_PER_S
+        ));
+    }
+    if !(1..=MAX_PROBE_THREADS).contains(&threads) {
+        return Err(format!(
+            "{RUN_JSON}: options.probe_threads {threads} is not a count the tool probes with (1 to {MAX_PROBE_THREADS})"
+        ));
+    }
     let expected = Expected {
         key_prefix: run.key_prefix.clone(),
     };
@@ -990,6 +1007,21 @@ mod tests {
             err.contains("run.json: options.probe_rate: invalid type: string \"fast\""),
             "{err}"
         );
+        // A probing the tool cannot have recorded: one probe interval of 1000 s hid every
+        // head-of-line difference under "<500000".
+        for rate in [0.001, 1e-300, 0.0, -1.0, 1e9] {
+            let err = load_with(&|json| json["options"]["probe_rate"] = rate.into());
+            assert!(
+                err.contains(&format!(
+                    "options.probe_rate {rate} is not a rate the tool probes at"
+                )),
+                "{rate}: {err}"
+            );
+        }
+        for threads in [0, 65, 70000] {
+            let err = load_with(&|json| json["options"]["probe_threads"] = threads.into());
+            assert!(err.contains("options.probe_threads"), "{threads}: {err}");
+        }
         let err = load_with(&|json| json["status"] = "paused".into());
         assert!(
             err.contains("run.json: status: unknown variant `paused`"),
