@@ -46,7 +46,8 @@ pub use crate::measure::generator::Sample;
 pub struct RequestFigures {
     /// Answered requests waiting at some moment of the write's window.
     pub requests_in_window: u64,
-    /// The worst latency among them, µs.
+    /// The longest any of them waited inside the window, µs: from its start, or from the
+    /// write's for one sent before it (what it waited before then was not the write's).
     pub worst_latency_us: Option<u64>,
     /// How many of them took longer than the stall threshold.
     pub delayed_requests: u64,
@@ -180,7 +181,8 @@ pub struct WriteUnderLoad {
     /// Answered load requests of the written server waiting at some moment of the write's
     /// window (an error reply counts; a request given up does not: see `unanswered_requests`).
     pub requests_in_window: u64,
-    /// The worst latency among them, µs (empty: no answered request overlapped).
+    /// The longest any of them waited inside the window, µs (from the write's start for one
+    /// sent before it; empty: no answered request overlapped).
     pub worst_latency_us: Option<u64>,
     /// How many of them took longer than the stall threshold.
     pub delayed_requests: u64,
@@ -348,7 +350,8 @@ mod tests {
                 for sample in samples {
                     if sample.start_us <= write.reply_us && sample.end_us() >= write.start_us {
                         in_window += 1;
-                        let latency = u64::from(sample.latency_us);
+                        // Its wait inside the window: from its start, or the write's.
+                        let latency = sample.end_us() - sample.start_us.max(write.start_us);
                         worst = Some(worst.map_or(latency, |w| w.max(latency)));
                         if latency > threshold_us {
                             delayed += 1;
@@ -480,12 +483,13 @@ mod tests {
             sample(200_000, 100),       // long after
         ];
         let old = scan(&writes, &samples, THRESHOLD_US);
-        assert_eq!(old, [(6, Some(30_000), 3), (1, Some(1_200), 1)]);
+        assert_eq!(old, [(6, Some(30_000), 3), (1, Some(200), 0)]);
         let streamed = streamed(&writes, &samples, 700);
         let at_once = at_once(&writes, &samples);
         // The answered requests: the old scan's figures exactly.
         let expected = scan(&writes, &answered(&samples), THRESHOLD_US);
-        assert_eq!(expected, [(5, Some(12_000), 2), (0, None, 0)]);
+        // The request that spans the whole write waited 11 ms of it (1 ms before it began).
+        assert_eq!(expected, [(5, Some(11_000), 2), (0, None, 0)]);
         assert_eq!(streamed.scanned(), expected);
         assert_eq!(at_once.scanned(), expected);
         // The unanswered ones apart: what the old scan counted on top.
@@ -529,8 +533,9 @@ mod tests {
         let found = streamed(&writes, &samples, 5_000);
         assert_eq!(found.scanned(), scan(&writes, &samples, THRESHOLD_US));
         let figures = found.figures[&1];
-        // Client 1's request, sent at 499 850 and answered at 550 030.
-        assert_eq!(figures.worst_latency_us, Some(50_180));
+        // Client 2's request, sent before the write's start (499 900) and answered at 550 060:
+        // its wait inside the write's window (client 3's went out after that start).
+        assert_eq!(figures.worst_latency_us, Some(50_160));
         assert_eq!(figures.delayed_requests, 4);
         assert_eq!(found.figures[&2].worst_latency_us, Some(200));
         // The correlator holds a few ms of requests, not the run.
@@ -618,7 +623,7 @@ mod tests {
         let writes = [write(1, 3_200_000, 3_300_000)];
         let samples = [
             sample(3_000_000, 400),    // before the write
-            sample(3_150_000, 60_000), // sent before, answered inside: overlaps
+            sample(3_150_000, 60_000), // sent before, answered inside: waited 10 ms of the write
             sample(3_250_000, 51_000), // inside, delayed
             sample(3_299_000, 500),    // inside, fast
             sample(3_400_000, 300),    // after
@@ -634,7 +639,7 @@ mod tests {
         );
         let f = &found[0];
         assert_eq!(f.requests_in_window, 3);
-        assert_eq!(f.worst_latency_us, Some(60_000));
+        assert_eq!(f.worst_latency_us, Some(51_000));
         assert_eq!(f.delayed_requests, 2);
         assert_eq!(f.unanswered_requests, 0);
         assert_eq!((f.second, f.seconds), (2, 1));

@@ -297,8 +297,12 @@ impl OpenWrite {
 
     fn take_answered(&mut self, probe: &Answered, threshold_us: u64) {
         let (ws, we) = (self.record.start_us, self.record.reply_us);
-        let latency = probe.latency_us;
         if probe.intended_us <= we && probe.reply_us >= ws {
+            // What the probe waited inside the window: from its intended send, or from the
+            // write's start for one meant to go out before it (its wait before then was not
+            // the write's: a probe held 100 ms by another client's DEBUG SLEEP that ended just
+            // before a 23 µs DEL was charged to the DEL whole; the hostile trial).
+            let (latency, send_lag) = waited_in_window(probe, ws);
             self.probes_in_window += 1;
             if latency > threshold_us {
                 self.probes_delayed += 1;
@@ -308,7 +312,7 @@ impl OpenWrite {
                 Reverse(probe.intended_us),
                 Reverse(probe.thread),
                 Reverse(probe.seq),
-                probe.sent_us.saturating_sub(probe.intended_us),
+                send_lag,
             );
             if self.worst.is_none_or(|w| key > w) {
                 self.worst = Some(key);
@@ -323,6 +327,26 @@ impl OpenWrite {
         self.stall_during_send_us += overlap(stall.start_us, stall.end_us, ws, sent);
         self.stall_after_send_us += overlap(stall.start_us, stall.end_us, sent, we);
     }
+}
+
+/// A probe's wait from `from_us` on (the later of its intended send and a write's start), µs,
+/// and how late it left its thread after that: what of its latency and send lag falls inside
+/// a window that starts at `from_us`.
+pub(crate) fn waited_since(
+    intended_us: u64,
+    latency_us: u64,
+    sent_us: u64,
+    from_us: u64,
+) -> (u64, u64) {
+    let from = intended_us.max(from_us);
+    (
+        latency_us.saturating_sub(from - intended_us),
+        sent_us.saturating_sub(from),
+    )
+}
+
+fn waited_in_window(probe: &Answered, ws: u64) -> (u64, u64) {
+    waited_since(probe.intended_us, probe.latency_us, probe.sent_us, ws)
 }
 
 /// An answered probe waiting to be sorted into the baseline (or not) in reply order.

@@ -255,6 +255,9 @@ fn summarize_write(
             continue;
         };
         if probe.intended_us <= we && reply >= ws {
+            // Its wait inside the window only (see `waited_in_window`).
+            let (latency, send_lag) =
+                super::waited_since(probe.intended_us, latency, probe.sent_us, ws);
             probes_in_window += 1;
             if latency > threshold_us {
                 probes_delayed += 1;
@@ -268,7 +271,7 @@ fn summarize_write(
             if worst_key.is_none_or(|w| key > w) {
                 worst_key = Some(key);
                 worst = Some(latency);
-                worst_send_lag = probe.send_lag_us();
+                worst_send_lag = send_lag;
             }
         }
     }

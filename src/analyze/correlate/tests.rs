@@ -131,6 +131,39 @@ fn a_stall_that_begins_before_a_write_counts_only_its_overlap() {
     assert_eq!(analysis.stalls[0].write_seq, Some(1));
 }
 
+/// Another client's 100 ms DEBUG SLEEP ends 350 µs before a 23 µs DEL begins; the probes it
+/// held are answered just after the DEL's start (their replies read late). Their wait before
+/// the DEL's start is not the DEL's: it was charged whole (101 ms, 101 probes delayed: the
+/// hostile trial of 2026-12-05).
+#[test]
+fn a_wait_that_began_before_a_write_is_counted_from_its_start() {
+    let mut probes = timeline(0, 2_000_000, &[(937_500, 1_037_843)]);
+    for p in &mut probes {
+        if p.reply_us == Some(1_037_873) {
+            p.reply_us = Some(1_038_516);
+            p.read_us = p.reply_us;
+            p.latency_us = Some(1_038_516 - p.intended_us);
+        }
+    }
+    let writes = [write(1, WriteOp::Delete, 1_038_192, 1_038_200, 1_038_215)];
+    let analysis = correlate(&probes, &writes, THRESHOLD);
+    let summary = &analysis.writes[0];
+    // 1_038_516 - 1_038_192 = 324 µs, less the baseline's 30.
+    assert_eq!(summary.hol_delay_ms, Some(0.294), "{summary:?}");
+    assert_eq!(summary.worst_latency_ms, Some(0.324));
+    assert_eq!(summary.probes_delayed, 0);
+    assert!(summary.probes_in_window > 100, "{summary:?}");
+    // The stall is found, and is no write's.
+    assert!(
+        analysis
+            .stalls
+            .iter()
+            .any(|s| s.duration_ms > 99.0 && s.write_seq.is_none()),
+        "{:?}",
+        analysis.stalls
+    );
+}
+
 #[test]
 fn a_window_with_no_probes_reports_no_delay() {
     let probes = timeline(0, 100_000, &[]);
