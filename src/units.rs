@@ -155,6 +155,18 @@ pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 /// number is refused because its unit would be a guess.
 pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, UsageError> {
     let trimmed = text.trim();
+    // humantime reads `M` as a month and `m` as a minute, while every size flag reads `M` as
+    // MiB: `--duration 1M` probed for 30 days. Refused, as `64m` is for a size.
+    let months = trimmed
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .any(|unit| unit == "M");
+    if months {
+        return Err(UsageError::invalid(
+            flag,
+            text,
+            "M is a month in a duration: write 1m for a minute, or days (30d) for a month",
+        ));
+    }
     let duration = humantime::parse_duration(trimmed).map_err(|err| UsageError::InvalidValue {
         flag,
         value: text.to_string(),
@@ -431,6 +443,20 @@ mod tests {
         assert!(parse_duration("--gap", "5").is_err());
         assert!(parse_duration("--gap", "-1s").is_err());
         assert_eq!(parse_duration("--timeout", "366d").unwrap(), MAX_DURATION);
+        let err = parse_duration("--duration", "1M").unwrap_err().to_string();
+        assert!(
+            err.contains("'1M' for --duration") && err.contains("M is a month"),
+            "{err}"
+        );
+        assert!(parse_duration("--duration", "1m 2M").is_err());
+        assert_eq!(
+            parse_duration("--duration", "1m").unwrap(),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            parse_duration("--duration", "2min").unwrap(),
+            Duration::from_secs(120)
+        );
         for huge in ["367d", "300000000000y", "18446744073709551615s"] {
             let err = parse_duration("--timeout", huge).unwrap_err().to_string();
             assert!(

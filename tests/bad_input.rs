@@ -214,6 +214,45 @@ fn dry_runs_print_the_plan_and_connect_to_nothing() {
     }
 }
 
+/// `--format json --dry-run`: stdout is one JSON document with the plan's lines (it was the
+/// text plan, which a CI piping to jq cannot read; the hostile trial).
+#[test]
+fn a_dry_run_in_json_is_one_json_document() {
+    let url = "redis://:s3cret@127.0.0.1:1";
+    for (args, command) in [
+        (
+            &[
+                "--dry-run",
+                "--format",
+                "json",
+                "--url",
+                url,
+                "--writer-sizes",
+                "1M",
+            ][..],
+            "probe",
+        ),
+        (
+            &["load", "--dry-run", "--format", "json", "--url", url],
+            "load",
+        ),
+    ] {
+        let output = probe_cmd().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let doc: serde_json::Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|err| panic!("{args:?}: not JSON ({err}): {stdout}"));
+        assert_eq!(doc["dry_run"], true);
+        assert_eq!(doc["command"], command);
+        let plan = doc["plan"].as_array().expect("the plan's lines");
+        assert_eq!(
+            plan[0], "dry run: nothing is started, connected to or sent",
+            "{doc}"
+        );
+        assert!(!stdout.contains("s3cret"), "{stdout}");
+    }
+}
+
 /// Every subcommand's `--help`: no "seed" (the old name of what the tool grew from) anywhere,
 /// the random state's flag included (`--random-state`; its old name `--seed` is a hidden
 /// alias), and populate/clean do not speak of measuring.
@@ -356,6 +395,8 @@ fn rates_near_zero_and_lengths_near_infinity_are_refused() {
             "'18446744073709551615s' for --gap: must be at most a year",
         ),
         (&["load", "--duration", "400d"], "'400d' for --duration"),
+        // M is humantime's month: `--duration 1M` probed for 30 days.
+        (&["--duration", "1M"], "'1M' for --duration: M is a month"),
     ] {
         assert_refused(args, needle);
     }

@@ -36,9 +36,8 @@ pub const EMBEDDED_DEFAULT_KEYS_CAP: u64 = 100_000;
 pub fn run(args: &LoadArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<i32> {
     let plan = args.to_plan(std::env::var("REDISCLI_AUTH").ok())?;
     if args.dry_run {
-        for line in dry_run::dry_run_plan(&plan)? {
-            out.line(&line);
-        }
+        let lines = dry_run::dry_run_plan(&plan)?;
+        crate::commands::output::print_dry_run(out, "load", &lines, plan.output.format)?;
         return Ok(EXIT_OK);
     }
     // Held until the run's end: another run into the same --out is refused meanwhile.

@@ -38,9 +38,8 @@ pub fn run(plan: &MainPlan, interrupt: &AtomicBool, out: &mut Output) -> Result<
         crate::measure::writer::check_evict(writer, false, &conn.address())?;
     }
     if plan.dry_run {
-        for line in dry_run::dry_run_plan(options, &plan.target)? {
-            out.line(&line);
-        }
+        let lines = dry_run::dry_run_plan(options, &plan.target)?;
+        crate::commands::output::print_dry_run(out, "probe", &lines, plan.output.format)?;
         return Ok(EXIT_OK);
     }
     // Held until the run's end: another run into the same --out is refused meanwhile.
