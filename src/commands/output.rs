@@ -205,6 +205,29 @@ impl SilenceWatch {
     }
 }
 
+/// A dry run's plan on stdout: its lines, or with `--format json` one JSON document
+/// (`{"dry_run": true, "command": ..., "plan": [lines]}`), since stdout of `--format json` is
+/// one document a CI reads (it printed the text plan).
+pub fn print_dry_run(
+    out: &mut Output,
+    command: &str,
+    lines: &[String],
+    format: crate::output::format::Format,
+) -> anyhow::Result<()> {
+    match format {
+        crate::output::format::Format::Json => {
+            let doc = serde_json::json!({"dry_run": true, "command": command, "plan": lines});
+            out.line(&serde_json::to_string_pretty(&doc)?);
+        }
+        _ => {
+            for line in lines {
+                out.line(line);
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -232,27 +255,4 @@ mod tests {
         assert_eq!(watch.tick(at(4900), 0, &"s"), None);
         assert!(watch.tick(at(5000), 0, &"s").is_some());
     }
-}
-
-/// A dry run's plan on stdout: its lines, or with `--format json` one JSON document
-/// (`{"dry_run": true, "command": ..., "plan": [lines]}`), since stdout of `--format json` is
-/// one document a CI reads (it printed the text plan).
-pub fn print_dry_run(
-    out: &mut Output,
-    command: &str,
-    lines: &[String],
-    format: crate::output::format::Format,
-) -> anyhow::Result<()> {
-    match format {
-        crate::output::format::Format::Json => {
-            let doc = serde_json::json!({"dry_run": true, "command": command, "plan": lines});
-            out.line(&serde_json::to_string_pretty(&doc)?);
-        }
-        _ => {
-            for line in lines {
-                out.line(line);
-            }
-        }
-    }
-    Ok(())
 }
