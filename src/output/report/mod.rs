@@ -872,6 +872,18 @@ pub const SEND_LAG_SHOWN_FROM_US: u64 = 1000;
 /// `12:03:04.123     96.1ms  write 2 (set 64M)`, `12:03:04.123     38.2ms  DEBUG SLEEP 0.05
 /// (10.0.0.5:51234 app-worker)`. The run's own command is named by its write; another
 /// client's command by itself (and the write it fell in, if any). At most 100 columns.
+/// The LATENCY `command` event's figure in a stall's `server_event` text (`latency command
+/// 200ms, expire-cycle 3ms; event loop max 200.4ms`), ms.
+fn command_event_ms(server_event: &str) -> Option<f64> {
+    let events = server_event.strip_prefix("latency ")?;
+    let events = events.split(';').next().unwrap_or(events);
+    events.split(", ").find_map(|part| {
+        let (name, figure) = part.trim().rsplit_once(' ')?;
+        (name == "command").then_some(())?;
+        figure.strip_suffix("ms")?.parse().ok()
+    })
+}
+
 pub fn stall_line_short(stall: &Stall, writes: &[WriteSummary]) -> String {
     let mut cause = Vec::new();
     let own_command = stall
@@ -906,6 +918,20 @@ pub fn stall_line_short(stall: &Stall, writes: &[WriteSummary]) -> String {
         && let Some(key) = &stall.server_key
     {
         cause.push(key.clone());
+    }
+    // A command of 10 ms or more that the LATENCY monitor timed at about the stall's length
+    // (its figures are whole ms, its times whole seconds), which no slow-log entry named
+    // (the run logs every command and does not read them back, or the log was off): said as
+    // such, rather than as a count of probes (the hostile trial: a foreign `DEBUG SLEEP 0.2`
+    // read "399 probes delayed" with --tune-server).
+    if cause.is_empty()
+        && let Some(ms) = stall.server_event.as_deref().and_then(command_event_ms)
+        && ms >= 10.0
+        && (0.5..=1.5).contains(&(ms / stall.duration_ms))
+    {
+        cause.push(format!(
+            "a command of {ms:.0}ms the slow log read did not name (LATENCY command)"
+        ));
     }
     let cause = if cause.is_empty() {
         probes_delayed_text(stall.probes_delayed)

@@ -200,6 +200,16 @@ fn short_stall_lines_name_an_expiry_by_its_event_and_key() {
         stall_line_short(&command, &[]),
         "10:00:01.500     50.2ms  DEBUG SLEEP 0.05"
     );
+    // A command the LATENCY monitor timed at the stall's length that no slow-log entry named
+    // (a run that logs every command does not read them back): said as such.
+    let timed_only = Stall {
+        server_event: Some("latency command 200ms; event loop max 200.4ms".into()),
+        ..stall(200.2, None)
+    };
+    assert_eq!(
+        stall_line_short(&timed_only, &[]),
+        "10:00:01.500    200.2ms  a command of 200ms the slow log read did not name (LATENCY command)"
+    );
     // Nothing said: the count, as before.
     let unnamed = Stall {
         server_event: Some("latency command 2ms".into()),
