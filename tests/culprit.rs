@@ -237,6 +237,52 @@ fn redis_8_sleep_and_script_are_named() {
     names_sleep_and_script(&server, CommandLogSource::Slowlog);
 }
 
+/// A server that logs every command (`slowlog-log-slower-than 0`, as a run with writes sets
+/// it): the poller passes over the flood of fast entries (not counted as missed), and reads the
+/// log back after a command the LATENCY monitor timed at 10 ms or more, keeping its slow
+/// entries: another client's DEBUG SLEEP 0.05 among 3,000 PINGs is returned, the PINGs are not.
+/// (The hostile trial: with --tune-server a foreign DEBUG SLEEP 0.2 read "399 probes delayed".)
+#[test]
+fn a_log_of_every_command_is_read_back_after_a_slow_one_only() {
+    let server = TestServer::start(&[]);
+    let info: ConnInfo = server.server.conn_info();
+    let mut admin = server.conn();
+    config_set(&mut admin, "slowlog-log-slower-than", "0");
+    config_set(&mut admin, "slowlog-max-len", "16384");
+    config_set(&mut admin, "latency-monitor-threshold", "1");
+    let pings = |conn: &mut redis::Connection, n: usize| {
+        let mut pipe = redis::pipe();
+        for _ in 0..n {
+            pipe.cmd("PING");
+        }
+        pipe.exec(conn).unwrap();
+    };
+    let mut poller = ServerLogPoller::connect_to_a_log_of_every_command(&info).expect("connects");
+    let mut gathered = Gathered::default();
+    pings(&mut admin, 3000);
+    assert!(
+        gathered.poll(&mut poller).is_empty(),
+        "fast entries passed over"
+    );
+    assert_eq!(gathered.missed, 0);
+    let mut app = server.conn();
+    let sleep_span = timed(&mut app, redis::cmd("DEBUG").arg("SLEEP").arg("0.05"));
+    pings(&mut admin, 3000);
+    let found = gathered.poll(&mut poller);
+    let sleeps = only(&found, "DEBUG");
+    assert_eq!(sleeps.len(), 1, "{found:?}");
+    assert!(
+        found.iter().all(|e| e.duration_us >= 1000),
+        "only slow entries: {found:?}"
+    );
+    assert_eq!(gathered.missed, 0);
+    let culprit = name_stall(sleep_span, &gathered.entries, &gathered.events);
+    assert_eq!(culprit.server_command.as_deref(), Some("DEBUG SLEEP 0.05"));
+    // Nothing slow since: the next poll reads nothing back.
+    pings(&mut admin, 1000);
+    assert!(gathered.poll(&mut poller).is_empty());
+}
+
 #[test]
 fn entries_dropped_before_a_poll_are_counted_as_missed() {
     let server = TestServer::start(&[]);
@@ -581,7 +627,7 @@ fn a_write_s_stall_from_another_client_s_command_is_flagged() {
 }
 
 /// A `--url` server whose owner logs every command (`slowlog-log-slower-than 0`): the slow log
-/// is not read to name stalls, and the run says so (the hostile trial's run named none and
+/// is read back only after a slow command, and the run says so (the hostile trial's run named none and
 /// said nothing). Not said where the owner's threshold leaves the slow log readable.
 #[test]
 fn a_server_that_logs_every_command_is_said_to_name_no_stall_from_its_slow_log() {

@@ -39,6 +39,19 @@ impl From<LogEntry> for ServerCommandEntry {
 /// more are counted as missed, never read in a second page.
 pub const POLL_PAGE: usize = 128;
 
+/// A server that logs every command has its log read back only after a command the LATENCY
+/// monitor timed at this many ms or more (a stall worth naming; the probes' own entries fill
+/// the log between).
+pub const TARGETED_FROM_MS: i64 = 10;
+
+/// Most entries read back after such a command: the entries of one poll's interval at up to
+/// 16,000 commands a second. `SLOWLOG GET 4096` of PING entries took the server 1.4 ms here
+/// (2,000: 0.7 ms; 500, a poll at the default probe rate: 0.2 ms), once per slow command.
+pub const TARGETED_PAGE: usize = 4096;
+
+/// Entries logged between reading the newest id and reading the page.
+const TARGETED_MARGIN: usize = 64;
+
 /// The name the poller's connection gives itself (`CLIENT LIST`, and its own entries when the
 /// server logs every command).
 pub const POLLER_CLIENT_NAME: &str = "holprobe-culprit";
@@ -121,6 +134,9 @@ pub struct ServerLogPoller {
     last_reset: bool,
     /// Keyspace notifications of expired and evicted keys, where the server sends them.
     key_events: Option<KeyEvents>,
+    /// The server logs every command: the log is read back only after a slow command
+    /// ([`Self::connect_to_a_log_of_every_command`]).
+    only_after_slow_commands: bool,
 }
 
 impl ServerLogPoller {
@@ -129,16 +145,20 @@ impl ServerLogPoller {
     /// from now on. Fails only on connection trouble (no connection, authentication refused,
     /// the server hung up or did not answer); error replies give notes instead.
     pub fn connect(conn_info: &ConnInfo) -> Result<ServerLogPoller> {
-        Self::connect_reading(conn_info, true)
+        Self::connect_reading(conn_info)
     }
 
-    /// As [`connect`](Self::connect), without the slow commands: for a run whose server logs
-    /// every command (`slowlog-log-slower-than 0`, which the writer's view of each write
-    /// needs), where the probes alone would fill every page. LATENCY events, the event loop's
-    /// longest cycles and removed keys still name the stalls no write explains (another key's
-    /// expiry).
-    pub fn connect_without_command_log(conn_info: &ConnInfo) -> Result<ServerLogPoller> {
-        Self::connect_reading(conn_info, false)
+    /// As [`connect`](Self::connect), for a run whose server logs every command
+    /// (`slowlog-log-slower-than 0`, which the writer's view of each write needs), where the
+    /// probes alone would fill every page: each poll reads only the newest entry's id, and reads
+    /// the entries back to the last poll (at most [`TARGETED_PAGE`]) only when the LATENCY
+    /// monitor timed a command of [`TARGETED_FROM_MS`] or more since; of those it keeps the
+    /// entries of a millisecond or more. LATENCY events, the event loop's longest cycles and
+    /// removed keys name the rest (another key's expiry).
+    pub fn connect_to_a_log_of_every_command(conn_info: &ConnInfo) -> Result<ServerLogPoller> {
+        let mut poller = Self::connect_reading(conn_info)?;
+        poller.only_after_slow_commands = true;
+        Ok(poller)
     }
 
     /// Names its connection `name` (a run's: [`run_client_name`]), now and after a reconnect,
@@ -152,7 +172,7 @@ impl ServerLogPoller {
         self
     }
 
-    fn connect_reading(conn_info: &ConnInfo, command_log: bool) -> Result<ServerLogPoller> {
+    fn connect_reading(conn_info: &ConnInfo) -> Result<ServerLogPoller> {
         let mut conn = open_conn(conn_info, POLLER_CLIENT_NAME)?;
         let mut poller = ServerLogPoller {
             conn_info: conn_info.clone(),
@@ -170,12 +190,11 @@ impl ServerLogPoller {
             last_eventloop_max: None,
             last_reset: false,
             key_events: None,
+            only_after_slow_commands: false,
         };
-        if command_log {
-            poller
-                .pick_source(&mut conn)
-                .context("reading the command log")?;
-        }
+        poller
+            .pick_source(&mut conn)
+            .context("reading the command log")?;
         if let Some(rows) = poller
             .read_latency(&mut conn)
             .context("reading LATENCY LATEST")?
@@ -259,7 +278,21 @@ impl ServerLogPoller {
             }
         };
         let mut poll = ServerLogPoll::default();
-        if let Some(source) = self.source {
+        // A log of every command: where it stands now, read before LATENCY LATEST so that a
+        // slow command the latency read shows is at or before this id.
+        let targeted = match self.source {
+            Some(source) if self.only_after_slow_commands => {
+                let newest = self
+                    .read_page(&mut conn, source, 1)
+                    .with_context(|| format!("reading the command log of {}", self.conn_info))?
+                    .and_then(|page| page.iter().map(|e| e.id).max());
+                Some((source, newest))
+            }
+            _ => None,
+        };
+        if targeted.is_none()
+            && let Some(source) = self.source
+        {
             let (entries, missed) = self
                 .read_new_entries(&mut conn, source)
                 .with_context(|| format!("reading the command log of {}", self.conn_info))?;
@@ -273,6 +306,28 @@ impl ServerLogPoller {
         {
             poll.latency = latency_changes(&self.last_latency, &rows);
             self.last_latency = rows;
+        }
+        if let Some((source, newest)) = targeted {
+            let slow = poll
+                .latency
+                .iter()
+                .any(|e| e.name == "command" && e.latest_ms >= TARGETED_FROM_MS);
+            match (slow, newest) {
+                (true, Some(newest)) => {
+                    let (entries, missed) = self
+                        .read_back_to_last(&mut conn, source, newest)
+                        .with_context(|| {
+                            format!("reading the command log of {}", self.conn_info)
+                        })?;
+                    poll.entries = entries;
+                    poll.missed_entries = missed;
+                    self.missed_total += missed;
+                }
+                // Nothing slow since the last poll: its entries (the probes') are passed over,
+                // not missed.
+                (false, Some(newest)) => self.last_id = Some(newest),
+                (_, None) => {}
+            }
         }
         if self.eventloop {
             let now = self.read_eventloop_max(&mut conn);
@@ -411,6 +466,36 @@ impl ServerLogPoller {
             self.last_id = Some(id);
         }
         Ok((selected.entries, selected.missed))
+    }
+
+    /// The entries since the last poll's id up to `newest` (and the few logged since), at most
+    /// [`TARGETED_PAGE`], keeping those of a millisecond or more; the ids past the page's
+    /// reach are missed.
+    fn read_back_to_last(
+        &mut self,
+        conn: &mut RawConn,
+        source: CommandLogSource,
+        newest: i64,
+    ) -> std::io::Result<(Vec<ServerCommandEntry>, u64)> {
+        let wanted = match self.last_id {
+            Some(last) if newest > last => usize::try_from(newest - last)
+                .unwrap_or(TARGETED_PAGE)
+                .saturating_add(TARGETED_MARGIN),
+            Some(_) => return Ok((Vec::new(), 0)),
+            None => TARGETED_PAGE,
+        }
+        .min(TARGETED_PAGE);
+        let page = self.read_page(conn, source, wanted)?.unwrap_or_default();
+        let selected = select_new(self.last_id, page);
+        if let Some(id) = selected.newest_id {
+            self.last_id = Some(id);
+        }
+        let entries = selected
+            .entries
+            .into_iter()
+            .filter(|e| e.duration_us >= 1000)
+            .collect();
+        Ok((entries, selected.missed))
     }
 
     /// One page of the log, newest first; `None` (after a note) when the server refused it.

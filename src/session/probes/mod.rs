@@ -288,14 +288,15 @@ pub fn measure_nodes(
             return abandon(&mut session, &mut threads, err);
         }
     }
-    // The server's slow log names the stalls, unless it logs every command (the writer's view
-    // of each write needs that; a write's stalls are its own): then LATENCY events and the keys
-    // the server removed name them (another key's expiry, in a gap or in a write's window).
+    // The server's slow log names the stalls. Where it logs every command (the writer's view
+    // of each write needs that), it is read back only after a command the LATENCY monitor timed
+    // at 10 ms or more; LATENCY events and the keys the server removed name the rest (another
+    // key's expiry, in a gap or in a write's window).
     let log_threshold = session.scope.tuning.effective("slowlog-log-slower-than");
     let logs_everything = log_threshold == Some(0);
     let naming = {
         let connected = if logs_everything {
-            ServerLogPoller::connect_without_command_log(&target.conn)
+            ServerLogPoller::connect_to_a_log_of_every_command(&target.conn)
         } else {
             ServerLogPoller::connect(&target.conn)
         };
@@ -320,7 +321,8 @@ pub fn measure_nodes(
             Ok(handle) => {
                 threads.poller = Some(handle);
                 // The owner's server logs every command: said, since the slow log then names
-                // none of the stalls (the hostile trial's run named none and said nothing).
+                // only the stalls of a command LATENCY timed (the hostile trial's run named none
+                // and said nothing).
                 let set_by_the_run = target.server.embedded
                     || options.tune_server
                     || session
@@ -331,7 +333,7 @@ pub fn measure_nodes(
                         .any(|c| c.name == "slowlog-log-slower-than");
                 if logs_everything && !set_by_the_run {
                     session.warnings.push(
-                        "the server logs every command (slowlog-log-slower-than 0): the slow log is not read to name stalls (each probe's entry would be read back), only the LATENCY monitor's events and the keys the server removed name them".into(),
+                        "the server logs every command (slowlog-log-slower-than 0): the slow log is read back to name a stall only after a command the LATENCY monitor timed at 10 ms or more (each probe's entry is in it); shorter stalls are named by LATENCY events and the keys the server removed only".into(),
                     );
                 }
                 if let Some(t) = log_threshold
