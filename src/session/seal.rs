@@ -14,7 +14,7 @@
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::{Context, Result, anyhow};
@@ -107,13 +107,40 @@ fn run_record(run_id: &str) -> Option<PathBuf> {
     valid.then(|| dir.join(run_id))
 }
 
+/// How long the record of a run that never ended is kept: a run killed and never reclaimed
+/// (its server flushed, or never run against again) left one for good. Past this its marker, if
+/// it is still on a server, is taken for a copy: its settings are said, not put back (a server
+/// that ran that long since the run has likely had them changed, or restarted, since).
+pub const RECORD_KEPT: std::time::Duration = std::time::Duration::from_secs(90 * 24 * 3600);
+
 /// Records that run `run_id` was sealed here and has not ended; why not where it cannot be.
+/// Records older than [`RECORD_KEPT`] are removed meanwhile.
 pub fn record_run(run_id: &str) -> Result<(), String> {
     let path = run_record(run_id).ok_or("no place for the record of the run")?;
     let dir = path.parent().expect("a record has a directory");
     fs::create_dir_all(dir)
         .and_then(|()| fs::write(&path, b""))
-        .map_err(|err| format!("writing {} ({err})", path.display()))
+        .map_err(|err| format!("writing {} ({err})", path.display()))?;
+    forget_old_runs(dir, RECORD_KEPT);
+    Ok(())
+}
+
+/// Removes the records in `dir` last written more than `kept` ago (best effort).
+fn forget_old_runs(dir: &Path, kept: std::time::Duration) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|age| age > kept);
+        if old && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Whether run `run_id` was sealed here and has not ended.
@@ -168,6 +195,25 @@ mod tests {
         assert!(!verify("a marker", &sealed[..62]));
         assert!(!verify("a marker", "zz"));
         assert!(!verify("a marker", "é"));
+    }
+
+    #[test]
+    fn records_older_than_kept_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, new) = (dir.path().join("0000aaaa"), dir.path().join("0000bbbb"));
+        fs::write(&old, b"").unwrap();
+        fs::write(&new, b"").unwrap();
+        let long_ago =
+            std::time::SystemTime::now() - RECORD_KEPT - std::time::Duration::from_secs(60);
+        fs::File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        forget_old_runs(dir.path(), RECORD_KEPT);
+        assert!(!old.exists());
+        assert!(new.exists());
     }
 
     #[test]
