@@ -394,7 +394,10 @@ fn rates_near_zero_and_lengths_near_infinity_are_refused() {
             &["--writer-sizes", "1K", "--gap", "18446744073709551615s"],
             "'18446744073709551615s' for --gap: must be at most a year",
         ),
-        (&["load", "--duration", "400d"], "'400d' for --duration"),
+        (
+            &["--duration", "400d"],
+            "'400d' for --duration: must be at most a year",
+        ),
         // M is humantime's month: `--duration 1M` probed for 30 days.
         (&["--duration", "1M"], "'1M' for --duration: M is a month"),
     ] {

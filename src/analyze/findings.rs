@@ -79,12 +79,13 @@ pub struct WriteSummary {
     /// The writer's own elapsed time (what the seed measured), ms.
     pub set_ms: f64,
     /// Head-of-line delay: the longest any other client arriving during the write waited for
-    /// the server (worst latency among the probes overlapping the write, minus the baseline
+    /// the server (the worst wait inside the write's window among the probes overlapping it,
+    /// counted from the write's start for one meant to go out before it, minus the baseline
     /// median), ms. Empty when no probe overlapped the write.
     pub hol_delay_ms: Option<f64>,
     /// Time inside the write's window covered by stall episodes, ms.
     pub stall_ms: f64,
-    /// Probes overlapping the write whose latency passed the threshold.
+    /// Probes overlapping the write whose wait inside its window passed the threshold.
     pub probes_delayed: u64,
     /// Part of `stall_ms` while the value was still being sent (start → last byte sent).
     pub stall_during_send_ms: f64,
@@ -96,7 +97,8 @@ pub struct WriteSummary {
     pub host_swap_pct: f64,
     /// Probes overlapping the write (with a reply).
     pub probes_in_window: u64,
-    /// Worst latency among them, ms (empty without probes).
+    /// The worst wait inside the window among them (as for `hol_delay_ms`, before the
+    /// baseline is taken off), ms (empty without probes).
     pub worst_latency_ms: Option<f64>,
     /// Whether the write itself succeeded.
     pub ok: bool,
@@ -125,8 +127,8 @@ pub struct WriteSummary {
     /// kept).
     #[serde(default)]
     pub host_swap_grew_bytes: u64,
-    /// How late the probe behind `hol_delay_ms` left its thread, ms: at most that much of the
-    /// figure was the tool's own lateness (its thread waited for a core), not the server (less
+    /// How late the probe behind `hol_delay_ms` left its thread (after the write's start, for
+    /// one meant to go out before it), ms: at most that much of the figure was the tool's own lateness (its thread waited for a core), not the server (less
     /// when the server was frozen anyway while the probe was late). Empty without probes.
     #[serde(default)]
     pub hol_probe_send_lag_ms: Option<f64>,

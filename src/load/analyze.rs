@@ -49,7 +49,7 @@ pub struct RequestFigures {
     /// The longest any of them waited inside the window, µs: from its start, or from the
     /// write's for one sent before it (what it waited before then was not the write's).
     pub worst_latency_us: Option<u64>,
-    /// How many of them took longer than the stall threshold.
+    /// How many of them waited inside the window longer than the stall threshold.
     pub delayed_requests: u64,
     /// Requests given up without a reply whose wait met the window.
     pub unanswered_requests: u64,
@@ -184,7 +184,7 @@ pub struct WriteUnderLoad {
     /// The longest any of them waited inside the window, µs (from the write's start for one
     /// sent before it; empty: no answered request overlapped).
     pub worst_latency_us: Option<u64>,
-    /// How many of them took longer than the stall threshold.
+    /// How many of them waited inside the window longer than the stall threshold.
     pub delayed_requests: u64,
     /// The second (since the load started) in which the write began.
     pub second: u64,

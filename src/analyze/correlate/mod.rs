@@ -56,8 +56,9 @@ use crate::record::{ProbeRecord, WriteRecord};
 /// Settings of the analysis.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct CorrelateConfig {
-    /// A probe waiting longer than this (from its intended send) is delayed; a silence longer
-    /// than this is a stall.
+    /// A probe waiting longer than this (from its intended send; for a write's figures, from
+    /// the write's start for one meant to go out before it) is delayed; a silence longer than
+    /// this is a stall, tied to the write whose window it overlaps by more than this.
     pub stall_threshold_us: u64,
     /// A silence with no reply for this long is dropped, not waited for: the probes could
     /// not reach the server (connections reset, every probe failed), which is an outage the
@@ -332,12 +333,7 @@ impl OpenWrite {
 /// A probe's wait from `from_us` on (the later of its intended send and a write's start), µs,
 /// and how late it left its thread after that: what of its latency and send lag falls inside
 /// a window that starts at `from_us`.
-pub(crate) fn waited_since(
-    intended_us: u64,
-    latency_us: u64,
-    sent_us: u64,
-    from_us: u64,
-) -> (u64, u64) {
+fn waited_since(intended_us: u64, latency_us: u64, sent_us: u64, from_us: u64) -> (u64, u64) {
     let from = intended_us.max(from_us);
     (
         latency_us.saturating_sub(from - intended_us),
@@ -797,7 +793,8 @@ impl Correlator {
                 break;
             }
             let (mut stall, on_wire) = self.closed.pop_front().expect("peeked");
-            stall.write_seq = overlapping_write(&stall, &self.windows);
+            stall.write_seq =
+                overlapping_write(&stall, &self.windows, self.config.stall_threshold_us);
             if on_wire {
                 let hi = self
                     .open_writes
@@ -954,15 +951,23 @@ fn in_any_window(windows: &[(u32, u64, u64)], start: u64, end: u64) -> bool {
     windows[..hi].last().is_some_and(|&(_, _, we)| we >= start)
 }
 
-/// The write whose window overlaps the episode most (the earlier on a tie), if any does.
-fn overlapping_write(episode: &Stall, windows: &[(u32, u64, u64)]) -> Option<u32> {
+/// The write whose window overlaps the episode most (the earlier on a tie), if one overlaps it
+/// by more than `threshold_us`: others waited past the threshold inside that window, as its
+/// figures count a wait (from its start). Another client's stall that ended just inside a
+/// 23 µs DEL's window was tied to the DEL (the DEL's figures, counted from its start, say it
+/// held no one: a review of 2026-12-05).
+fn overlapping_write(
+    episode: &Stall,
+    windows: &[(u32, u64, u64)],
+    threshold_us: u64,
+) -> Option<u32> {
     let hi = windows.partition_point(|&(_, ws, _)| ws <= episode.end_us);
     windows[..hi]
         .iter()
         .rev()
         .take_while(|&&(_, _, we)| we >= episode.start_us)
         .map(|&(seq, ws, we)| (seq, overlap(episode.start_us, episode.end_us, ws, we)))
-        .filter(|&(_, o)| o > 0)
+        .filter(|&(_, o)| o > threshold_us)
         .max_by_key(|&(seq, o)| (o, Reverse(seq)))
         .map(|(seq, _)| seq)
 }

@@ -31,7 +31,7 @@ pub(super) fn correlate_with_memory(
     let baseline = baseline(probes, &windows);
     let (mut stalls, mut client_hiccups) = stall_episodes(probes, config.stall_threshold_us);
     for episode in stalls.iter_mut().chain(client_hiccups.iter_mut()) {
-        episode.write_seq = overlapping_write(episode, writes);
+        episode.write_seq = overlapping_write(episode, writes, config.stall_threshold_us);
     }
     let index = ProbeIndex::new(probes);
     let writes: Vec<WriteSummary> = writes
@@ -92,8 +92,9 @@ impl<'a> ProbeIndex<'a> {
     }
 }
 
-/// The write whose window overlaps the episode most (the earlier on a tie), if any does.
-fn overlapping_write(episode: &Stall, writes: &[WriteRecord]) -> Option<u32> {
+/// The write whose window overlaps the episode most (the earlier on a tie), if one overlaps it
+/// by more than `threshold_us`.
+fn overlapping_write(episode: &Stall, writes: &[WriteRecord], threshold_us: u64) -> Option<u32> {
     writes
         .iter()
         .map(|w| {
@@ -102,7 +103,7 @@ fn overlapping_write(episode: &Stall, writes: &[WriteRecord]) -> Option<u32> {
                 overlap(episode.start_us, episode.end_us, w.start_us, w.reply_us),
             )
         })
-        .filter(|&(_, o)| o > 0)
+        .filter(|&(_, o)| o > threshold_us)
         .max_by_key(|&(seq, o)| (o, std::cmp::Reverse(seq)))
         .map(|(seq, _)| seq)
 }
@@ -255,9 +256,12 @@ fn summarize_write(
             continue;
         };
         if probe.intended_us <= we && reply >= ws {
-            // Its wait inside the window only (see `waited_in_window`).
-            let (latency, send_lag) =
-                super::waited_since(probe.intended_us, latency, probe.sent_us, ws);
+            // Its wait inside the window only: from its intended send, or from the write's
+            // start for one meant to go out before it (computed here on its own, not by the
+            // streaming correlator's helper, so that the two are checked against each other).
+            let from = probe.intended_us.max(ws);
+            let latency = reply.saturating_sub(from);
+            let send_lag = probe.sent_us.saturating_sub(from);
             probes_in_window += 1;
             if latency > threshold_us {
                 probes_delayed += 1;

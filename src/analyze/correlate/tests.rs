@@ -162,6 +162,35 @@ fn a_wait_that_began_before_a_write_is_counted_from_its_start() {
         "{:?}",
         analysis.stalls
     );
+
+    // The same stall ending inside the DEL's window (its first reply after the silence at
+    // 1_037_873, the DEL over [1_037_850, 1_037_896]): the DEL held no one, and the stall is
+    // not tied to it (it was, by its 23 µs of overlap: the review of 2026-12-05).
+    let probes = timeline(0, 2_000_000, &[(937_500, 1_037_843)]);
+    let writes = [write(1, WriteOp::Delete, 1_037_850, 1_037_855, 1_037_896)];
+    let analysis = correlate(&probes, &writes, THRESHOLD);
+    let summary = &analysis.writes[0];
+    assert!(
+        summary.hol_delay_ms.is_some_and(|ms| ms < 0.1),
+        "{summary:?}"
+    );
+    assert_eq!(summary.probes_delayed, 0);
+    let long = analysis
+        .stalls
+        .iter()
+        .find(|s| s.duration_ms > 99.0)
+        .expect("the 100 ms stall");
+    assert!(
+        long.end_us > 1_037_850,
+        "it ends inside the window: {long:?}"
+    );
+    assert_eq!(long.write_seq, None, "{long:?}");
+    // A stall inside a write's window is still the write's.
+    let probes = timeline(0, 2_000_000, &[(500_100, 504_100)]);
+    let writes = [write(1, WriteOp::Delete, 500_000, 500_050, 504_100)];
+    let analysis = correlate(&probes, &writes, THRESHOLD);
+    assert_eq!(analysis.stalls.len(), 1, "{:?}", analysis.stalls);
+    assert_eq!(analysis.stalls[0].write_seq, Some(1));
 }
 
 #[test]

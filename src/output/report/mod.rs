@@ -868,10 +868,6 @@ pub fn baseline_short(baseline: &Baseline) -> String {
 /// the tool's lateness is within a probe interval and changes no figure.
 pub const SEND_LAG_SHOWN_FROM_US: u64 = 1000;
 
-/// A stall in one short line: its wall-clock start, its length, and its write or its culprit:
-/// `12:03:04.123     96.1ms  write 2 (set 64M)`, `12:03:04.123     38.2ms  DEBUG SLEEP 0.05
-/// (10.0.0.5:51234 app-worker)`. The run's own command is named by its write; another
-/// client's command by itself (and the write it fell in, if any). At most 100 columns.
 /// The LATENCY `command` event's figure in a stall's `server_event` text (`latency command
 /// 200ms, expire-cycle 3ms; event loop max 200.4ms`), ms.
 fn command_event_ms(server_event: &str) -> Option<f64> {
@@ -884,6 +880,10 @@ fn command_event_ms(server_event: &str) -> Option<f64> {
     })
 }
 
+/// A stall in one short line: its wall-clock start, its length, and its write or its culprit:
+/// `12:03:04.123     96.1ms  write 2 (set 64M)`, `12:03:04.123     38.2ms  DEBUG SLEEP 0.05
+/// (10.0.0.5:51234 app-worker)`. The run's own command is named by its write; another
+/// client's command by itself (and the write it fell in, if any). At most 100 columns.
 pub fn stall_line_short(stall: &Stall, writes: &[WriteSummary]) -> String {
     let mut cause = Vec::new();
     let own_command = stall
@@ -920,11 +920,12 @@ pub fn stall_line_short(stall: &Stall, writes: &[WriteSummary]) -> String {
         cause.push(key.clone());
     }
     // A command of 10 ms or more that the LATENCY monitor timed at about the stall's length
-    // (its figures are whole ms, its times whole seconds), which no slow-log entry named
-    // (the run logs every command and does not read them back, or the log was off): said as
-    // such, rather than as a count of probes (the hostile trial: a foreign `DEBUG SLEEP 0.2`
-    // read "399 probes delayed" with --tune-server).
+    // (its figures are whole ms, its times whole seconds), which no slow-log entry named (the
+    // log was off or refused, or its entry was past the page read back): said as such, rather
+    // than as a count of probes (the hostile trial: a foreign `DEBUG SLEEP 0.2` read "399
+    // probes delayed" with --tune-server, before such runs read their log back).
     if cause.is_empty()
+        && stall.server_command.is_none()
         && let Some(ms) = stall.server_event.as_deref().and_then(command_event_ms)
         && ms >= 10.0
         && (0.5..=1.5).contains(&(ms / stall.duration_ms))

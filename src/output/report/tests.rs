@@ -201,7 +201,7 @@ fn short_stall_lines_name_an_expiry_by_its_event_and_key() {
         "10:00:01.500     50.2ms  DEBUG SLEEP 0.05"
     );
     // A command the LATENCY monitor timed at the stall's length that no slow-log entry named
-    // (a run that logs every command does not read them back): said as such.
+    // (the log off, or the entry past the page read back): said as such.
     let timed_only = Stall {
         server_event: Some("latency command 200ms; event loop max 200.4ms".into()),
         ..stall(200.2, None)
@@ -209,6 +209,18 @@ fn short_stall_lines_name_an_expiry_by_its_event_and_key() {
     assert_eq!(
         stall_line_short(&timed_only, &[]),
         "10:00:01.500    200.2ms  a command of 200ms the slow log read did not name (LATENCY command)"
+    );
+    // The run's own command, named by the slow log but tied to no write: not said to be
+    // unnamed.
+    let own = Stall {
+        server_command: Some("DEL holprobe:abcd1234:w1".into()),
+        server_event: Some("latency command 200ms".into()),
+        ..stall(200.2, None)
+    };
+    assert!(
+        !stall_line_short(&own, &[]).contains("did not name"),
+        "{}",
+        stall_line_short(&own, &[])
     );
     // Nothing said: the count, as before.
     let unnamed = Stall {
