@@ -252,7 +252,7 @@ fn summarize_write(
     let mut worst_send_lag = 0;
     let mut worst_key = None;
     for probe in index.around(ws, we) {
-        let (Some(reply), Some(latency)) = (probe.reply_us, probe.latency_us) else {
+        let (Some(reply), Some(_)) = (probe.reply_us, probe.latency_us) else {
             continue;
         };
         if probe.intended_us <= we && reply >= ws {
