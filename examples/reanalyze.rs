@@ -186,6 +186,10 @@ fn run(args: &Args) -> Result<()> {
     if let Some(options) = object.get_mut("options").and_then(|o| o.as_object_mut()) {
         options.insert("stall_threshold_us".into(), threshold_us.into());
     }
+    object.insert(
+        "analysis_version".into(),
+        holprobe::analyze::correlate::ANALYSIS_VERSION.into(),
+    );
     object.insert("stalls_found".into(), analysis.stalls.len().into());
     let total: f64 = analysis.stalls.iter().map(|s| s.duration_ms).sum();
     object.insert("stall_ms_total".into(), total.into());

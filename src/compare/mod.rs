@@ -391,6 +391,12 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
         ": each engine measures hol_delay_ms differently, so it is not comparable and no hol_delay_ms row is judged; set_ms still is",
     );
     differ(
+        "analysis",
+        format!("version {}", base.analysis_version),
+        format!("version {}", cand.analysis_version),
+        ": version 1 (before 2026-12-05) counted a probe meant to go out before a write's start from its intended send, so a write just after another client's stall could read that stall's length there; reanalyse that run (examples/reanalyze.rs) to compare like with like",
+    );
+    differ(
         "probe rate",
         show(base.probe_rate.map(|r| format!("{r}/s"))),
         show(cand.probe_rate.map(|r| format!("{r}/s"))),

@@ -85,6 +85,8 @@ pub struct RunMeta {
     /// [`PROBE_ENGINE_BEFORE_KEY`] when run.json has no `probe_engine`). Engines differ in what
     /// `hol_delay_ms` counts, so it is not comparable across them.
     pub probe_engine_version: u32,
+    /// The rule its figures were analysed by (`analysis_version`; 1 when run.json has none).
+    pub analysis_version: u32,
     /// The server the writes went to (`host:port`), when run.json says (runs over several
     /// nodes have a summary.csv row per write per node: only this node's are compared).
     pub written_node: Option<String>,
@@ -633,6 +635,7 @@ impl RunMeta {
                 .probe_engine
                 .as_ref()
                 .map_or(PROBE_ENGINE_BEFORE_KEY, |engine| engine.version),
+            analysis_version: run.analysis_version.unwrap_or(1),
             repeats_read: RepeatsRead::default(),
         }
     }
@@ -797,6 +800,7 @@ mod tests {
                 planned_values: vec![],
                 started_unix_us: Some(1_796_053_782_168_721),
                 probe_engine_version: 2,
+                analysis_version: 2,
                 written_node: Some("127.0.0.1:6379".into()),
                 repeats_read: RepeatsRead { fewest: 1, most: 1 },
             }
@@ -941,9 +945,14 @@ mod tests {
         let mut json: Value =
             serde_json::from_str(&fs::read_to_string(dirs[0].join(RUN_JSON)).unwrap()).unwrap();
         remove(&mut json, "", "probe_engine");
+        if json.get("analysis_version").is_some() {
+            remove(&mut json, "", "analysis_version");
+        }
         write_json(old.path(), &json);
         let run = load_run("CANDIDATE", old.path()).unwrap();
         assert_eq!(run.meta.probe_engine_version, PROBE_ENGINE_BEFORE_KEY);
+        // A run analysed before run.json said by which rule: the first.
+        assert_eq!(run.meta.analysis_version, 1);
     }
 
     #[test]

@@ -29,6 +29,7 @@ fn meta(run_id: &str) -> RunMeta {
         planned_values: vec![],
         started_unix_us: Some(0),
         probe_engine_version: 2,
+        analysis_version: 2,
         written_node: None,
         repeats_read: RepeatsRead::default(),
     }
@@ -289,6 +290,26 @@ fn only_shared_sizes_are_compared_with_a_warning() {
     assert!(text.contains("differ in probe rate"), "{text}");
     // The coarser probe interval (1 ms at 2 x 500/s) sets the hol resolution.
     assert_eq!(c.rows[0].hol_delay.min_diff_ms, 1.0);
+}
+
+/// A baseline analysed before waits were counted from a write's start (no `analysis_version`
+/// in its run.json) against a run after: said, with what to do (the review of 2026-12-05: a
+/// baseline could hide a regression the old rule inflated). Same versions: nothing said.
+#[test]
+fn runs_analysed_by_different_rules_are_said() {
+    let v: &[f64] = &[1.0, 1.1, 1.2, 1.0, 1.1];
+    let mut base = run("a", &[(M64, "set", v, v)]);
+    let cand = run("b", &[(M64, "set", v, v)]);
+    let said = "differ in analysis (baseline version 1, candidate version 2)";
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    assert!(!c.warnings.join("\n").contains("differ in analysis"));
+    base.meta.analysis_version = 1;
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    let text = c.warnings.join("\n");
+    assert!(
+        text.contains(said) && text.contains("examples/reanalyze.rs"),
+        "{text}"
+    );
 }
 
 #[test]

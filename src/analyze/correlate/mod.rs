@@ -53,6 +53,13 @@ use crate::analyze::pressure::{MemorySample, assess};
 use crate::analyze::stats::{SizeModel, SizeSpread, by_size, size_model};
 use crate::record::{ProbeRecord, WriteRecord};
 
+/// The rule a run's per-write figures are analysed by, recorded in run.json
+/// (`analysis_version`): 2 since 2026-12-05, when a probe meant to go out before a write's start
+/// came to count from that start, and a stall to be tied to a write only where it overlaps its
+/// window by more than the threshold; 1 (no field) before. `probe compare` says when two runs
+/// differ in it.
+pub const ANALYSIS_VERSION: u32 = 2;
+
 /// Settings of the analysis.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct CorrelateConfig {

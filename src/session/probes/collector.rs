@@ -518,6 +518,7 @@ pub(super) fn run_json(
         host: meta.run.host.clone(),
         options: meta.options.clone(),
         probe_engine: Some(shared.engine_info()),
+        analysis_version: Some(crate::analyze::correlate::ANALYSIS_VERSION),
         probes_dropped: shared.dropped.load(Ordering::Relaxed),
         probes_recorded: state.probes_recorded,
         stalls_found: Some(first.stalls_found),

@@ -53,6 +53,12 @@ pub struct RunJson {
     /// empty only in runs recorded by engine 1, before it was.
     #[serde(default)]
     pub probe_engine: Option<ProbeEngineInfo>,
+    /// The rule the per-write figures were analysed by
+    /// ([`crate::analyze::correlate::ANALYSIS_VERSION`]): 2 counts a probe meant to go out
+    /// before a write's start from that start; empty in runs analysed before it was written
+    /// (rule 1: from its intended send).
+    #[serde(default)]
+    pub analysis_version: Option<u32>,
     /// Probe records the collector could not keep up with (expected 0).
     pub probes_dropped: u64,
     /// Probe records kept.
@@ -332,6 +338,7 @@ pub(crate) mod sample {
             server,
             host,
             options: options.recorded("holprobe:feedf00d:"),
+            analysis_version: Some(crate::analyze::correlate::ANALYSIS_VERSION),
             probe_engine: Some(ProbeEngineInfo {
                 version: 2,
                 mode: "pipelined".into(),
