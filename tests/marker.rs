@@ -32,7 +32,16 @@ fn config_get(server: &TestServer, name: &str) -> String {
 
 /// `probe clean --url` against `server`, which must succeed: its stdout and stderr.
 fn clean(server: &TestServer) -> String {
-    let output = probe_cmd()
+    clean_from(server, None)
+}
+
+/// The same from another machine: another `XDG_STATE_HOME` (another marker key) when given.
+fn clean_from(server: &TestServer, state_home: Option<&std::path::Path>) -> String {
+    let mut cmd = probe_cmd();
+    if let Some(home) = state_home {
+        cmd.env("XDG_STATE_HOME", home);
+    }
+    let output = cmd
         .args(["clean", "--url", &server.url()])
         .output()
         .unwrap();
@@ -484,14 +493,7 @@ fn a_sealed_marker_is_undone_by_its_machine_only_and_only_once() {
         .unwrap();
 
     let elsewhere = tempfile::tempdir().unwrap();
-    let output = probe_cmd()
-        .env("XDG_STATE_HOME", elsewhere.path())
-        .args(["clean", "--url", &server.url()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
+    let text = clean_from(&server, Some(elsewhere.path()));
     assert!(
         text.contains("its seal is not of this machine's key")
             && text.contains("kept its marker for the machine that sealed it"),

@@ -284,8 +284,7 @@ impl ServerLogPoller {
             Some(source) if self.only_after_slow_commands => {
                 let newest = self
                     .read_page(&mut conn, source, 1)
-                    .with_context(|| format!("reading the command log of {}", self.conn_info))?
-                    .and_then(|page| page.iter().map(|e| e.id).max());
+                    .with_context(|| format!("reading the command log of {}", self.conn_info))?;
                 Some((source, newest))
             }
             _ => None,
@@ -312,21 +311,35 @@ impl ServerLogPoller {
                 .latency
                 .iter()
                 .any(|e| e.name == "command" && e.latest_ms >= TARGETED_FROM_MS);
-            match (slow, newest) {
-                (true, Some(newest)) => {
+            match newest {
+                Some(newest) if slow => {
                     let (entries, missed) = self
-                        .read_back_to_last(&mut conn, source, newest)
+                        .entries_after_last(
+                            &mut conn,
+                            source,
+                            newest,
+                            TARGETED_PAGE,
+                            TARGETED_MARGIN,
+                        )
                         .with_context(|| {
                             format!("reading the command log of {}", self.conn_info)
                         })?;
-                    poll.entries = entries;
+                    // Of a log of every command, the slow ones only.
+                    poll.entries = entries
+                        .into_iter()
+                        .filter(|e| e.duration_us >= 1000)
+                        .collect();
                     poll.missed_entries = missed;
                     self.missed_total += missed;
                 }
                 // Nothing slow since the last poll: its entries (the probes') are passed over,
                 // not missed.
-                (false, Some(newest)) => self.last_id = Some(newest),
-                (_, None) => {}
+                Some(newest) => {
+                    if let Some(id) = newest.iter().map(|e| e.id).max() {
+                        self.last_id = Some(id);
+                    }
+                }
+                None => {}
             }
         }
         if self.eventloop {
@@ -437,17 +450,31 @@ impl ServerLogPoller {
         let Some(newest) = self.read_page(conn, source, 1)? else {
             return Ok((Vec::new(), 0));
         };
+        self.entries_after_last(conn, source, newest, POLL_PAGE, 0)
+    }
+
+    /// The entries after the last id seen up to `newest` (the page of one just read), read in
+    /// one page of at most `most` (with `margin` more for the entries logged since `newest`
+    /// was read); the ids past the page's reach are missed.
+    fn entries_after_last(
+        &mut self,
+        conn: &mut RawConn,
+        source: CommandLogSource,
+        newest: Vec<LogEntry>,
+        most: usize,
+        margin: usize,
+    ) -> std::io::Result<(Vec<ServerCommandEntry>, u64)> {
         let Some(newest_id) = newest.iter().map(|e| e.id).max() else {
             return Ok((Vec::new(), 0)); // empty log (never written, or reset)
         };
         let wanted = match self.last_id {
             Some(last) if newest_id == last => return Ok((Vec::new(), 0)),
-            Some(last) if newest_id > last => {
-                usize::try_from(newest_id - last).unwrap_or(POLL_PAGE)
-            }
-            _ => POLL_PAGE, // first entries ever seen, or ids went back (restart)
+            Some(last) if newest_id > last => usize::try_from(newest_id - last)
+                .unwrap_or(most)
+                .saturating_add(margin),
+            _ => most, // first entries ever seen, or ids went back (restart)
         }
-        .min(POLL_PAGE);
+        .min(most);
         let mut page = if wanted > 1 {
             self.read_page(conn, source, wanted)?.unwrap_or_default()
         } else {
@@ -466,36 +493,6 @@ impl ServerLogPoller {
             self.last_id = Some(id);
         }
         Ok((selected.entries, selected.missed))
-    }
-
-    /// The entries since the last poll's id up to `newest` (and the few logged since), at most
-    /// [`TARGETED_PAGE`], keeping those of a millisecond or more; the ids past the page's
-    /// reach are missed.
-    fn read_back_to_last(
-        &mut self,
-        conn: &mut RawConn,
-        source: CommandLogSource,
-        newest: i64,
-    ) -> std::io::Result<(Vec<ServerCommandEntry>, u64)> {
-        let wanted = match self.last_id {
-            Some(last) if newest > last => usize::try_from(newest - last)
-                .unwrap_or(TARGETED_PAGE)
-                .saturating_add(TARGETED_MARGIN),
-            Some(_) => return Ok((Vec::new(), 0)),
-            None => TARGETED_PAGE,
-        }
-        .min(TARGETED_PAGE);
-        let page = self.read_page(conn, source, wanted)?.unwrap_or_default();
-        let selected = select_new(self.last_id, page);
-        if let Some(id) = selected.newest_id {
-            self.last_id = Some(id);
-        }
-        let entries = selected
-            .entries
-            .into_iter()
-            .filter(|e| e.duration_us >= 1000)
-            .collect();
-        Ok((entries, selected.missed))
     }
 
     /// One page of the log, newest first; `None` (after a note) when the server refused it.

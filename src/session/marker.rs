@@ -740,31 +740,22 @@ fn reclaim(
         said.push(format!(
             "kept its marker for the machine that sealed it (`probe clean` there puts them back; if no run of the tool set them: DEL {key}, SREM {registry} {key})"
         ));
-        return Ok(Found::Reclaimed {
-            run_id: marker.run_id.clone(),
-            line: format!(
-                "run {} (pid {} on {}) ended without cleaning up: {}",
-                marker.run_id,
-                marker.pid,
-                marker.host,
-                said.join(", ")
-            ),
-        });
-    }
-    redis::pipe()
-        .atomic()
-        .cmd("DEL")
-        .arg(key)
-        .ignore()
-        .cmd("SREM")
-        .arg(registry)
-        .arg(key)
-        .ignore()
-        .query::<()>(control)
-        .with_context(|| format!("removing the marker {key}"))?;
-    // Undone: a copy of the marker planted again is not acted on.
-    if sealed {
-        super::seal::forget_run(&marker.run_id);
+    } else {
+        redis::pipe()
+            .atomic()
+            .cmd("DEL")
+            .arg(key)
+            .ignore()
+            .cmd("SREM")
+            .arg(registry)
+            .arg(key)
+            .ignore()
+            .query::<()>(control)
+            .with_context(|| format!("removing the marker {key}"))?;
+        // Undone: a copy of the marker planted again is not acted on.
+        if sealed {
+            super::seal::forget_run(&marker.run_id);
+        }
     }
     Ok(Found::Reclaimed {
         run_id: marker.run_id.clone(),

@@ -310,7 +310,8 @@ impl OpenWrite {
             // write's start for one meant to go out before it (its wait before then was not
             // the write's: a probe held 100 ms by another client's DEBUG SLEEP that ended just
             // before a 23 µs DEL was charged to the DEL whole; the hostile trial).
-            let (latency, send_lag) = waited_in_window(probe, ws);
+            let (latency, send_lag) =
+                waited_since(probe.intended_us, probe.latency_us, probe.sent_us, ws);
             self.probes_in_window += 1;
             if latency > threshold_us {
                 self.probes_delayed += 1;
@@ -346,10 +347,6 @@ fn waited_since(intended_us: u64, latency_us: u64, sent_us: u64, from_us: u64) -
         latency_us.saturating_sub(from - intended_us),
         sent_us.saturating_sub(from),
     )
-}
-
-fn waited_in_window(probe: &Answered, ws: u64) -> (u64, u64) {
-    waited_since(probe.intended_us, probe.latency_us, probe.sent_us, ws)
 }
 
 /// An answered probe waiting to be sorted into the baseline (or not) in reply order.

@@ -258,7 +258,7 @@ fn summarize_write(
         if probe.intended_us <= we && reply >= ws {
             // Its wait inside the window only: from its intended send, or from the write's
             // start for one meant to go out before it (computed here on its own, not by the
-            // streaming correlator's helper, so that the two are checked against each other).
+            // streaming correlator's `waited_since`, so that the two are checked against each other).
             let from = probe.intended_us.max(ws);
             let latency = reply.saturating_sub(from);
             let send_lag = probe.sent_us.saturating_sub(from);

@@ -99,17 +99,26 @@ pub fn event_cause(event: &str) -> &str {
     }
 }
 
+/// The LATENCY events in a stall's `server_event` text (`latency expire-cycle 314ms, command
+/// 2ms; event loop max 314.2ms`), as (name, figure) in its order, largest first: `[("expire-cycle",
+/// "314ms"), ("command", "2ms")]`; empty when it names none.
+pub fn latency_events(server_event: &str) -> Vec<(&str, &str)> {
+    let Some(events) = server_event.strip_prefix("latency ") else {
+        return Vec::new();
+    };
+    let events = events.split(';').next().unwrap_or(events);
+    events
+        .split(", ")
+        .filter_map(|part| part.trim().rsplit_once(' '))
+        .collect()
+}
+
 /// The cause in a stall's `server_event` text (`latency expire-cycle 314ms, expire-del 314ms;
 /// event loop max 314.2ms`): its largest LATENCY event in an operator's words with the events'
 /// names, `active expiry 314ms (expire-cycle, expire-del)`. `None` when it names no LATENCY
 /// event, or only commands (a command is named by SLOWLOG, or not at all).
 pub fn cause_of(server_event: &str) -> Option<String> {
-    let events = server_event.strip_prefix("latency ")?;
-    let events = events.split(';').next().unwrap_or(events);
-    let parsed: Vec<(&str, &str)> = events
-        .split(", ")
-        .filter_map(|part| part.trim().rsplit_once(' '))
-        .collect();
+    let parsed = latency_events(server_event);
     let &(first, figure) = parsed.first()?;
     let cause = event_cause(first);
     if cause == "a slow command" {

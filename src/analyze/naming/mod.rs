@@ -90,7 +90,8 @@ pub use command::{
 pub use eventloop::{LoopWindow, eventloop_label};
 pub use events::{LatencyEvent, latency_changes};
 pub use keys::{
-    KEY_SLACK_US, RemovedKey, cause_of, event_cause, key_label, label_of, removed_during,
+    KEY_SLACK_US, RemovedKey, cause_of, event_cause, key_label, label_of, latency_events,
+    removed_during,
 };
 pub use label::{command_label, printable};
 pub use span::WallSpan;

@@ -871,13 +871,13 @@ pub const SEND_LAG_SHOWN_FROM_US: u64 = 1000;
 /// The LATENCY `command` event's figure in a stall's `server_event` text (`latency command
 /// 200ms, expire-cycle 3ms; event loop max 200.4ms`), ms.
 fn command_event_ms(server_event: &str) -> Option<f64> {
-    let events = server_event.strip_prefix("latency ")?;
-    let events = events.split(';').next().unwrap_or(events);
-    events.split(", ").find_map(|part| {
-        let (name, figure) = part.trim().rsplit_once(' ')?;
-        (name == "command").then_some(())?;
-        figure.strip_suffix("ms")?.parse().ok()
-    })
+    crate::analyze::naming::latency_events(server_event)
+        .into_iter()
+        .find(|&(name, _)| name == "command")?
+        .1
+        .strip_suffix("ms")?
+        .parse()
+        .ok()
 }
 
 /// A stall in one short line: its wall-clock start, its length, and its write or its culprit:
