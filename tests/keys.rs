@@ -657,6 +657,10 @@ fn bad_input_is_one_line() {
         (vec!["--type", "hashmap"], "--type"),
         (vec!["--count", "0"], "--count"),
         (vec!["--model", garbage.to_str().unwrap()], "--model"),
+        // A device read whole (the hostile trial).
+        (vec!["--model", "/dev/zero"], "--model"),
+        // GET probes write their key and markers to the scanned server.
+        (vec!["--probe-cmd", "get"], "--probe-cmd get"),
     ] {
         let mut argv = vec!["--url", url.as_str()];
         argv.extend(args.iter().copied());
@@ -761,6 +765,26 @@ fn a_refit_writes_a_model_of_the_binary() {
     let (status, _, stderr) = common::probe_keys(&["--refit", "--refit-elements", "lots"]);
     assert_eq!(status, 2, "{stderr}");
     assert!(stderr.contains("--refit-elements"), "{stderr}");
+    // One size twice fits no growth; a scan's flag does nothing to a refit: both refused
+    // (the hostile trial).
+    for (args, said) in [
+        (
+            &["--refit", "--refit-elements", "10k,10k"][..],
+            "10000 elements is named twice",
+        ),
+        (
+            &["--refit", "--type", "hash"][..],
+            "--type applies to a scan, not to --refit",
+        ),
+        (&["--refit", "--top", "3"][..], "--top applies to a scan"),
+    ] {
+        let (status, _, stderr) = common::probe_keys(args);
+        assert_eq!(status, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(said) && stderr.trim().lines().count() == 1,
+            "{args:?}: {stderr}"
+        );
+    }
     // Values too small to fit a cost from (a 1-element list's read came out 5898 ms per MiB).
     let (status, _, stderr) = common::probe_keys(&["--refit", "--refit-elements", "1,50k"]);
     assert_eq!(status, 2, "{stderr}");

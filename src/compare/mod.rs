@@ -20,8 +20,10 @@
 //! still judged (a coarser probe rate only raises `hol_delay_ms`'s resolution), except one:
 //! runs recorded by different probe engines measured `hol_delay_ms` differently (engine 1 waited
 //! for each probe's reply before sending the next, so under load it also counted the probes'
-//! own backlog), so their `hol_delay_ms` rows are [`Verdict::NotComparable`] and the rows are
-//! judged on `set_ms` alone.
+//! own backlog), so their `hol_delay_ms` rows are [`Verdict::NotComparable`], the rows are
+//! judged on `set_ms` alone, and the verdict is at best inconclusive (what other clients saw
+//! is not judged). Likewise a `hol_delay_ms` row whose every value in both runs is under a
+//! probe interval coarser than `--min-diff-ms` is inconclusive, not "no regression".
 
 pub mod render;
 pub mod runs;
@@ -121,6 +123,7 @@ pub fn compare(
     };
     let (base_meta, cand_meta) = (with_repeats(baseline), with_repeats(candidate));
     let mut warnings = option_warnings(&base_meta, &cand_meta);
+    warnings.extend(same_run_warning(baseline, candidate));
     warnings.extend(baseline.warnings.iter().cloned());
     warnings.extend(candidate.warnings.iter().cloned());
 
@@ -218,14 +221,31 @@ pub fn compare(
         let set_ms =
             |group: &[&WriteSample]| -> Vec<f64> { group.iter().map(|w| w.set_ms).collect() };
         let hol_delay = if hol_comparable {
-            compare_metric(
+            let (base_hol, cand_hol) = (hol(base), hol(cand));
+            let mut judged = compare_metric(
                 "hol_delay_ms",
-                &hol(base),
-                &hol(cand),
+                &base_hol,
+                &cand_hol,
                 rules,
                 hol_min_diff,
                 Some(interval_ms),
-            )
+            );
+            // Every value of both runs under a probe interval coarser than the difference
+            // that counts: ties that say nothing of it (at 1 probe a second a doubled delay
+            // read "<500 ms" twice, no regression; the hostile trial).
+            let all_under = |values: &[f64]| values.iter().all(|&v| v <= interval_ms);
+            if interval_ms > rules.min_diff_ms
+                && all_under(&base_hol)
+                && all_under(&cand_hol)
+                && judged.verdict == Verdict::NoChange
+            {
+                judged.verdict = Verdict::Inconclusive;
+                judged.reason = format!(
+                    "every value under one probe interval ({interval_ms:.2} ms), coarser than --min-diff-ms {}: a faster --probe-rate resolves it",
+                    rules.min_diff_ms
+                );
+            }
+            judged
         } else {
             not_comparable(
                 "hol_delay_ms",
@@ -293,7 +313,9 @@ pub fn compare(
         .max();
     let verdict = if regressions > 0 || !candidate_failed.is_empty() {
         Verdict::Regression
-    } else if inconclusive > 0 || !candidate_unmeasured.is_empty() {
+    } else if inconclusive > 0 || !candidate_unmeasured.is_empty() || !hol_comparable {
+        // hol_delay_ms not judged (different probe engines): what other clients saw is not
+        // known to be no worse, and a gate must not pass on set_ms alone.
         Verdict::Inconclusive
     } else if improvements > 0 {
         Verdict::Improvement
@@ -497,13 +519,21 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
             base.tool_version, cand.tool_version
         ));
     }
-    if base.run_id == cand.run_id {
-        warnings.push(format!(
-            "both directories hold the same run ({}): the compare can only say no change",
-            base.run_id
-        ));
-    }
     warnings
+}
+
+/// Two directories of one run: the same figures can only compare as no change; different ones
+/// mean one copy was edited or reanalysed (the warning beside a REGRESSION said "can only say
+/// no change"; the hostile trial).
+fn same_run_warning(baseline: &RunData, candidate: &RunData) -> Option<String> {
+    let id = &baseline.meta.run_id;
+    (*id == candidate.meta.run_id).then(|| {
+        if baseline.writes == candidate.writes {
+            format!("both directories hold the same run ({id}) with the same figures: the compare can only say no change")
+        } else {
+            format!("both directories hold the same run ({id}), with different figures: one copy was edited or reanalysed")
+        }
+    })
 }
 
 /// Several runs side by side: per (size, op), each run's median and range.

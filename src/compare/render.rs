@@ -104,7 +104,7 @@ fn rule_line(c: &Comparison) -> String {
     )
 }
 
-fn summary_line(c: &Comparison) -> String {
+pub(super) fn summary_line(c: &Comparison) -> String {
     let verdict = match c.verdict {
         Verdict::Regression => "REGRESSION",
         Verdict::Inconclusive => "INCONCLUSIVE",
@@ -115,7 +115,7 @@ fn summary_line(c: &Comparison) -> String {
         String::new()
     } else {
         format!(
-            "; {} not judged: different probe engines",
+            "; {} not judged: different probe engines (record the baseline again)",
             c.not_comparable_metrics.join(", ")
         )
     };

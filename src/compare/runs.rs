@@ -263,6 +263,15 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         .filter(|(_, node)| node.is_written(meta.written_node.as_deref()))
         .map(|(row, _)| row)
         .collect();
+    // Every summarised write has a row of the written server: one whose rows all name
+    // another node (a replica) was dropped without a word, and its size read as never made
+    // (the hostile trial, on a run of one server).
+    let written: std::collections::BTreeSet<u32> = summary.iter().map(|row| row.seq).collect();
+    if let Some(seq) = summarised.iter().find(|seq| !written.contains(seq)) {
+        return Err(bad(format!(
+            "{SUMMARY_CSV} has rows of write {seq}, but none of the server it was written to (every row a replica's or another shard's): was the file edited?"
+        )));
+    }
     let writes: Vec<WriteRecord> =
         read_csv(&dir.join(WRITES_CSV), WRITES_REQUIRED).map_err(&bad)?;
     let outcome = check_rows(&summary, &summarised, &writes, &meta, &expected).map_err(&bad)?;
@@ -349,6 +358,12 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
         })
         .collect();
     let summarized = samples.len() + failed_count;
+    if writes.len() > summarized && meta.status == "complete" {
+        return Err(bad(format!(
+            "{WRITES_CSV} has {} write(s) that {SUMMARY_CSV} does not, though {RUN_JSON} says the run completed: was a file edited?",
+            writes.len() - summarized
+        )));
+    }
     if writes.len() > summarized {
         warnings.push(format!(
             "{shown}: {WRITES_CSV} has {} write(s) that {SUMMARY_CSV} does not (the run stopped before its last checkpoint): they are left out",
@@ -384,6 +399,9 @@ pub fn load_run(role: &'static str, dir: &Path) -> Result<RunData, UsageError> {
 struct Expected {
     /// Every key of the run is under it (`holprobe:<run_id>:`).
     key_prefix: String,
+    /// The writes its plan lays out ([`crate::measure::writer::WriterPlan::step_count`]):
+    /// numbered 1 to this, each once; all of them in a complete run.
+    planned_writes: usize,
 }
 
 /// The rows are the run's own, each once: no write twice in either file (a file edited, or
@@ -409,6 +427,25 @@ fn check_rows<'a>(
     };
     twice(SUMMARY_CSV, summary.iter().map(|row| row.seq).collect())?;
     twice(WRITES_CSV, writes.iter().map(|w| w.seq).collect())?;
+    // The writes are the plan's: numbered from 1 to its count, every one of them in a complete
+    // run (rows copied under new numbers made 20 repeats of a plan of 5, and a size taken out
+    // of both files of a complete run passed as never planned; the hostile trial).
+    let planned = expected.planned_writes;
+    if let Some(w) = writes
+        .iter()
+        .find(|w| w.seq == 0 || w.seq as usize > planned)
+    {
+        return Err(format!(
+            "{WRITES_CSV} holds write {}, but the plan {RUN_JSON} records makes writes 1 to {planned}: was the file edited or joined with another?",
+            w.seq
+        ));
+    }
+    if meta.status == "complete" && writes.len() != planned {
+        return Err(format!(
+            "{WRITES_CSV} holds {} write(s), but {RUN_JSON} says the run completed a plan of {planned}: was the file edited?",
+            writes.len()
+        ));
+    }
     // Every summarised write is in writes.csv, and both say alike whether it succeeded: a row
     // only summary.csv has cannot be checked against the run's key prefix (an edited file was
     // counted as a repeat, or dropped without a word: the hostile trial).
@@ -529,8 +566,30 @@ fn read_run_json(dir: &Path) -> Result<(RunMeta, Expected), String> {
             "{RUN_JSON}: options.probe_threads {threads} is not a count the tool probes with (1 to {MAX_PROBE_THREADS})"
         ));
     }
+    // The rules its figures were measured and analysed by: only those this build knows (an
+    // edited engine version 9 took hol_delay_ms out of the verdict, and an analysis version 99
+    // was explained as version 1; the hostile trial). A later version's run is compared by
+    // that version.
+    use crate::analyze::correlate::ANALYSIS_VERSION;
+    use crate::measure::probe::PROBE_ENGINE_VERSION;
+    if let Some(engine) = &run.probe_engine
+        && !(PROBE_ENGINE_BEFORE_KEY..=PROBE_ENGINE_VERSION).contains(&engine.version)
+    {
+        return Err(format!(
+            "{RUN_JSON}: probe_engine.version {} is not an engine this version knows ({PROBE_ENGINE_BEFORE_KEY} to {PROBE_ENGINE_VERSION}): a run of a later version? compare it with that version",
+            engine.version
+        ));
+    }
+    if let Some(analysis) = run.analysis_version
+        && !(1..=ANALYSIS_VERSION).contains(&analysis)
+    {
+        return Err(format!(
+            "{RUN_JSON}: analysis_version {analysis} is not an analysis this version knows (1 to {ANALYSIS_VERSION}): a run of a later version? compare it with that version"
+        ));
+    }
     let expected = Expected {
         key_prefix: run.key_prefix.clone(),
+        planned_writes: writer.plan.step_count(),
     };
     Ok((RunMeta::of(dir, &run, writer), expected))
 }
@@ -966,9 +1025,21 @@ mod tests {
             load_run("CANDIDATE", dir.path())
         };
         let mut engine = sample_json()["probe_engine"].clone();
-        engine["version"] = 3.into();
-        let run = with_engine(engine).unwrap();
-        assert_eq!(run.meta.probe_engine_version, 3);
+        engine["version"] = 1.into();
+        let run = with_engine(engine.clone()).unwrap();
+        assert_eq!(run.meta.probe_engine_version, 1);
+        // An engine this version does not know: not compared (an edited 9, or 0, took
+        // hol_delay_ms out of the verdict; the hostile trial).
+        for unknown in [0, 3, 9] {
+            engine["version"] = unknown.into();
+            let err = with_engine(engine.clone()).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!(
+                    "probe_engine.version {unknown} is not an engine this version knows (1 to 2)"
+                )),
+                "{err}"
+            );
+        }
         assert_eq!(
             with_engine(Value::Null).unwrap().meta.probe_engine_version,
             PROBE_ENGINE_BEFORE_KEY
@@ -984,6 +1055,116 @@ mod tests {
                 "{broken}: {err}"
             );
         }
+    }
+
+    /// An analysis version this build does not know is refused, not explained as version 1.
+    #[test]
+    fn an_unknown_analysis_version_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path(), &sample::run_json());
+        for (version, ok) in [(1, true), (2, true), (0, false), (3, false), (99, false)] {
+            let mut json = sample_json();
+            json["analysis_version"] = version.into();
+            write_json(dir.path(), &json);
+            match load_run("CANDIDATE", dir.path()) {
+                Ok(run) => {
+                    assert!(ok, "{version}");
+                    assert_eq!(run.meta.analysis_version, version);
+                }
+                Err(err) => {
+                    assert!(!ok, "{version}: {err}");
+                    assert!(
+                        err.to_string().contains(&format!(
+                            "analysis_version {version} is not an analysis this version knows (1 to 2)"
+                        )),
+                        "{err}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The writes are the plan's: numbered within it, all of them in a complete run, each with
+    /// a row of the written server. The hostile trial's edits: rows copied under new numbers
+    /// (20 repeats of a plan of 5), a size taken out of both files of a complete run, every
+    /// row of some writes marked a replica's (dropped without a word).
+    #[test]
+    fn rows_the_plan_does_not_make_are_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = sample::run_json();
+        let planned = written.options.writer.as_ref().unwrap().plan.step_count();
+        type Edit<'a> = &'a dyn Fn(&mut Vec<Vec<String>>, &mut Vec<String>, bool);
+        let load = |status: &str, edit: Edit| {
+            write_run(dir.path(), &written);
+            let mut json = sample_json();
+            json["status"] = status.into();
+            write_json(dir.path(), &json);
+            for name in [SUMMARY_CSV, WRITES_CSV] {
+                let path = dir.path().join(name);
+                let mut reader = csv::Reader::from_path(&path).unwrap();
+                let mut headers: Vec<String> =
+                    reader.headers().unwrap().iter().map(String::from).collect();
+                let mut rows: Vec<Vec<String>> = reader
+                    .records()
+                    .map(|r| r.unwrap().iter().map(String::from).collect())
+                    .collect();
+                edit(&mut rows, &mut headers, name == SUMMARY_CSV);
+                let mut writer = csv::Writer::from_writer(Vec::new());
+                writer.write_record(&headers).unwrap();
+                for row in rows {
+                    writer.write_record(&row).unwrap();
+                }
+                fs::write(path, writer.into_inner().unwrap()).unwrap();
+            }
+            load_run("CANDIDATE", dir.path())
+        };
+        let unchanged = |_: &mut Vec<Vec<String>>, _: &mut Vec<String>, _: bool| {};
+        // The sample is an interrupted run of three of its plan's writes.
+        assert!(written.analysis.writes.len() < planned);
+        load("interrupted", &unchanged).unwrap();
+        // Complete, with fewer writes than its plan: rows taken out.
+        let err = load("complete", &unchanged).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("says the run completed a plan of {planned}")),
+            "{err}"
+        );
+        // Rows copied under numbers past the plan.
+        let copied = |rows: &mut Vec<Vec<String>>, headers: &mut Vec<String>, _: bool| {
+            let seq = headers.iter().position(|h| h == "seq").unwrap();
+            let copies: Vec<Vec<String>> = rows
+                .iter()
+                .map(|row| {
+                    let mut row = row.clone();
+                    row[seq] = (row[seq].parse::<usize>().unwrap() + planned).to_string();
+                    row
+                })
+                .collect();
+            rows.extend(copies);
+        };
+        let err = load("interrupted", &copied).unwrap_err().to_string();
+        assert!(
+            err.contains("but the plan run.json records makes writes 1 to"),
+            "{err}"
+        );
+        // Every row of a write marked another node's (the written server's row gone).
+        let replica = |rows: &mut Vec<Vec<String>>, headers: &mut Vec<String>, summary: bool| {
+            if !summary {
+                return;
+            }
+            headers.extend(["node".to_string(), "role".to_string()]);
+            for (at, row) in rows.iter_mut().enumerate() {
+                let (node, role) = match at {
+                    0 => ("127.0.0.1:1", "replica"),
+                    _ => ("127.0.0.1:6379", "master"),
+                };
+                row.extend([node.to_string(), role.to_string()]);
+            }
+        };
+        let err = load("interrupted", &replica).unwrap_err().to_string();
+        assert!(
+            err.contains("none of the server it was written to"),
+            "{err}"
+        );
     }
 
     /// Each problem with run.json is one line naming the file and the field.

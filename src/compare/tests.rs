@@ -155,6 +155,64 @@ fn across_probe_engines_hol_delay_is_not_judged_but_set_ms_is() {
         combine(&[Verdict::NotComparable, Verdict::NotComparable]),
         Verdict::NotComparable
     );
+
+    // Without a set_ms regression the verdict is inconclusive, not a pass: what other clients
+    // saw was not judged (the hostile trial's doubled delays passed a gate with exit 0).
+    let doubled = run(
+        "c",
+        &[(M64, "set", slow, quick), (M64, "delete", slow, quick)],
+    );
+    let c = compare(&old, &doubled, Rules::default()).unwrap();
+    assert_eq!(c.regressions, 0);
+    assert_eq!(c.inconclusive, 0);
+    assert_eq!(c.verdict, Verdict::Inconclusive);
+    let text = render::summary_line(&c);
+    assert!(
+        text.contains(
+            "hol_delay_ms not judged: different probe engines (record the baseline again)"
+        ),
+        "{text}"
+    );
+}
+
+/// At a probe interval coarser than `--min-diff-ms`, a row whose every delay is under one
+/// interval in both runs is inconclusive: the ties say nothing of a difference that counts
+/// (the hostile trial: at 1 probe a second, doubled delays read "<500 ms" twice and passed).
+#[test]
+fn delays_all_under_a_coarse_probe_interval_are_inconclusive() {
+    let quick: &[f64] = &[10.0, 11.0, 12.0, 10.5, 11.5];
+    let doubled: &[f64] = &[20.0, 22.0, 24.0, 21.0, 23.0];
+    let mut base = run("a", &[(M64, "set", quick, quick)]);
+    let mut cand = run("b", &[(M64, "set", doubled, quick)]);
+    for r in [&mut base, &mut cand] {
+        r.meta.probe_rate = Some(1.0); // 2 threads: one probe every 500 ms
+    }
+    let c = compare(&base, &cand, Rules::default()).unwrap();
+    let hol = &c.rows[0].hol_delay;
+    assert_eq!(hol.verdict, Verdict::Inconclusive, "{hol:?}");
+    assert!(
+        hol.reason
+            .contains("every value under one probe interval (500.00 ms)"),
+        "{}",
+        hol.reason
+    );
+    assert_eq!(c.verdict, Verdict::Inconclusive);
+    // At the default rate the same figures are a regression, and ties under a fine interval
+    // (0.5 ms, finer than --min-diff-ms 1) are still no regression.
+    for r in [&mut base, &mut cand] {
+        r.meta.probe_rate = Some(1000.0);
+    }
+    assert_eq!(
+        compare(&base, &cand, Rules::default()).unwrap().verdict,
+        Verdict::Regression
+    );
+    let tiny: &[f64] = &[0.1, 0.2, 0.3, 0.2, 0.1];
+    let a = run("a", &[(M64, "set", tiny, quick)]);
+    let b = run("b", &[(M64, "set", tiny, quick)]);
+    assert_eq!(
+        compare(&a, &b, Rules::default()).unwrap().verdict,
+        Verdict::NoChange
+    );
 }
 
 /// A write no probe overlapped counts as "under one probe interval" (0.5 ms at 2 x
@@ -390,7 +448,28 @@ fn the_same_run_twice_is_no_change() {
     );
     let c = compare(&base, &base, Rules::default()).unwrap();
     assert_eq!(c.verdict, Verdict::NoChange);
-    assert!(c.warnings.iter().any(|w| w.contains("same run")));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("same run (a) with the same figures")),
+        "{:?}",
+        c.warnings
+    );
+    // A copy of it with other figures (edited, or reanalysed) is not said to be no change.
+    let mut copy = base.clone();
+    copy.writes[0].hol_delay_ms = Some(2.0);
+    let c = compare(&base, &copy, Rules::default()).unwrap();
+    assert!(
+        c.warnings.iter().any(|w| w
+            .contains("same run (a), with different figures: one copy was edited or reanalysed")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        !c.warnings
+            .iter()
+            .any(|w| w.contains("can only say no change"))
+    );
 }
 
 #[test]

@@ -197,6 +197,28 @@ fn check_pattern(pattern: &str) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// The largest model file read (the shipped ones are about 200 KB): a device or a huge file
+/// given by mistake is refused, not read into memory (`--model /dev/zero`; the hostile trial).
+const MODEL_FILE_MOST_BYTES: u64 = 16 << 20;
+
+/// `--model`'s file, at most [`MODEL_FILE_MOST_BYTES`].
+fn read_model_file(path: &std::path::Path) -> Result<String, UsageError> {
+    use std::io::Read as _;
+    let bad = |reason: String| UsageError::invalid("--model", path.display(), reason);
+    let file = std::fs::File::open(path).map_err(|err| bad(format!("cannot read it ({err})")))?;
+    let mut bytes = Vec::new();
+    file.take(MODEL_FILE_MOST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| bad(format!("cannot read it ({err})")))?;
+    if bytes.len() as u64 > MODEL_FILE_MOST_BYTES {
+        return Err(bad(format!(
+            "larger than {} MiB: not a model file (those of data/models are about 200 KB)",
+            MODEL_FILE_MOST_BYTES >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| bad("not UTF-8 text: not a model file".into()))
+}
+
 impl KeysArgs {
     /// Checks every flag into the plan.
     pub fn validate(&self) -> Result<KeysPlan, UsageError> {
@@ -218,13 +240,7 @@ impl KeysArgs {
         };
         let model = match &self.model {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|err| {
-                    UsageError::invalid(
-                        "--model",
-                        path.display(),
-                        format!("cannot read it ({err})"),
-                    )
-                })?;
+                let text = read_model_file(path)?;
                 let model = CostModel::parse(&text)
                     .map_err(|err| UsageError::invalid("--model", path.display(), err.0))?;
                 Some((path.clone(), model))
@@ -239,6 +255,37 @@ impl KeysArgs {
             return Err(UsageError::Conflict(
                 "--tune-server does not apply to probe keys: a scan changes none of the server's settings".into(),
             ));
+        }
+        // GET probes read a key the run writes (with its markers): a scan writes nothing to the
+        // server it scans (they went to a replica's master; the hostile trial). A refit's own
+        // server may take them.
+        if probing.cmd == crate::record::ProbeCmd::Get && !self.refit {
+            return Err(UsageError::Conflict(
+                "--probe-cmd get writes the key its probes read (and the run's markers) to the server: a scan writes nothing there; probe keys probes with ping".into(),
+            ));
+        }
+        // The scan's own flags do nothing to a refit: said, not ignored (--type hash read as
+        // refitting hashes only; the hostile trial).
+        if self.refit {
+            let defaults = [
+                ("--match", self.pattern.is_some()),
+                ("--type", self.kind.is_some()),
+                ("--model", self.model.is_some()),
+                ("--count", self.count.trim() != "100"),
+                ("--top", self.top.trim() != "10"),
+                ("--size-floor", self.size_floor.trim() != "64K"),
+                ("--read-from", self.read_from.trim() != "masters"),
+            ];
+            if let Some((flag, _)) = defaults.iter().find(|(_, given)| *given) {
+                let instead = if *flag == "--type" {
+                    " (--refit-types chooses what it measures)"
+                } else {
+                    ""
+                };
+                return Err(UsageError::Conflict(format!(
+                    "{flag} applies to a scan, not to --refit{instead}"
+                )));
+            }
         }
         let output = self.output.to_plan();
         // --replay: the target flags name both servers, the scanned (--url) and the one the

@@ -122,6 +122,16 @@ pub fn refit_plan(types: &str, elements: &str, repeat: &str) -> Result<RefitPlan
                 ),
             ));
         }
+        // One size named twice fits no growth (a refit of 10k,10k came out a one-size fit
+        // with every exponent 1; the hostile trial).
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(&twice) = plan.elements.iter().find(|&&n| !seen.insert(n)) {
+            return Err(UsageError::invalid(
+                "--refit-elements",
+                elements,
+                format!("{twice} elements is named twice: a fit needs distinct sizes"),
+            ));
+        }
         writers.push(plan);
     }
     Ok(RefitPlan {
