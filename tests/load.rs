@@ -752,3 +752,156 @@ fn a_population_description_no_load_wrote_is_refused() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// A population whose keys went away is not announced whole: populate samples the previous
+/// population past its own range and cuts the description to what it wrote; a load whose GETs
+/// miss says so, and fails when every GET missed (the hostile trial: "a population of 20000
+/// keys" over 5000, and 118k GETs/s of nil replies, exit 0).
+#[test]
+fn a_population_that_went_away_is_said_and_its_misses_too() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "4000", "--value-size", "64"]);
+    let unlink = |range: std::ops::Range<u64>| {
+        let mut pipe = redis::pipe();
+        for i in range {
+            pipe.cmd("UNLINK").arg(format!("holprobe:load:{i}"));
+        }
+        let _: () = pipe.query(&mut server.conn()).unwrap();
+    };
+    unlink(0..4000);
+    let assert = probe_cmd()
+        .args(["populate", "--url", &server.url(), "--keys", "1000"])
+        .args(["--value-size", "64"])
+        .assert()
+        .success();
+    let (stdout, stderr) = (stdout_of(&assert), stderr_of(&assert));
+    assert!(
+        stderr.contains("the previous population was of 4000 keys, but 32 of 32 sampled past holprobe:load:999 are gone"),
+        "{stderr}"
+    );
+    assert!(
+        format!("{stdout}{stderr}").contains("the server now holds a population of 1000 keys"),
+        "{stdout}\n{stderr}"
+    );
+    // A quarter of the keys gone: the load warns, with the share.
+    unlink(0..250);
+    let assert = probe_cmd()
+        .args([
+            "load",
+            "--url",
+            &server.url(),
+            "--clients",
+            "2",
+            "--duration",
+            "1s",
+        ])
+        .assert()
+        .success();
+    let stderr = stderr_of(&assert);
+    let warned = stderr
+        .lines()
+        .find(|l| l.contains("GETs (") && l.contains("found no key"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let pct: f64 = warned
+        .split("GETs (")
+        .nth(1)
+        .unwrap()
+        .split('%')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((15.0..=35.0).contains(&pct), "{warned}");
+    // Every key gone: no value was read, and the run fails.
+    unlink(250..1000);
+    let assert = probe_cmd()
+        .args([
+            "load",
+            "--url",
+            &server.url(),
+            "--clients",
+            "2",
+            "--duration",
+            "1s",
+        ])
+        .assert()
+        .code(1);
+    let stderr = stderr_of(&assert);
+    assert!(
+        stderr.contains("found no key: no value was read"),
+        "{stderr}"
+    );
+}
+
+/// A damaged description is removed with the rest (clean removed nothing, exit 1), and a load
+/// whose SETs write other sizes into the population updates its description.
+#[test]
+fn clean_removes_a_damaged_description_and_sets_update_the_sizes() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "500", "--value-size", "1K"]);
+    let assert = probe_cmd()
+        .args([
+            "load",
+            "--url",
+            &server.url(),
+            "--clients",
+            "2",
+            "--duration",
+            "1s",
+        ])
+        .args(["--ratio", "1:1", "--value-size", "100..200"])
+        .assert()
+        .success();
+    let stderr = stderr_of(&assert);
+    assert!(
+        stderr.contains("its description now says 100..1024 bytes"),
+        "{stderr}"
+    );
+    let min: u64 = redis::cmd("HGET")
+        .arg("holprobe:load:meta")
+        .arg("value_min_bytes")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(min, 100);
+    let _: () = redis::cmd("DEL")
+        .arg("holprobe:load:meta")
+        .query(&mut server.conn())
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("holprobe:load:meta")
+        .arg("garbage")
+        .query(&mut server.conn())
+        .unwrap();
+    let assert = probe_cmd()
+        .args(["clean", "--url", &server.url()])
+        .assert()
+        .success();
+    assert!(stderr_of(&assert).contains("removed with the rest"));
+    assert!(server.keys("holprobe:*").is_empty());
+}
+
+/// More clients than the open-files limit allows are refused before any connects, naming
+/// --clients (they failed one by one after a few hundred had connected: exit 1).
+#[test]
+fn more_clients_than_open_files_are_refused() {
+    let server = TestServer::start(&[]);
+    populate(&server, &["--keys", "100", "--value-size", "64"]);
+    let bin = assert_cmd::cargo::cargo_bin("probe");
+    let output = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 256 && exec {} load --url {} --clients 1000 --duration 1s",
+            bin.display(),
+            server.url()
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("'1000' for --clients") && stderr.contains("ulimit -n"),
+        "{stderr}"
+    );
+    let errors = stderr.lines().filter(|l| l.starts_with("error")).count();
+    assert_eq!(errors, 1, "{stderr}");
+}

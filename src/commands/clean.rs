@@ -96,7 +96,18 @@ pub fn run(args: &CleanArgs, interrupt: &AtomicBool, out: &mut Output) -> Result
         }
     }
     let meta_conn = deployment.meta_conn();
-    let meta = read_meta(&mut meta_conn.redis_connection()?)?;
+    // The description only sizes the progress bar: a damaged one (another type, garbage) is
+    // removed with the rest, not a reason to remove nothing (the hostile trial).
+    let meta = match read_meta(&mut meta_conn.redis_connection()?) {
+        Ok(meta) => meta,
+        Err(err) => {
+            out.warn(&format!(
+                "{}: removed with the rest",
+                crate::error::one_line(&err)
+            ));
+            None
+        }
+    };
     // The population's keys and its description, holprobe:load:meta.
     let expected = meta.as_ref().map(|m| m.keys + 1);
     let mut dbsize = 0u64;

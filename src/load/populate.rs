@@ -71,6 +71,44 @@ pub struct PopulateOutcome {
     pub measured_bytes_per_key: Option<u64>,
     /// The population as now described by the metadata key.
     pub meta: Option<PopulationMeta>,
+    /// The previous population's keys past those this populate covered that were sampled and
+    /// found gone (`missing`, `sampled`, the previous count): its description was cut to the
+    /// keys covered now.
+    pub previous_gone: Option<(u64, u64, u64)>,
+}
+
+/// Keys sampled past this populate's range to tell whether the previous population is still
+/// there.
+const PREVIOUS_SAMPLE: u64 = 32;
+
+/// Of a previous population larger than the `covered` keys just written, how many of up to
+/// [`PREVIOUS_SAMPLE`] keys spread over the rest (its last one among them) are gone, and how
+/// many were sampled. A population whose keys were removed by hand was still announced whole,
+/// and `probe load` then read mostly missing keys (the hostile trial).
+fn gone_past(
+    control: &mut redis::Connection,
+    naming: &KeyNaming,
+    covered: u64,
+    previous_keys: u64,
+) -> Result<(u64, u64)> {
+    let span = previous_keys.saturating_sub(covered);
+    if span == 0 {
+        return Ok((0, 0));
+    }
+    let sampled = span.min(PREVIOUS_SAMPLE);
+    let mut pipe = redis::pipe();
+    for i in 0..sampled {
+        // Evenly spread from the first key past `covered` to the last one.
+        let index = match sampled {
+            1 => covered + span - 1,
+            _ => covered + i * (span - 1) / (sampled - 1),
+        };
+        pipe.cmd("EXISTS").arg(naming.key(index));
+    }
+    let found: Vec<u64> = pipe
+        .query(control)
+        .context("EXISTS of the previous population's keys")?;
+    Ok((found.iter().filter(|&&n| n == 0).count() as u64, sampled))
 }
 
 /// Commands buffered before one write to the socket.
@@ -141,6 +179,8 @@ pub fn populate_cluster(
         used_memory_after_bytes: 0,
         measured_bytes_per_key: None,
         meta: None,
+        // On a cluster the keys past this populate's are on other nodes: not sampled.
+        previous_gone: None,
     };
     for outcome in outcomes {
         let o = outcome?;
@@ -264,6 +304,22 @@ pub fn populate(
     } else {
         counts.written + counts.kept
     };
+    // A previous population larger than this one: still there past what was written now, or
+    // its description is cut to the keys covered now (an interrupted populate keeps it).
+    let mut previous = previous;
+    let mut previous_gone = None;
+    if let Some(p) = previous.as_mut()
+        && plan.write_meta
+        && !interrupted
+        && p.keys > covered
+        && covered > 0
+    {
+        let (missing, sampled) = gone_past(&mut control, &plan.naming, covered, p.keys)?;
+        if missing > 0 {
+            previous_gone = Some((missing, sampled, p.keys));
+            p.keys = covered;
+        }
+    }
     // Nothing stored (every SET refused): no population to describe, and none announced.
     let meta = if plan.write_meta && covered > 0 {
         let meta = merged_meta(previous.as_ref(), plan, covered, measured_bytes_per_key);
@@ -284,6 +340,7 @@ pub fn populate(
         used_memory_after_bytes: used_after,
         measured_bytes_per_key,
         meta,
+        previous_gone,
     })
 }
 

@@ -157,7 +157,22 @@ pub fn start(
     control: Arc<Control>,
     tx: EventSender,
 ) -> Result<(u64, Vec<JoinHandle<()>>)> {
-    os::raise_open_files_limit(u64::from(config.clients) + 256);
+    // Each client is a connection: past the open-files limit they failed one by one after
+    // the first few hundred connected (exit 1; the hostile trial under `ulimit -n 256`).
+    const SPARE_FILES: u64 = 64;
+    if let Some(limit) = os::raise_open_files_limit(u64::from(config.clients) + 256)
+        && u64::from(config.clients) + SPARE_FILES > limit
+    {
+        return Err(crate::error::UsageError::invalid(
+            "--clients",
+            config.clients,
+            format!(
+                "each client is a connection, and this process may open {limit} files (ulimit -n): at most {} clients",
+                limit.saturating_sub(SPARE_FILES)
+            ),
+        )
+        .into());
+    }
     let threads = config.threads.max(1) as usize;
     let mut per_thread: Vec<Vec<Client>> = (0..threads).map(|_| Vec::new()).collect();
     let period_us = config

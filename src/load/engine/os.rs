@@ -3,25 +3,33 @@
 //! for sub-millisecond wake-ups.
 
 /// Raises this process's soft limit on open files towards `wanted` (within the hard limit), so
-/// thousands of clients do not fail on the common default of 1024. Best effort.
-pub(super) fn raise_open_files_limit(wanted: u64) {
+/// thousands of clients do not fail on the common default of 1024. Best effort; returns the
+/// soft limit it leaves (`None` where the OS does not say).
+pub(super) fn raise_open_files_limit(wanted: u64) -> Option<u64> {
     #[cfg(unix)]
     {
         // SAFETY: getrlimit/setrlimit read and write a struct we own.
         let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
         if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-            return;
+            return None;
         }
         let wanted = wanted as libc::rlim_t;
         if limit.rlim_cur < wanted {
-            limit.rlim_cur = wanted.min(limit.rlim_max);
-            unsafe {
-                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            let raised = libc::rlimit {
+                rlim_cur: wanted.min(limit.rlim_max),
+                ..limit
+            };
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                limit = raised;
             }
         }
+        Some(limit.rlim_cur as u64)
     }
     #[cfg(not(unix))]
-    let _ = wanted;
+    {
+        let _ = wanted;
+        None
+    }
 }
 
 /// What the OS says of the calling thread's time.
