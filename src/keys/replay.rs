@@ -217,7 +217,8 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
                 if miss { "!" } else { "" }
             )
         };
-        let mut key = r.key.clone();
+        // Quoted, as the scan's table shows it: an empty key was a blank cell (the trial).
+        let mut key = format!("\"{}\"", r.key);
         if key.chars().count() > 24 {
             key = key.chars().take(23).collect::<String>() + "…";
         }
@@ -236,7 +237,7 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
             pair(r.read_predicted_ms, r.read_measured_ms, "read"),
         ));
         if let Some(error) = &r.error {
-            lines.push(format!("  {}: {error}", r.key));
+            lines.push(format!("  \"{}\": {error}", r.key));
         }
     }
     if off > 0 {

@@ -106,7 +106,11 @@ impl KeyRow {
             elements: shape.elements,
             memory_bytes: shape.memory_bytes,
             ttl_ms,
-            expires_at: ttl_ms.map(|ttl| rfc3339_ms(now_unix_ms.saturating_add(ttl))),
+            // Past year 9999 RFC 3339 has no form for it ("292278994-08-17..."; the trial).
+            expires_at: ttl_ms
+                .map(|ttl| now_unix_ms.saturating_add(ttl))
+                .filter(|&at| at < LAST_RFC3339_MS)
+                .map(rfc3339_ms),
             free_effort: shape.free_effort(),
             delete_ms: ms3(p.delete.freeze_ms),
             unlink_ms: ms3(p.unlink.freeze_ms),
@@ -131,6 +135,9 @@ impl KeyRow {
 }
 
 /// `2026-12-01T21:37:47.123Z`.
+/// 10000-01-01T00:00:00Z in Unix ms: the first instant RFC 3339's four-digit year cannot write.
+const LAST_RFC3339_MS: u64 = 253_402_300_800_000;
+
 fn rfc3339_ms(unix_ms: u64) -> String {
     let secs = (unix_ms / 1000) as i64;
     let days = secs.div_euclid(86_400);
@@ -515,6 +522,7 @@ pub(crate) mod tests {
     fn expiry_times_come_from_the_ttl() {
         let r = row("hash", "hashtable", 1_000_000, 80 << 20, Some(60_000));
         assert_eq!(r.expires_at.as_deref(), Some("2025-12-01T21:38:47.123Z"));
+        assert_eq!(rfc3339_ms(LAST_RFC3339_MS - 1), "9999-12-31T23:59:59.999Z");
         assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }

@@ -237,7 +237,7 @@ impl ServerArgs {
             Some(url) => {
                 if !self.server_bin.is_empty() || !self.server_arg.is_empty() {
                     return Err(UsageError::Conflict(
-                        "--server-bin and --server-arg apply to a server the tool starts: they cannot be used with --url".into(),
+                        "--server-bin and --server-arg apply to a server the tool starts: they cannot be used with --url (or --host/--port)".into(),
                     ));
                 }
                 let mut conn = ConnInfo::from_url(url, env_password)?;

@@ -74,7 +74,11 @@ pub fn replay_plan(text: &str, server: Option<TargetSpec>) -> Result<ReplayPlan,
         return Err(UsageError::invalid(
             "--server-bin",
             binary.display(),
-            "no such file",
+            if binary.is_dir() {
+                "a directory, not a server binary"
+            } else {
+                "no such file"
+            },
         ));
     }
     Ok(ReplayPlan { keys, server })
@@ -439,7 +443,8 @@ pub fn run(
                             ),
                         ];
                         for note in host.into_iter().flatten() {
-                            let note = format!("replay of key {} ({}): {note}", rank + 1, key.key);
+                            let note =
+                                format!("replay of key {} (\"{}\"): {note}", rank + 1, key.key);
                             out.warn(&note);
                             notes.push(note);
                         }

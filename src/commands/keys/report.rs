@@ -253,7 +253,7 @@ pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
             lines.push(format!(
                 "  {} at {} (in {}): {} ms on {}",
                 shortened(&format!("\"{}\"", r.key), TEXT_KEY_CHARS),
-                r.expires_at.as_deref().unwrap_or("?"),
+                r.expires_at.as_deref().unwrap_or("a time past year 9999"),
                 ttl(r.ttl_ms),
                 ms(r.expire_ms),
                 match r.expire_freed_by.as_deref() {

@@ -34,7 +34,7 @@ pub fn discover(url: &ConnInfo, map: &NodeAddressMap) -> Result<(Topology, Vec<S
     let mut link_up = |address: &str| replica_link_up(url, address);
     let url_address = url.address();
     if info_field(&info, "cluster_enabled") == Some("1") {
-        let reported = match redis::cmd("CLUSTER")
+        let mut reported = match redis::cmd("CLUSTER")
             .arg("SHARDS")
             .query::<Value>(&mut control)
         {
@@ -53,6 +53,16 @@ pub fn discover(url: &ConnInfo, map: &NodeAddressMap) -> Result<(Topology, Vec<S
             .arg("MYID")
             .query(&mut control)
             .with_context(|| format!("CLUSTER MYID on {url}"))?;
+        // A node that never met another announces no IP of its own (`:7407@17407 myself`):
+        // it is the one discovery is talking to, at the --url's address (a one-node cluster
+        // was refused under --topology auto; the hostile trial).
+        for node in reported
+            .iter_mut()
+            .flat_map(|shard| shard.master.iter_mut().chain(shard.replicas.iter_mut()))
+            .filter(|node| node.id.as_deref() == Some(myid.as_str()) && node.announced.is_empty())
+        {
+            node.announced = url_address.clone();
+        }
         let announced = reported
             .iter()
             .flat_map(|shard| shard.master.iter().chain(&shard.replicas))
