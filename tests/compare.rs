@@ -340,11 +340,26 @@ fn duplicated_rows_and_a_writes_csv_of_another_run_exit_2() {
             "not under this run's prefix 'holprobe:342bf527:'",
         ],
     );
-    // The repeats the header names are the rows', not run.json's.
+    // A complete run whose summary lacks writes its writes.csv has: refused (a run that
+    // completed summarised every write; the hostile trial dropped a size this way).
     let fewer = copy("valkey-9.1", "fewer");
     let text = fs::read_to_string(fewer.join("summary.csv")).unwrap();
     let kept: Vec<&str> = text.lines().take(1 + 20 * 3).collect();
     fs::write(fewer.join("summary.csv"), kept.join("\n") + "\n").unwrap();
+    expect_2(
+        &fewer,
+        &["write(s) that summary.csv does not, though run.json says the run completed"],
+    );
+    // The repeats the header names are the rows', not run.json's: a run stopped after three
+    // of its five rounds.
+    let run_json = fewer.join("run.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&run_json).unwrap()).unwrap();
+    json["status"] = "interrupted".into();
+    fs::write(&run_json, serde_json::to_string(&json).unwrap()).unwrap();
+    let text = fs::read_to_string(fewer.join("writes.csv")).unwrap();
+    let kept: Vec<&str> = text.lines().take(1 + 20 * 3).collect();
+    fs::write(fewer.join("writes.csv"), kept.join("\n") + "\n").unwrap();
     let output = probe_cmd()
         .arg("compare")
         .args([shipped("redis-7.0"), fewer])

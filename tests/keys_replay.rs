@@ -209,7 +209,7 @@ fn the_worst_keys_are_replayed_and_the_user_s_server_is_only_read() {
         assert!(
             table
                 .iter()
-                .any(|l| l.starts_with(key) && l.contains(" / ")),
+                .any(|l| l.starts_with(&format!("\"{key}\"")) && l.contains(" / ")),
             "{key} not in the replay table:\n{stdout}"
         );
     }
