@@ -167,11 +167,10 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         mib(outcome.value_bytes) / outcome.elapsed_s.max(1e-6),
         mib(growth),
     ));
-    if let Some((missing, sampled, previous)) = outcome.previous_gone {
+    if let Some((missing, sampled, previous, covered)) = outcome.previous_gone {
         out.warn(&format!(
-            "the previous population was of {previous} keys, but {missing} of {sampled} sampled past {LOAD_PREFIX}{} are gone (removed or evicted): it is now described as the {} keys written here",
-            keys - 1,
-            keys
+            "the previous population was of {previous} keys, but {missing} of {sampled} sampled past {LOAD_PREFIX}{} are gone (removed or evicted): it is now described as the {covered} keys written here",
+            covered - 1
         ));
     }
     if let Some(meta) = &outcome.meta {

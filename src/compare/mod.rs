@@ -241,7 +241,7 @@ pub fn compare(
             {
                 judged.verdict = Verdict::Inconclusive;
                 judged.reason = format!(
-                    "every value under one probe interval ({interval_ms:.2} ms), coarser than --min-diff-ms {}: a faster --probe-rate resolves it",
+                    "{UNDER_A_COARSE_INTERVAL} ({interval_ms:.2} ms), coarser than --min-diff-ms {}: a faster --probe-rate resolves it",
                     rules.min_diff_ms
                 );
             }
@@ -276,6 +276,19 @@ pub fn compare(
         });
     }
     rows.sort_by(|a, b| (a.size_bytes, op_order(&a.op)).cmp(&(b.size_bytes, op_order(&b.op))));
+    // Rows no number of repeats decides: the probes were too sparse (the verdict line's
+    // "record with --repeat N" would not help them; the review).
+    let unresolved = rows
+        .iter()
+        .filter(|r| r.hol_delay.reason.starts_with(UNDER_A_COARSE_INTERVAL))
+        .count();
+    if unresolved > 0 {
+        warnings.push(format!(
+            "{unresolved} row(s) have every hol_delay_ms under one probe interval ({interval_ms:.2} ms), coarser than --min-diff-ms {}: record with {:.0} probes a second or more in all (--probe-rate x --probe-threads) to resolve them",
+            rules.min_diff_ms,
+            1e3 / rules.min_diff_ms
+        ));
+    }
     if let Some(best) = rows
         .iter()
         .filter_map(|r| {
@@ -342,6 +355,9 @@ pub fn compare(
         candidate_unmeasured,
     })
 }
+
+/// How a `hol_delay_ms` row whose values are all under a coarse probe interval begins its reason.
+const UNDER_A_COARSE_INTERVAL: &str = "every value under one probe interval";
 
 /// Rows of one size in the order a run makes them: set, overwrite, delete, then anything else.
 pub fn op_order(op: &str) -> (u8, &str) {

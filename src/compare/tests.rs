@@ -197,6 +197,13 @@ fn delays_all_under_a_coarse_probe_interval_are_inconclusive() {
         hol.reason
     );
     assert_eq!(c.verdict, Verdict::Inconclusive);
+    assert!(
+        c.warnings.iter().any(|w| w
+            .contains("1 row(s) have every hol_delay_ms under one probe interval (500.00 ms)")
+            && w.contains("record with 1000 probes a second or more")),
+        "{:?}",
+        c.warnings
+    );
     // At the default rate the same figures are a regression, and ties under a fine interval
     // (0.5 ms, finer than --min-diff-ms 1) are still no regression.
     for r in [&mut base, &mut cand] {

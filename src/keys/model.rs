@@ -181,6 +181,14 @@ const HOW: [&str; 4] = [
     BYTES_AS_A_STRING,
 ];
 
+/// A collection's elements are large, and its bytes priced as a string's are a floor of its
+/// figure, past this many times the element size its entry was fitted on (and past
+/// [`LARGE_ELEMENT_BYTES`]): `MEMORY USAGE` over the count includes each element's overhead (a
+/// 16-byte hash field and value read as about 80 bytes).
+const LARGE_ELEMENT_FACTOR: u64 = 64;
+/// See [`LARGE_ELEMENT_FACTOR`].
+const LARGE_ELEMENT_BYTES: u64 = 1024;
+
 /// How a collection's figure reads where its bytes, priced as a string's, cost more than its
 /// elements: a collection of large elements (the entries are fitted on 16-byte ones).
 const BYTES_AS_A_STRING: &str = "a collection's bytes, as a string's";
@@ -288,6 +296,14 @@ impl CostModel {
                 return Err(ModelError(format!(
                     "{field} \"{}\" is not a server's name or version",
                     crate::analyze::naming::printable(text.as_bytes())
+                )));
+            }
+        }
+        for entry in &model.entries {
+            if entry.encoding.chars().any(char::is_control) {
+                return Err(ModelError(format!(
+                    "an entry's encoding \"{}\" is not an encoding",
+                    crate::analyze::naming::printable(entry.encoding.as_bytes())
                 )));
             }
         }
@@ -755,11 +771,25 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
                 // same op does to a string of as many bytes (copies them for a read, frees
                 // them for a removal): a 78 MiB hash of 1,000 64 KiB values read as 0.2 ms by
                 // its count, measured 61 ms (the hostile trial; a string of 80 MiB: 45 ms).
+                // Only where its elements are well past those it was fitted on: a list of
+                // 16-byte elements inside the fitted counts keeps its own figure (its DEL frees
+                // a few hundred listpack nodes, cheaper than a string of its bytes; the
+                // review). An overwrite of a collection (a RENAME) only frees: a string's DEL
+                // is its floor, not a SET that also receives a value.
+                let string_op = match op {
+                    ModelOp::Overwrite => ModelOp::Delete,
+                    op => op,
+                };
+                let large_elements = shape.element_bytes()
+                    > (entry.element_bytes_max.saturating_mul(LARGE_ELEMENT_FACTOR))
+                        .max(LARGE_ELEMENT_BYTES);
                 if kind != "string"
-                    && let Some(string) = model.entry_of_kind("string", op, main).or_else(|| {
-                        op.removal()
-                            .and_then(|_| model.entry_of_kind("string", ModelOp::Delete, main))
-                    })
+                    && large_elements
+                    && let Some(string) =
+                        model.entry_of_kind("string", string_op, main).or_else(|| {
+                            op.removal()
+                                .and_then(|_| model.entry_of_kind("string", ModelOp::Delete, main))
+                        })
                 {
                     let bytes = shape
                         .memory_bytes
@@ -770,8 +800,10 @@ pub fn predict(model: &CostModel, shape: &KeyShape, settings: &LazyfreeSettings)
                         p.freeze_ms = Some(floor);
                         p.basis = string.label(Some(BYTES_AS_A_STRING));
                         p.provisional |= string.source == Source::Provisional;
-                        p.past_fitted =
-                            (times > PAST_FITTED_FACTOR).then(|| (string.label(None), times));
+                        // A count past the collection's fitted ones stays said.
+                        p.past_fitted = p.past_fitted.take().or_else(|| {
+                            (times > PAST_FITTED_FACTOR).then(|| (string.label(None), times))
+                        });
                     }
                 }
                 if waited_eviction {
@@ -977,6 +1009,23 @@ pub(crate) mod tests {
         let p = predict(&model, &many, &settings(false));
         assert!((p.delete.freeze_ms.unwrap() - 400.0).abs() < 1e-6, "{p:?}");
         assert_eq!(&*p.delete.basis, "hash hashtable delete");
+        // Elements near the fitted size whose own figure is under their bytes as a string's
+        // (a quicklist's DEL frees listpack nodes): the entry's figure stands (the review).
+        let mut cheap = model.clone();
+        for e in cheap.entries.iter_mut().filter(|e| e.kind == "hash") {
+            e.per_element_us = 0.0006; // a quicklist's DEL: 0.6 ms for 1M elements
+            e.elements_exponent = 1.0;
+            e.labels = EntryLabels::default();
+        }
+        let p = predict(&cheap, &many, &settings(false));
+        assert!((p.delete.freeze_ms.unwrap() - 0.6).abs() < 1e-6, "{p:?}");
+        assert_eq!(&*p.delete.basis, "hash hashtable delete");
+        // ... while 64 KiB elements still get their bytes' figure.
+        let p = predict(&cheap, &fat, &settings(false));
+        assert!(
+            (p.delete.freeze_ms.unwrap() - 78.0 * 0.03).abs() < 1e-6,
+            "{p:?}"
+        );
     }
 
     #[test]
@@ -1160,7 +1209,7 @@ pub(crate) mod tests {
         // Fitted sizes of 0 and errors below 0 no fit makes; a server name with an escape
         // sequence that would reach the terminal (the hostile trial).
         type Edit = fn(&mut CostModel);
-        let edits: [(&str, Edit); 4] = [
+        let edits: [(&str, Edit); 5] = [
             ("elements_max 0", |m| m.entries[0].elements_max = 0),
             ("error below 0", |m| {
                 m.entries[0].error.median_abs_pct = Some(-5.0)
@@ -1168,6 +1217,9 @@ pub(crate) mod tests {
             ("worst ms below 0", |m| m.entries[0].error.max_abs_ms = -1.0),
             ("an escape", |m| {
                 m.server.version = "x\n\u{1b}[31mRED".into()
+            }),
+            ("an escape in an encoding", |m| {
+                m.entries[0].encoding = "\u{1b}[31m".into()
             }),
         ];
         for (what, edit) in edits {
@@ -1181,7 +1233,9 @@ pub(crate) mod tests {
                 "{what}: {err}"
             );
             assert!(
-                err.contains("no fit makes") || err.contains("is not a server's name"),
+                err.contains("no fit makes")
+                    || err.contains("is not a server's name")
+                    || err.contains("is not an encoding"),
                 "{what}: {err}"
             );
         }

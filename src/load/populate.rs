@@ -72,9 +72,9 @@ pub struct PopulateOutcome {
     /// The population as now described by the metadata key.
     pub meta: Option<PopulationMeta>,
     /// The previous population's keys past those this populate covered that were sampled and
-    /// found gone (`missing`, `sampled`, the previous count): its description was cut to the
-    /// keys covered now.
-    pub previous_gone: Option<(u64, u64, u64)>,
+    /// found gone (`missing`, `sampled`, the previous count, the keys covered now): its
+    /// description was cut to the keys covered now.
+    pub previous_gone: Option<(u64, u64, u64, u64)>,
 }
 
 /// Keys sampled past this populate's range to tell whether the previous population is still
@@ -316,7 +316,7 @@ pub fn populate(
     {
         let (missing, sampled) = gone_past(&mut control, &plan.naming, covered, p.keys)?;
         if missing > 0 {
-            previous_gone = Some((missing, sampled, p.keys));
+            previous_gone = Some((missing, sampled, p.keys, covered));
             p.keys = covered;
         }
     }

@@ -248,19 +248,6 @@ fn run_opened(
                 &room,
                 &target.conn.address(),
             )?;
-            // The SETs overwrite population keys with values of their own size: the
-            // description says so from now on (a later load read 598 bytes a GET of a
-            // population still described as 1024..4096; the hostile trial).
-            let sizes = meta.value_size.union(&set_size);
-            if sizes != meta.value_size {
-                let mut updated = meta.clone();
-                updated.value_size = sizes;
-                write_meta(&mut control, &updated)?;
-                out.note(&format!(
-                    "the SETs write values of {set_size} bytes into {}'s population: its description now says {sizes} bytes",
-                    target.conn
-                ));
-            }
         }
         servers.push((target, keys, set_size, meta));
     }
@@ -279,7 +266,40 @@ fn run_opened(
             role: None,
         })
         .collect();
-    drive(options, &load_servers, None, interrupt, out, format)
+    let driven = drive(options, &load_servers, None, interrupt, out, format);
+    // The SETs overwrote population keys with values of their own size: the description says
+    // so from now on (a later load read 598 bytes a GET of a population still described as
+    // 1024..4096; the hostile trial). Once the load ran, not before a refusal.
+    let refused = matches!(&driven, Err(err) if err.chain().any(|c| c.is::<UsageError>()));
+    if options.set_weight > 0 && !refused {
+        for (target, _, set_size, meta) in &servers {
+            let sizes = meta.value_size.union(set_size);
+            if sizes == meta.value_size {
+                continue;
+            }
+            let updated = PopulationMeta {
+                value_size: sizes,
+                ..meta.clone()
+            };
+            match target
+                .conn
+                .redis_connection()
+                .and_then(|mut c| write_meta(&mut c, &updated))
+            {
+                Ok(()) => out.note(&format!(
+                    "the SETs wrote values of {set_size} bytes into {}'s population: its description now says {sizes} bytes",
+                    target.conn
+                )),
+                Err(err) => out.warn(&format!(
+                    "the SETs wrote values of {set_size} bytes into {}'s population, but its description could not be updated ({}): it still says {} bytes",
+                    target.conn,
+                    crate::error::one_line(&err),
+                    meta.value_size
+                )),
+            }
+        }
+    }
+    driven
 }
 
 /// Runs the load on `load_servers` with progress, the write lines, the blocks and the exit
@@ -387,7 +407,8 @@ fn drive(
         .round()
         .max(all.misses as f64);
         let share = all.misses as f64 / gets.max(1.0);
-        if code == EXIT_OK && all.misses as f64 >= gets {
+        // Known exactly only without SETs: no value bytes moved at all.
+        if code == EXIT_OK && options.set_weight == 0 && all.bytes_transferred == 0 {
             out.error(&format!(
                 "every GET ({}) found no key: no value was read, the figures are of nil replies (is the population there? `probe populate` makes it)",
                 all.misses
