@@ -524,3 +524,45 @@ fn a_user_without_a_password_is_refused() {
         "{stderr}"
     );
 }
+
+/// A measuring command asked for JSON that fails before its report (nothing listens, a
+/// password refused) prints the failed run's shape on stdout, so a script piping it to jq reads
+/// one document (it printed nothing; both hostile trials of 2026-12-05). The password is not in
+/// it.
+#[test]
+fn a_failure_before_the_report_is_one_json_document() {
+    // A port nothing listens on: one just bound and let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://:s3cret@127.0.0.1:{port}");
+    for args in [
+        &["--url", url.as_str(), "--writer-sizes", "1M"][..],
+        &["load", "--url", url.as_str(), "--duration", "1s"],
+        &["keys", "--url", url.as_str()],
+        &["calibrate", "--url", url.as_str()],
+    ] {
+        let output = probe_cmd()
+            .args(args)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let doc: serde_json::Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|err| panic!("{args:?}: not JSON ({err}): {stdout}"));
+        assert_eq!(doc["status"], "failed", "{doc}");
+        assert!(
+            doc["status_reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("cannot connect")),
+            "{doc}"
+        );
+        assert!(!stdout.contains("s3cret"), "{stdout}");
+        // Without --format json, stdout stays empty.
+        let text = probe_cmd().args(args).output().unwrap();
+        assert!(text.stdout.is_empty(), "{args:?}");
+    }
+}

@@ -121,10 +121,34 @@ pub fn main_entry() -> i32 {
     match result {
         Ok(code) => code,
         Err(err) => {
-            output.error(&crate::error::one_line(&err));
-            exit_status(&err)
+            let line = crate::error::one_line(&err);
+            output.error(&line);
+            let code = exit_status(&err);
+            // A measuring command asked for JSON that failed before its report (no server, a
+            // refused password) printed nothing on stdout: a script piping it to jq gets the
+            // failed run's shape instead (both hostile trials). Bad input (exit 2) prints none.
+            if code == crate::error::EXIT_FAILURE && json_requested(&cli) && !output.wrote_stdout()
+            {
+                let doc = serde_json::json!({"status": "failed", "status_reason": line});
+                output.line(&doc.to_string());
+            }
+            code
         }
     }
+}
+
+/// Whether the command asked for `--format json` (the measuring commands; compare's failures
+/// are bad input).
+fn json_requested(cli: &Cli) -> bool {
+    use crate::output::format::Format;
+    let format = match &cli.command {
+        None => cli.probe.output.format,
+        Some(Command::Load(args)) => args.output.output.format,
+        Some(Command::Keys(args)) => args.output.format,
+        Some(Command::Calibrate(args)) => args.output.output.format,
+        _ => return false,
+    };
+    format == Format::Json
 }
 
 /// [`one_line_usage_error_of`] without the command line.

@@ -14,6 +14,8 @@ pub struct Output {
     interrupt: Arc<AtomicBool>,
     /// Set once stdout or stderr is found closed by its reader.
     closed: AtomicBool,
+    /// Set once anything was written to stdout.
+    wrote_stdout: AtomicBool,
     progress: Option<ProgressBar>,
 }
 
@@ -23,6 +25,7 @@ impl Output {
         Output {
             interrupt,
             closed: AtomicBool::new(false),
+            wrote_stdout: AtomicBool::new(false),
             progress: None,
         }
     }
@@ -30,6 +33,11 @@ impl Output {
     /// True once a write to stdout or stderr failed because its reader went away.
     pub fn stdout_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// True once anything was written to stdout.
+    pub fn wrote_stdout(&self) -> bool {
+        self.wrote_stdout.load(Ordering::SeqCst)
     }
 
     /// Writes a line to stdout or stderr; a reader gone (a broken pipe) stops the run, as
@@ -59,6 +67,7 @@ impl Output {
 
     /// A result line on stdout.
     pub fn line(&mut self, text: &str) {
+        self.wrote_stdout.store(true, Ordering::SeqCst);
         self.write_line(false, text);
     }
 
