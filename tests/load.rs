@@ -753,6 +753,21 @@ fn a_population_description_no_load_wrote_is_refused() {
     }
 }
 
+/// `probe load` of `server` with 2 clients for 1 s (more arguments may follow).
+fn load_for_a_second(server: &TestServer) -> assert_cmd::Command {
+    let mut cmd = probe_cmd();
+    cmd.args([
+        "load",
+        "--url",
+        &server.url(),
+        "--clients",
+        "2",
+        "--duration",
+        "1s",
+    ]);
+    cmd
+}
+
 /// A population whose keys went away is not announced whole: populate samples the previous
 /// population past its own range and cuts the description to what it wrote; a load whose GETs
 /// miss says so, and fails when every GET missed (the hostile trial: "a population of 20000
@@ -785,18 +800,7 @@ fn a_population_that_went_away_is_said_and_its_misses_too() {
     );
     // A quarter of the keys gone: the load warns, with the share.
     unlink(0..250);
-    let assert = probe_cmd()
-        .args([
-            "load",
-            "--url",
-            &server.url(),
-            "--clients",
-            "2",
-            "--duration",
-            "1s",
-        ])
-        .assert()
-        .success();
+    let assert = load_for_a_second(&server).assert().success();
     let stderr = stderr_of(&assert);
     let warned = stderr
         .lines()
@@ -814,18 +818,7 @@ fn a_population_that_went_away_is_said_and_its_misses_too() {
     assert!((15.0..=35.0).contains(&pct), "{warned}");
     // Every key gone: no value was read, and the run fails.
     unlink(250..1000);
-    let assert = probe_cmd()
-        .args([
-            "load",
-            "--url",
-            &server.url(),
-            "--clients",
-            "2",
-            "--duration",
-            "1s",
-        ])
-        .assert()
-        .code(1);
+    let assert = load_for_a_second(&server).assert().code(1);
     let stderr = stderr_of(&assert);
     assert!(
         stderr.contains("found no key: no value was read"),
@@ -839,16 +832,7 @@ fn a_population_that_went_away_is_said_and_its_misses_too() {
 fn clean_removes_a_damaged_description_and_sets_update_the_sizes() {
     let server = TestServer::start(&[]);
     populate(&server, &["--keys", "500", "--value-size", "1K"]);
-    let assert = probe_cmd()
-        .args([
-            "load",
-            "--url",
-            &server.url(),
-            "--clients",
-            "2",
-            "--duration",
-            "1s",
-        ])
+    let assert = load_for_a_second(&server)
         .args(["--ratio", "1:1", "--value-size", "100..200"])
         .assert()
         .success();

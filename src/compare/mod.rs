@@ -210,6 +210,8 @@ pub fn compare(
     let hol_comparable = base_engine == cand_engine;
 
     let mut rows = Vec::new();
+    // hol_delay_ms rows only a faster probe rate can decide.
+    let mut unresolved = 0;
     for key in shared {
         let (base, cand) = (&base_groups[key], &cand_groups[key]);
         // Head-of-line delay censored at the coarser run's probe interval: a write no probe
@@ -239,9 +241,10 @@ pub fn compare(
                 && all_under(&cand_hol)
                 && judged.verdict == Verdict::NoChange
             {
+                unresolved += 1;
                 judged.verdict = Verdict::Inconclusive;
                 judged.reason = format!(
-                    "{UNDER_A_COARSE_INTERVAL} ({interval_ms:.2} ms), coarser than --min-diff-ms {}: a faster --probe-rate resolves it",
+                    "every value under one probe interval ({interval_ms:.2} ms), coarser than --min-diff-ms {}: a faster --probe-rate resolves it",
                     rules.min_diff_ms
                 );
             }
@@ -278,10 +281,6 @@ pub fn compare(
     rows.sort_by(|a, b| (a.size_bytes, op_order(&a.op)).cmp(&(b.size_bytes, op_order(&b.op))));
     // Rows no number of repeats decides: the probes were too sparse (the verdict line's
     // "record with --repeat N" would not help them; the review).
-    let unresolved = rows
-        .iter()
-        .filter(|r| r.hol_delay.reason.starts_with(UNDER_A_COARSE_INTERVAL))
-        .count();
     if unresolved > 0 {
         warnings.push(format!(
             "{unresolved} row(s) have every hol_delay_ms under one probe interval ({interval_ms:.2} ms), coarser than --min-diff-ms {}: record with {:.0} probes a second or more in all (--probe-rate x --probe-threads) to resolve them",
@@ -355,9 +354,6 @@ pub fn compare(
         candidate_unmeasured,
     })
 }
-
-/// How a `hol_delay_ms` row whose values are all under a coarse probe interval begins its reason.
-const UNDER_A_COARSE_INTERVAL: &str = "every value under one probe interval";
 
 /// Rows of one size in the order a run makes them: set, overwrite, delete, then anything else.
 pub fn op_order(op: &str) -> (u8, &str) {

@@ -271,6 +271,37 @@ impl CostModel {
         if model.entries.is_empty() {
             return Err(ModelError("a cost model with no entries".into()));
         }
+        // The server it was fitted on is printed in warnings: a name and a version, no control
+        // character (an escape sequence in the file reached the terminal; the hostile trial).
+        // Likewise each entry's type and encoding, in every message about it (its label).
+        let entry_names = model.entries.iter().flat_map(|e| {
+            [
+                ("an entry's type", &e.kind, "a type"),
+                ("an entry's encoding", &e.encoding, "an encoding"),
+            ]
+        });
+        for (field, text, what) in [
+            (
+                "server.flavor",
+                &model.server.flavor,
+                "a server's name or version",
+            ),
+            (
+                "server.version",
+                &model.server.version,
+                "a server's name or version",
+            ),
+        ]
+        .into_iter()
+        .chain(entry_names)
+        {
+            if text.chars().any(char::is_control) {
+                return Err(ModelError(format!(
+                    "{field} \"{}\" is not {what}",
+                    crate::analyze::naming::printable(text.as_bytes())
+                )));
+            }
+        }
         for (i, entry) in model.entries.iter().enumerate() {
             if model.entries[..i].iter().any(|e| {
                 e.kind == entry.kind
@@ -279,31 +310,8 @@ impl CostModel {
                     && e.freed_by == entry.freed_by
             }) {
                 return Err(ModelError(format!(
-                    "entry {} {} {} is there twice",
-                    entry.kind,
-                    entry.encoding,
-                    entry.op.name()
-                )));
-            }
-        }
-        // The server it was fitted on is printed in warnings: a name and a version, no control
-        // character (an escape sequence in the file reached the terminal; the hostile trial).
-        for (field, text) in [
-            ("server.flavor", &model.server.flavor),
-            ("server.version", &model.server.version),
-        ] {
-            if text.chars().any(char::is_control) {
-                return Err(ModelError(format!(
-                    "{field} \"{}\" is not a server's name or version",
-                    crate::analyze::naming::printable(text.as_bytes())
-                )));
-            }
-        }
-        for entry in &model.entries {
-            if entry.encoding.chars().any(char::is_control) {
-                return Err(ModelError(format!(
-                    "an entry's encoding \"{}\" is not an encoding",
-                    crate::analyze::naming::printable(entry.encoding.as_bytes())
+                    "entry {} is there twice",
+                    entry.label(None)
                 )));
             }
         }
@@ -321,10 +329,8 @@ impl CostModel {
                 || error.max_abs_pct.is_some_and(|p| !usable(p))
             {
                 return Err(ModelError(format!(
-                    "entry {} {} {} has fitted sizes or errors no fit makes (elements {}-{}, element bytes {}-{}, errors below 0?)",
-                    entry.kind,
-                    entry.encoding,
-                    entry.op.name(),
+                    "entry {} has fitted sizes or errors no fit makes (elements {}-{}, element bytes {}-{}, errors below 0?)",
+                    entry.label(None),
                     entry.elements_min,
                     entry.elements_max,
                     entry.element_bytes_min,
@@ -337,19 +343,15 @@ impl CostModel {
                 || !(EXPONENT_RANGE.0..=EXPONENT_RANGE.1).contains(&entry.elements_exponent)
             {
                 return Err(ModelError(format!(
-                    "entry {} {} {} is not a usable fit",
-                    entry.kind,
-                    entry.encoding,
-                    entry.op.name()
+                    "entry {} is not a usable fit",
+                    entry.label(None)
                 )));
             }
             if entry.per_element_us > ABSURD_PER_ELEMENT_US || entry.per_mib_ms > ABSURD_PER_MIB_MS
             {
                 return Err(ModelError(format!(
-                    "entry {} {} {} costs {} µs per element and {} ms per MiB: past any server's (at most {ABSURD_PER_ELEMENT_US:e} µs per element and {ABSURD_PER_MIB_MS:e} ms per MiB are read)",
-                    entry.kind,
-                    entry.encoding,
-                    entry.op.name(),
+                    "entry {} costs {} µs per element and {} ms per MiB: past any server's (at most {ABSURD_PER_ELEMENT_US:e} µs per element and {ABSURD_PER_MIB_MS:e} ms per MiB are read)",
+                    entry.label(None),
                     entry.per_element_us,
                     entry.per_mib_ms
                 )));
