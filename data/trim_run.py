@@ -4,12 +4,15 @@ probe-level files (probes.csv, stalls.csv, probes.hlog: about 6 MB a run) and ke
 `stalls` and `client_hiccups` lists only those of MIN_MS (default 10) ms or more. A 4M-element
 build on a busy host gives tens of thousands of 1-10 ms stalls, 7 MB of run.json, that stalls.csv
 held too; the counts (`stalls_found`, `client_hiccups_found`, `stall_ms_total`) and every other
-field stay as recorded. summary.csv, writes.csv and timeline.csv are not touched.
+field stay as recorded. summary.csv, writes.csv and timeline.csv are not touched. The run that
+`--force` moved aside (`replaced/`) is removed: the repository's history holds it, and a copy
+beside the new run would be read as part of it by everything that walks the directory.
 
     data/trim_run.py RUN_DIR... [--min-ms 10]"""
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -26,6 +29,7 @@ def main() -> int:
             return 2
         for name in ("probes.csv", "stalls.csv", "probes.hlog"):
             (run / name).unlink(missing_ok=True)
+        shutil.rmtree(run / "replaced", ignore_errors=True)
         meta = json.loads(meta_path.read_text())
         for key in ("stalls", "client_hiccups"):
             if isinstance(meta.get(key), list):

@@ -32,6 +32,7 @@ use holprobe::keys::holdout::{
     summarize, tested_on,
 };
 use holprobe::keys::model::ModelOp;
+use holprobe::output::export::REPLACED_DIR;
 
 /// Every run directory under `dir` (itself included), sorted.
 fn runs_under(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
@@ -42,7 +43,8 @@ fn runs_under(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
     let mut children: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
+        // The run a --force moved aside is not one of the recording's.
+        .filter(|p| p.is_dir() && !p.ends_with(REPLACED_DIR))
         .collect();
     children.sort();
     for child in children {

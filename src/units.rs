@@ -42,6 +42,23 @@ macro_rules! size_help {
 /// Fractions such as `1.5M` are accepted and rounded down to whole bytes. Zero is refused: a
 /// zero-byte write measures nothing.
 pub fn parse_size(flag: &'static str, text: &str) -> Result<u64, UsageError> {
+    let bytes = parse_bytes(flag, text)?;
+    if bytes == 0 {
+        return Err(UsageError::InvalidValue {
+            flag,
+            value: text.to_string(),
+            reason: "a size must be at least 1 byte".to_string(),
+        });
+    }
+    Ok(bytes)
+}
+
+/// [`parse_size`] for a threshold where 0 means "every one" (`--size-floor 0`, `0K`).
+pub fn parse_size_or_zero(flag: &'static str, text: &str) -> Result<u64, UsageError> {
+    parse_bytes(flag, text)
+}
+
+fn parse_bytes(flag: &'static str, text: &str) -> Result<u64, UsageError> {
     let bad = |reason: &str| UsageError::InvalidValue {
         flag,
         value: text.to_string(),
@@ -85,9 +102,6 @@ pub fn parse_size(flag: &'static str, text: &str) -> Result<u64, UsageError> {
             .checked_mul(multiplier)
             .ok_or_else(|| bad("too large"))?
     };
-    if bytes == 0 {
-        return Err(bad("a size must be at least 1 byte"));
-    }
     Ok(bytes)
 }
 

@@ -16,7 +16,7 @@ use crate::load::cluster::ReadFrom;
 use crate::measure::target::TargetSpec;
 use crate::output::format::Format;
 use crate::run::RunOptions;
-use crate::units::parse_size;
+use crate::units::parse_size_or_zero;
 use crate::workload::kinds::kind_names;
 use crate::workload::{ValueKind, kind_named};
 
@@ -233,11 +233,8 @@ impl KeysArgs {
         };
         let count = parse_count("--count", &self.count, 1, 100_000)?;
         let top = parse_count("--top", &self.top, 0, 1_000)? as usize;
-        // 0 keeps every key (parse_size wants a size of at least a byte).
-        let size_floor_bytes = match self.size_floor.trim() {
-            "0" => 0,
-            text => parse_size("--size-floor", text)?,
-        };
+        // 0 (or 0K) keeps every key.
+        let size_floor_bytes = parse_size_or_zero("--size-floor", &self.size_floor)?;
         let model = match &self.model {
             Some(path) => {
                 let text = read_model_file(path)?;
@@ -435,6 +432,19 @@ mod tests {
             validate(&["--type", "zset", "--match", "user:[ab]*", "--count", "5000"]).unwrap();
         assert_eq!(plan.kind.map(|k| k.name()), Some("zset"));
         assert_eq!(plan.count, 5000);
+        // A floor of nothing keeps every key, however it is written.
+        for zero in ["0", "0K", "0MiB", " 0 "] {
+            assert_eq!(
+                validate(&["--size-floor", zero]).unwrap().size_floor_bytes,
+                0
+            );
+        }
+        assert_eq!(
+            validate(&["--size-floor", "1.5K"])
+                .unwrap()
+                .size_floor_bytes,
+            1536
+        );
     }
 
     #[test]
