@@ -167,10 +167,14 @@ pub fn run(args: &PopulateArgs, interrupt: &AtomicBool, out: &mut Output) -> Res
         mib(outcome.value_bytes) / outcome.elapsed_s.max(1e-6),
         mib(growth),
     ));
-    if let Some((missing, sampled, previous, covered)) = outcome.previous_gone {
+    if let Some(gone) = outcome.previous_gone {
         out.warn(&format!(
-            "the previous population was of {previous} keys, but {missing} of {sampled} sampled past {LOAD_PREFIX}{} are gone (removed or evicted): it is now described as the {covered} keys written here",
-            covered - 1
+            "the previous population was of {} keys, but {} of {} sampled past {LOAD_PREFIX}{} are gone (removed or evicted): it is now described as the {} keys written here",
+            gone.previous_keys,
+            gone.missing,
+            gone.sampled,
+            gone.covered - 1,
+            gone.covered
         ));
     }
     if let Some(meta) = &outcome.meta {

@@ -134,10 +134,10 @@ impl KeyRow {
     }
 }
 
-/// `2026-12-01T21:37:47.123Z`.
 /// 10000-01-01T00:00:00Z in Unix ms: the first instant RFC 3339's four-digit year cannot write.
 const LAST_RFC3339_MS: u64 = 253_402_300_800_000;
 
+/// `2026-12-01T21:37:47.123Z`.
 fn rfc3339_ms(unix_ms: u64) -> String {
     let secs = (unix_ms / 1000) as i64;
     let days = secs.div_euclid(86_400);

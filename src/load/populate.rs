@@ -71,10 +71,22 @@ pub struct PopulateOutcome {
     pub measured_bytes_per_key: Option<u64>,
     /// The population as now described by the metadata key.
     pub meta: Option<PopulationMeta>,
-    /// The previous population's keys past those this populate covered that were sampled and
-    /// found gone (`missing`, `sampled`, the previous count, the keys covered now): its
-    /// description was cut to the keys covered now.
-    pub previous_gone: Option<(u64, u64, u64, u64)>,
+    /// Set where keys of a larger previous population, past those this populate covered, were
+    /// found gone: its description was cut to the keys covered now.
+    pub previous_gone: Option<PreviousGone>,
+}
+
+/// A larger previous population found partly gone (removed or evicted) past this populate's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PreviousGone {
+    /// Sampled keys found gone.
+    pub missing: u64,
+    /// Keys sampled past this populate's range.
+    pub sampled: u64,
+    /// Keys the previous population was described with.
+    pub previous_keys: u64,
+    /// Keys this populate covered: the population's description now.
+    pub covered: u64,
 }
 
 /// Keys sampled past this populate's range to tell whether the previous population is still
@@ -316,7 +328,12 @@ pub fn populate(
     {
         let (missing, sampled) = gone_past(&mut control, &plan.naming, covered, p.keys)?;
         if missing > 0 {
-            previous_gone = Some((missing, sampled, p.keys, covered));
+            previous_gone = Some(PreviousGone {
+                missing,
+                sampled,
+                previous_keys: p.keys,
+                covered,
+            });
             p.keys = covered;
         }
     }
