@@ -7,11 +7,14 @@
 #
 #   data/record_strings.sh                  # all four servers, then the lazyfree run
 #   data/record_strings.sh redis-7.0        # one server (the lazyfree run only with redis-7.0)
+#   SIZES=32M,96M,192M ROOT=data/unseen data/record_strings.sh   # sizes no model is fitted on
 #
 # Plan: SIZES (default 64M,128M,256M,512M), ops set,overwrite,read,delete,set,unlink,set,expire
 # (every op once on each size: a removed key is set again before the next removal), REPEAT
 # (default 3) repeats, gap 200ms, every other option at its default. Each run is trimmed as
-# data/record_collections.sh's are (data/trim_run.py; KEEP_PROBES=1 keeps it whole).
+# data/record_collections.sh's are (data/trim_run.py; KEEP_PROBES=1 keeps it whole). Each run
+# goes to data/collections/<server>/string/, or under ROOT=... instead of data/collections (the
+# lazyfree run is then left out).
 # PROBE=path/to/probe to use a given binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +22,7 @@ cd "$(dirname "$0")/.."
 SIZES="${SIZES:-64M,128M,256M,512M}"
 REPEAT="${REPEAT:-3}"
 KEEP_PROBES="${KEEP_PROBES:-0}"
+ROOT="${ROOT:-data/collections}"
 OPS="set,overwrite,read,delete,set,unlink,set,expire"
 if [[ -z "${PROBE:-}" ]]; then
   cargo build --release --locked
@@ -37,12 +41,12 @@ trim() {
 
 for name in "${names[@]}"; do
   bin="$(bash scripts/servers.sh "$name")"
-  out="data/collections/$name/string"
+  out="$ROOT/$name/string"
   echo "== $name string: $bin" >&2
   "$PROBE" --server-bin "$bin" --writer-sizes "$SIZES" --ops "$OPS" \
     --repeat "$REPEAT" --gap 200ms --out "$out" --force
   trim "$out"
-  if [[ "$name" == redis-7.0 ]]; then
+  if [[ "$name" == redis-7.0 && "$ROOT" == data/collections ]]; then
     out="data/collections/$name/string/lazyfree-user-del"
     echo "== $name string, lazyfree-lazy-user-del yes: $bin" >&2
     "$PROBE" --server-bin "$bin" --server-arg "lazyfree-lazy-user-del yes" --writer-sizes 256M \

@@ -29,7 +29,7 @@ use holprobe::commands::keys::refit::tool_rows_of_run;
 use holprobe::keys::fit::FitRow;
 use holprobe::keys::holdout::{
     FLOOR_MEDIAN_PCT, FLOOR_WORST_MS, FLOOR_WORST_PCT, HeldOut, HeldOutSummary, held_out,
-    summarize, tested_on,
+    is_removal, summarize, tested_on,
 };
 use holprobe::keys::model::ModelOp;
 use holprobe::output::export::REPLACED_DIR;
@@ -181,9 +181,7 @@ fn main() -> Result<()> {
             );
         }
         println!("{}", summary_line(server, &summarize(&entries)));
-        let removals = entries
-            .iter()
-            .filter(|e| matches!(e.op, ModelOp::Delete | ModelOp::Unlink | ModelOp::Expire));
+        let removals = entries.iter().filter(|e| is_removal(e.op));
         println!(
             "{}",
             summary_line(&format!("{server} DEL/UNLINK/expiry"), &summarize(removals))
@@ -199,9 +197,7 @@ fn main() -> Result<()> {
         all.extend(entries);
     }
     println!("{}", summary_line("all servers", &summarize(&all)));
-    let removals = all
-        .iter()
-        .filter(|e| matches!(e.op, ModelOp::Delete | ModelOp::Unlink | ModelOp::Expire));
+    let removals = all.iter().filter(|e| is_removal(e.op));
     println!(
         "{}",
         summary_line("all servers DEL/UNLINK/expiry", &summarize(removals))

@@ -322,6 +322,7 @@ fn measure_models() {
             ],
             entries: fit(&rows),
             rows,
+            later_check: None,
         };
         let text = serde_json::to_string_pretty(&model).unwrap() + "\n";
         let out = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -420,6 +421,10 @@ fn the_scan_finds_big_keys_and_predicts_their_dels_in_order() {
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
     assert_eq!(doc["mode"], "keys");
     assert_eq!(doc["keys_scanned"], 206, "{stdout}");
+    // The shipped model says how it did on sizes recorded in a later sitting.
+    let later = &doc["model"]["later_check"];
+    assert!(later["median_abs_pct"].as_f64().is_some(), "{stdout}");
+    assert!(later["entries"].as_u64().unwrap() > 0, "{stdout}");
     let top: Vec<&serde_json::Value> = doc["top"].as_array().unwrap().iter().collect();
     let names: Vec<&str> = top.iter().map(|r| r["key"].as_str().unwrap()).collect();
     for key in [
@@ -696,6 +701,8 @@ fn a_refit_writes_a_model_of_the_binary() {
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     let text = std::fs::read_to_string(out.join("model.json")).unwrap();
     let model = CostModel::parse(&text).unwrap();
+    // No sizes were recorded after it: a refit claims no later check.
+    assert!(model.later_check.is_none());
     let version = std::process::Command::new(bin)
         .arg("--version")
         .output()
@@ -799,8 +806,13 @@ fn a_refit_writes_a_model_of_the_binary() {
 /// evictions in `<type>/evict/`, the strings' run (64M to 512M), and the second sitting's runs
 /// of 50k, 300k and 2M elements (data/heldout).
 fn collection_rows(name: &str) -> Vec<(String, Vec<FitRow>)> {
+    value_type_rows(name, &["collections", "heldout"])
+}
+
+/// The value-type runs of data/ROOT/NAME/ for each of `roots`, as fit rows, by run id.
+fn value_type_rows(name: &str, roots: &[&str]) -> Vec<(String, Vec<FitRow>)> {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-    ["collections", "heldout"]
+    roots
         .iter()
         .flat_map(|root| {
             ["hash", "set", "zset", "list", "stream", "string"]
@@ -847,6 +859,23 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
         rows,
         Some(&previous),
     );
+    // Its removals against the sizes recorded after the fit, in another sitting (data/unseen).
+    let later = value_type_rows(name, &["unseen"]);
+    if !later.is_empty() {
+        let later_rows: Vec<FitRow> = later.iter().flat_map(|(_, r)| r.clone()).collect();
+        model.later_check = Some(holprobe::keys::holdout::later_check(
+            &model.rows,
+            &later_rows,
+            format!(
+                "DEL, UNLINK and expiry of data/unseen/{name}/ (runs {}: hashes, sets, sorted sets, lists and streams of 30k, 200k and 700k elements, strings of 32M, 96M and 192M; recorded 2026-12-05 22:29-23:07 UTC, after this fit, on the same VM an hour and a half after its runs; data/README.md), predicted from this model's rows: the error of a key of a size not fitted, the host's drift between sittings included",
+                later
+                    .iter()
+                    .map(|(id, _)| id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
     if !kept.is_empty() {
         let old = previous
             .measured_how
@@ -936,6 +965,9 @@ fn the_shipped_collection_entries_are_the_tool_s_ops() {
             };
             assert_eq!(same(a), same(b), "{name}");
         }
+        // Its later check is data/unseen's, recomputed.
+        assert!(shipped.later_check.is_some(), "{name}: no later check");
+        assert_eq!(refit.later_check, shipped.later_check, "{name}");
         for kind in ["hash", "set", "zset", "list", "stream"] {
             let read = shipped
                 .entries

@@ -32,12 +32,14 @@ CLUSTER_FIXTURE = FIXTURES / "cluster-cut"
 COLLECTIONS = ROOT / "data" / "collections"
 # The value-type runs of sizes no model is fitted on (data/record_collections.sh ROOT=data/heldout).
 HELDOUT = ROOT / "data" / "heldout"
-VALUE_TYPE_ROOTS = (COLLECTIONS, HELDOUT)
+# Sizes no model is fitted on nor was ever chosen by (ROOT=data/unseen, recorded after the fit).
+UNSEEN = ROOT / "data" / "unseen"
+VALUE_TYPE_ROOTS = (COLLECTIONS, HELDOUT, UNSEEN)
 
 
 def data_runs() -> list[Path]:
     """Every run directory in data/ (a directory holding summary.csv) with its probe-level files:
-    the value-type runs of data/collections/ and data/heldout/ ship without them (see
+    the value-type runs of data/collections/, data/heldout/ and data/unseen/ ship without them (see
     collection_runs)."""
     return sorted(
         p.parent

@@ -11,8 +11,8 @@
 
 use serde::Serialize;
 
-use super::fit::{FitRow, GroupKey, RELATIVE_FROM_MS, fit, group_name, groups};
-use super::model::ModelOp;
+use super::fit::{FitRow, GroupKey, RELATIVE_FROM_MS, fit, group_key, group_name, groups};
+use super::model::{LaterCheck, ModelOp};
 use crate::workload::lazyfree::FreedBy;
 
 /// The floor: median |error| at most this, %.
@@ -186,6 +186,50 @@ fn predicted_against_measured(
     })
 }
 
+/// The ops the floor judges: the removals (DEL, UNLINK, the server's expiry).
+pub fn is_removal(op: ModelOp) -> bool {
+    matches!(op, ModelOp::Delete | ModelOp::Unlink | ModelOp::Expire)
+}
+
+/// A model's removals, fitted on `train` (its own rows), predicted for every size of `later`
+/// (rows measured after the fit, in another sitting) that `train` has no row of in the same
+/// group: [`LaterCheck`], described by `how`.
+pub fn later_check(train: &[FitRow], later: &[FitRow], how: String) -> LaterCheck {
+    let fitted: std::collections::BTreeSet<(GroupKey, u64, u64)> = train
+        .iter()
+        .map(|r| (group_key(r), r.elements, r.element_bytes))
+        .collect();
+    let entries: Vec<HeldOut> = tested_on(train, later)
+        .into_iter()
+        .filter(|e| is_removal(e.op))
+        .filter(|e| {
+            let key = (
+                e.kind.clone(),
+                e.encoding.clone(),
+                e.op,
+                e.freed_by.map(FreedBy::name),
+            );
+            !fitted.contains(&(key, e.elements, e.element_bytes))
+        })
+        .collect();
+    let summary = summarize(&entries);
+    let mut ratios: Vec<f64> = entries
+        .iter()
+        .filter(|e| e.error_pct.is_some() && e.predicted_ms > 0.0)
+        .map(|e| e.measured_ms / e.predicted_ms)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let round = |x: f64| (x * 1e3).round() / 1e3;
+    LaterCheck {
+        how,
+        entries: summary.entries,
+        relative: summary.relative,
+        median_abs_pct: summary.median_pct.map(round),
+        median_measured_over_predicted: (!ratios.is_empty()).then(|| round(median(&ratios))),
+        past_floor: summary.past_floor,
+    }
+}
+
 /// The figures of a set of held-out entries against the floor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HeldOutSummary {
@@ -307,6 +351,37 @@ mod tests {
         assert!((small.error_pct.unwrap() - 50.0).abs() < 1.0, "{small:?}");
         let large = entries.iter().find(|e| e.elements == 2_000_000).unwrap();
         assert!(large.error_pct.unwrap() < 1.0, "{large:?}");
+    }
+
+    #[test]
+    fn a_later_check_judges_removals_of_sizes_not_fitted() {
+        // Fitted at 0.1 µs per element; the later sitting measured 300k at twice that (60 ms
+        // against 30) and 2M at 1.5 times (300 ms against 200). A read, and a size the fit has
+        // (1M), are not judged.
+        let mut train = Vec::new();
+        for n in [100_000u64, 1_000_000, 4_000_000] {
+            train.push(row(ModelOp::Delete, n, n as f64 * 0.1 / 1e3));
+        }
+        let later = vec![
+            row(ModelOp::Delete, 300_000, 60.0),
+            row(ModelOp::Delete, 2_000_000, 300.0),
+            row(ModelOp::Delete, 1_000_000, 500.0),
+            row(ModelOp::Read, 2_000_000, 20.0),
+        ];
+        let check = later_check(&train, &later, "test".into());
+        assert_eq!((check.entries, check.relative), (2, 2), "{check:?}");
+        // |error| 50% and 33%: median 41.7%; measured over predicted 2 and 1.5: 1.75.
+        assert!(
+            (check.median_abs_pct.unwrap() - 41.7).abs() < 0.5,
+            "{check:?}"
+        );
+        let ratio = check.median_measured_over_predicted.unwrap();
+        assert!((ratio - 1.75).abs() < 0.02, "{check:?}");
+        // 300k: 30 ms and 50% off; 2M: 100 ms and 33% (under 40%).
+        assert_eq!(check.past_floor, 1, "{check:?}");
+        let clause = check.clause().unwrap();
+        assert!(clause.contains("median 42% (2 entries"), "{clause}");
+        assert!(clause.contains("measured 1.75x the prediction"), "{clause}");
     }
 
     #[test]

@@ -53,6 +53,47 @@ pub struct CostModel {
     /// can check any entry against its evidence.
     #[serde(default)]
     pub rows: Vec<super::fit::FitRow>,
+    /// The model's predictions against sizes recorded after the fit, in another sitting on the
+    /// same kind of host: the error a user's key sees, the host's drift between sittings
+    /// included, which the fit's own leave-one-out error leaves out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_check: Option<LaterCheck>,
+}
+
+/// A model's DEL, UNLINK and expiry predictions set against sizes none of its rows has,
+/// measured in a later sitting (data/unseen for the shipped models: `examples/holdout.rs
+/// data/collections data/heldout --test data/unseen`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaterCheck {
+    /// What was measured, when, where.
+    pub how: String,
+    /// Entries judged (type × op × size).
+    pub entries: usize,
+    /// Of them, measured at 1 ms or more (the others' relative error is the timer's noise).
+    pub relative: usize,
+    /// The median |predicted − measured| / measured over those, %.
+    pub median_abs_pct: Option<f64>,
+    /// The median of measured / predicted over those: above 1, the model priced the later
+    /// sitting's freezes too low.
+    pub median_measured_over_predicted: Option<f64>,
+    /// Entries worse than max(3 ms, 40%).
+    pub past_floor: usize,
+}
+
+impl LaterCheck {
+    /// One clause of the report's model line: `on sizes recorded in a later sitting, median 32%
+    /// (20 entries of 1 ms or more), measured 1.40x the prediction`.
+    pub fn clause(&self) -> Option<String> {
+        let median = self.median_abs_pct?;
+        Some(format!(
+            "on sizes recorded in a later sitting, median {median:.0}% ({} entries of 1 ms or more){}",
+            self.relative,
+            self.median_measured_over_predicted
+                .map_or(String::new(), |r| format!(
+                    ", measured {r:.2}x the prediction"
+                ))
+        ))
+    }
 }
 
 /// The server of a model.
@@ -355,6 +396,22 @@ impl CostModel {
                     entry.per_element_us,
                     entry.per_mib_ms
                 )));
+            }
+        }
+        if let Some(check) = &model.later_check {
+            // Printed with every report: figures a check makes, and one line of text.
+            let usable = |x: f64| x.is_finite() && x >= 0.0;
+            if check.relative > check.entries
+                || check.past_floor > check.entries
+                || check.median_abs_pct.is_some_and(|p| !usable(p))
+                || check
+                    .median_measured_over_predicted
+                    .is_some_and(|r| !(r.is_finite() && r > 0.0))
+                || check.how.chars().any(char::is_control)
+            {
+                return Err(ModelError(
+                    "its later_check has figures or text no check makes".into(),
+                ));
             }
         }
         Ok(model)
@@ -929,6 +986,7 @@ pub(crate) mod tests {
             measured_how: vec!["synthetic".into()],
             entries: fit(&rows),
             rows,
+            later_check: None,
         }
     }
 
@@ -1167,6 +1225,32 @@ pub(crate) mod tests {
             .to_string();
         assert!(err.contains("wrong type"), "{err}");
         assert!(!err.contains("no \"format\""), "{err}");
+        // A later check is kept, and one with figures no check makes is refused.
+        let mut checked = model.clone();
+        checked.later_check = Some(LaterCheck {
+            how: "data/unseen".into(),
+            entries: 4,
+            relative: 3,
+            median_abs_pct: Some(12.5),
+            median_measured_over_predicted: Some(1.1),
+            past_floor: 0,
+        });
+        let checked_text = serde_json::to_string(&checked).unwrap();
+        assert_eq!(CostModel::parse(&checked_text).unwrap(), checked);
+        for edit in [
+            |c: &mut LaterCheck| c.relative = 5,
+            |c: &mut LaterCheck| c.past_floor = 9,
+            |c: &mut LaterCheck| c.median_abs_pct = Some(-1.0),
+            |c: &mut LaterCheck| c.median_measured_over_predicted = Some(0.0),
+            |c: &mut LaterCheck| c.how = "\u{1b}[2J".into(),
+        ] {
+            let mut bad = checked.clone();
+            edit(bad.later_check.as_mut().unwrap());
+            let err = CostModel::parse(&serde_json::to_string(&bad).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("later_check"), "{err}");
+        }
         // An absurd cost (the hostile trial's 1e300 printed a 301-digit DEL) is refused, per
         // element and per MiB; the largest shipped costs are far under the bound.
         for field in ["per_element_us", "per_mib_ms"] {

@@ -113,6 +113,8 @@ pub fn refit_model(
         measured_how,
         entries: fit(&rows),
         rows,
+        // A check of its own needs sizes measured later: none yet.
+        later_check: None,
     };
     (model, kept.into_iter().collect())
 }

@@ -143,7 +143,7 @@ const TOP_HEADER: [&str; 11] = [
 fn model_line(doc: &KeysRunJson) -> String {
     let m = &doc.model;
     format!(
-        "model: {} ({}){}; fit error (leave-one-out): median {}% over its entries, the worst entry's median {}%{}{}",
+        "model: {} ({}){}; fit error (leave-one-out): median {}% over its entries, the worst entry's median {}%{}{}{}",
         m.server,
         m.from,
         if m.nearest {
@@ -158,6 +158,10 @@ fn model_line(doc: &KeysRunJson) -> String {
             (Some(entry), Some(ms)) => format!(" ({entry}: misses of at most {ms:.1} ms)"),
             _ => String::new(),
         },
+        m.later_check
+            .as_ref()
+            .and_then(crate::keys::model::LaterCheck::clause)
+            .map_or(String::new(), |c| format!("; {c}")),
         if m.provisional {
             "; some entries PROVISIONAL (fitted from the server's SLOWLOG/LATENCY figures, not the tool's probes: the model file's `source` says which)"
         } else {
