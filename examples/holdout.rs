@@ -60,7 +60,7 @@ fn pct(p: Option<f64>) -> String {
 fn summary_line(label: &str, s: &HeldOutSummary) -> String {
     let median_ok = s.median_pct.map(|m| m <= FLOOR_MEDIAN_PCT);
     format!(
-        "{label}: {} entries ({} of at least 1 ms), median |error| {} (floor {FLOOR_MEDIAN_PCT:.0}%: {}), worst {} / {:.1} ms, {} worse than max({FLOOR_WORST_MS:.0} ms, {FLOOR_WORST_PCT:.0}%){}",
+        "{label}: {} entries ({} of at least 1 ms), median |error| {} (floor {FLOOR_MEDIAN_PCT:.0}%: {}){}, worst {} / {:.1} ms, {} worse than max({FLOOR_WORST_MS:.0} ms, {FLOOR_WORST_PCT:.0}%){}",
         s.entries,
         s.relative,
         pct(s.median_pct),
@@ -69,6 +69,10 @@ fn summary_line(label: &str, s: &HeldOutSummary) -> String {
             Some(false) => "NOT met",
             None => "-",
         },
+        s.median_measured_over_predicted
+            .map_or(String::new(), |r| format!(
+                ", measured {r:.2}x the prediction"
+            )),
         pct(s.worst_pct),
         s.worst_ms,
         s.past_floor,

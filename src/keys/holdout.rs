@@ -213,19 +213,13 @@ pub fn later_check(train: &[FitRow], later: &[FitRow], how: String) -> LaterChec
         })
         .collect();
     let summary = summarize(&entries);
-    let mut ratios: Vec<f64> = entries
-        .iter()
-        .filter(|e| e.error_pct.is_some() && e.predicted_ms > 0.0)
-        .map(|e| e.measured_ms / e.predicted_ms)
-        .collect();
-    ratios.sort_by(f64::total_cmp);
     let round = |x: f64| (x * 1e3).round() / 1e3;
     LaterCheck {
         how,
         entries: summary.entries,
         relative: summary.relative,
         median_abs_pct: summary.median_pct.map(round),
-        median_measured_over_predicted: (!ratios.is_empty()).then(|| round(median(&ratios))),
+        median_measured_over_predicted: summary.median_measured_over_predicted.map(round),
         past_floor: summary.past_floor,
     }
 }
@@ -241,6 +235,9 @@ pub struct HeldOutSummary {
     pub median_pct: Option<f64>,
     /// The worst relative |error|, %.
     pub worst_pct: Option<f64>,
+    /// The median of measured / predicted over the entries with a relative error: above 1,
+    /// the fit priced them too low (a sitting slower than the fit's, or a shape it misses).
+    pub median_measured_over_predicted: Option<f64>,
     /// The worst absolute |error|, ms.
     pub worst_ms: f64,
     /// Entries past the floor for one entry ([`HeldOut::past_floor`]).
@@ -254,10 +251,17 @@ pub fn summarize<'a>(entries: impl IntoIterator<Item = &'a HeldOut>) -> HeldOutS
     let entries: Vec<&HeldOut> = entries.into_iter().collect();
     let mut pct: Vec<f64> = entries.iter().filter_map(|e| e.error_pct).collect();
     pct.sort_by(f64::total_cmp);
+    let mut ratios: Vec<f64> = entries
+        .iter()
+        .filter(|e| e.error_pct.is_some() && e.predicted_ms > 0.0)
+        .map(|e| e.measured_ms / e.predicted_ms)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
     HeldOutSummary {
         entries: entries.len(),
         relative: pct.len(),
         median_pct: (!pct.is_empty()).then(|| median(&pct)),
+        median_measured_over_predicted: (!ratios.is_empty()).then(|| median(&ratios)),
         worst_pct: pct.last().copied(),
         worst_ms: entries.iter().map(|e| e.error_ms).fold(0.0, f64::max),
         past_floor: entries.iter().filter(|e| e.past_floor()).count(),
@@ -421,6 +425,7 @@ mod tests {
         );
         let s = summarize(&entries);
         assert_eq!((s.relative, s.median_pct), (0, None));
+        assert_eq!(s.median_measured_over_predicted, None);
         // 1M predicted from 100k's 0.5 ms: 5 ms, 4.5 off (100k from 1M's: 0.45 off).
         assert!((s.worst_ms - 4.5).abs() < 1e-9, "{s:?}");
     }
