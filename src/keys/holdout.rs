@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::fit::{FitRow, GroupKey, RELATIVE_FROM_MS, fit, group_key, group_name, groups};
+use super::fit::{FitRow, GroupKey, RELATIVE_FROM_MS, fit, group_name, groups};
 use super::model::{LaterCheck, ModelOp};
 use crate::workload::lazyfree::FreedBy;
 
@@ -126,9 +126,9 @@ pub fn held_out(rows: &[FitRow]) -> (Vec<HeldOut>, Vec<OneSize>) {
     (out, single)
 }
 
-/// Every size of `test` (another set of one server's rows: sizes measured for the purpose, none
-/// of them in the fit) predicted by the fit of all of `train` in its group. Test groups with no
-/// train group are left out (nothing predicts them).
+/// Every size of `test` (another set of one server's rows: sizes measured for the purpose)
+/// predicted by the fit of all of `train` in its group. Test groups with no train group are left
+/// out (nothing predicts them), and so are sizes the group's fit has rows of (not held out).
 pub fn tested_on(train: &[FitRow], test: &[FitRow]) -> Vec<HeldOut> {
     let train_groups = groups(train);
     let mut out = Vec::new();
@@ -136,8 +136,12 @@ pub fn tested_on(train: &[FitRow], test: &[FitRow]) -> Vec<HeldOut> {
         let Some(kept) = train_groups.get(key) else {
             continue;
         };
-        let fitted = sizes_of(kept).len();
+        let fitted_sizes = sizes_of(kept);
+        let fitted = fitted_sizes.len();
         for size in sizes_of(group) {
+            if fitted_sizes.contains(&size) {
+                continue;
+            }
             let left: Vec<&FitRow> = group
                 .iter()
                 .copied()
@@ -193,24 +197,11 @@ pub fn is_removal(op: ModelOp) -> bool {
 
 /// A model's removals, fitted on `train` (its own rows), predicted for every size of `later`
 /// (rows measured after the fit, in another sitting) that `train` has no row of in the same
-/// group: [`LaterCheck`], described by `how`.
+/// group ([`tested_on`]): [`LaterCheck`], described by `how`.
 pub fn later_check(train: &[FitRow], later: &[FitRow], how: String) -> LaterCheck {
-    let fitted: std::collections::BTreeSet<(GroupKey, u64, u64)> = train
-        .iter()
-        .map(|r| (group_key(r), r.elements, r.element_bytes))
-        .collect();
     let entries: Vec<HeldOut> = tested_on(train, later)
         .into_iter()
         .filter(|e| is_removal(e.op))
-        .filter(|e| {
-            let key = (
-                e.kind.clone(),
-                e.encoding.clone(),
-                e.op,
-                e.freed_by.map(FreedBy::name),
-            );
-            !fitted.contains(&(key, e.elements, e.element_bytes))
-        })
         .collect();
     let summary = summarize(&entries);
     let round = |x: f64| (x * 1e3).round() / 1e3;
