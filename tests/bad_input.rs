@@ -566,3 +566,26 @@ fn a_failure_before_the_report_is_one_json_document() {
         assert!(text.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// A database the server refuses (`redis://host:port/99`, past its `databases`) is said as the
+/// flag's value in one line, before anything is measured: it was redis-rs's "refused to switch
+/// database", not naming --url.
+#[test]
+fn a_database_the_server_refuses_names_the_url() {
+    let server = common::TestServer::start(&[]);
+    let url = format!("{}/99", server.url());
+    for args in [
+        &["--url", url.as_str(), "--writer-sizes", "1M"][..],
+        &["keys", "--url", url.as_str()],
+    ] {
+        let output = probe_cmd().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--url {url}: the server refused database 99"))
+                && stderr.contains("out of range")
+                && stderr.trim().lines().count() == 1,
+            "{args:?}: {stderr}"
+        );
+    }
+}

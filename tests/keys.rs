@@ -828,6 +828,53 @@ fn value_type_rows(name: &str, roots: &[&str]) -> Vec<(String, Vec<FitRow>)> {
         .collect()
 }
 
+/// When a recorded run (a directory with run.json) began and ended, Unix µs.
+fn run_span_us(dir: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(dir.join("run.json"))
+        .unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
+    let run: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let field = |name: &str| {
+        run[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}: no {name}", dir.display()))
+    };
+    let start = field("started_unix_us");
+    (start, start + field("elapsed_us"))
+}
+
+/// data/unseen checks the shipped models on a later sitting: each of its runs began after every
+/// run the model's rows of the same value type come from (data/collections, data/heldout) had
+/// ended.
+#[test]
+fn the_later_sizes_were_recorded_after_the_rows_they_check() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    for name in ["redis-6.2", "redis-7.0", "redis-8.2", "valkey-9.1"] {
+        for kind in ["hash", "set", "zset", "list", "stream", "string"] {
+            let runs = |root: &str| -> Vec<(u64, u64)> {
+                let dir = data.join(root).join(name).join(kind);
+                [dir.clone(), dir.join("4M"), dir.join("evict")]
+                    .into_iter()
+                    .filter(|d| d.join("run.json").exists())
+                    .map(|d| run_span_us(&d))
+                    .collect()
+            };
+            let fitted: Vec<(u64, u64)> = ["collections", "heldout"]
+                .into_iter()
+                .flat_map(|root| runs(root))
+                .collect();
+            let later = runs("unseen");
+            assert!(!fitted.is_empty(), "{name} {kind}: no fitted runs");
+            assert!(!later.is_empty(), "{name} {kind}: no later runs");
+            let fit_end = fitted.iter().map(|r| r.1).max().unwrap();
+            let later_start = later.iter().map(|r| r.0).min().unwrap();
+            assert!(
+                later_start > fit_end,
+                "{name} {kind}: data/unseen began at {later_start} us, before its fit's last run ended ({fit_end} us)"
+            );
+        }
+    }
+}
+
 /// The shipped model NAME refitted: its collection entries from the tool's own ops in
 /// data/collections and data/heldout (the rest kept as they were).
 fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
@@ -836,16 +883,16 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
         .join(format!("{name}.json"));
     let previous = CostModel::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let runs = collection_rows(name);
-    // The strings' entries too, from their run of the same sitting: the DELs of data/NAME's
-    // older sweep (1M to 512M) cost about half as much per MiB (0.040-0.048 ms against
-    // 0.07-0.09 for the removals here, UNLINK's and the expiry's alike), and fitted together
-    // both sets missed by a median 20-31% instead of 11-13%.
+    // The strings' entries too, from their run on the VM of the collections' rows, not with
+    // data/NAME's older sweep (1M to 512M): sittings differ in a string's cost per MiB (that
+    // sweep 0.040-0.048 ms, a 2026-12-02 run 0.07-0.09, these 0.023-0.056), and fitted together
+    // the sweep and the 2026-12-02 run had missed by a median 20-31% instead of 11-13%.
     let rows: Vec<FitRow> = runs.iter().flat_map(|(_, r)| r.clone()).collect();
     let bounded = rows.iter().filter(|r| r.under_one_interval).count();
     // The lines this refit writes replace those of earlier refits.
     let mut how: Vec<String> = Vec::new();
     how.push(format!(
-        "collections and strings (source tool): the tool's own hol_delay_ms of the {} read, delete, unlink, expire, evict and overwrite ops in data/collections/{name}/{{hash,set,zset,list,stream,string}}/summary.csv (runs {}: probe --server-bin <{name}> --type T --elements 100k,1M, and 4M in <type>/4M/, --ops build,read,delete,build,unlink,build,expire,build,overwrite,delete --repeat 3 --gap 200ms (hashes, sets, sorted sets and lists recorded again in one sitting on 2026-12-05, --repeat 9 on Redis 6.2 and Valkey 9.1; data/README.md); strings --writer-sizes 64M,128M,256M,512M --ops set,overwrite,read,delete,set,unlink,set,expire --repeat 3; data/record_collections.sh and data/record_strings.sh, one sitting on an idle host; evictions in <type>/evict/: --elements 100k,1M,4M or --writer-sizes 64M,128M,256M,512M, --ops build,evict (set,evict) --repeat 3 --gap 200ms, data/record_evictions.sh, a later sitting on an idle host; and the same ops at 50k, 300k and 2M elements in data/heldout/{name}/<type>/ and <type>/evict/, recorded beside them: ELEMENTS=50k,300k,2M ROOT=data/heldout), fitted by least squares of the relative error, with the servers' lazyfree-lazy-* as their run.json says; {bounded} of them had no probe in their window and count as one probe interval (0.5 ms)",
+        "collections and strings (source tool): the tool's own hol_delay_ms of the {} read, delete, unlink, expire, evict and overwrite ops in data/collections/{name}/{{hash,set,zset,list,stream,string}}/summary.csv (runs {}: probe --server-bin <{name}> --type T --elements 100k,1M, and 4M in <type>/4M/, --ops build,read,delete,build,unlink,build,expire,build,overwrite,delete --repeat 3 --gap 200ms (hashes, sets, sorted sets and lists recorded again in one sitting on 2026-12-05, --repeat 9 on Redis 6.2 and Valkey 9.1, streams and strings on the same VM on 2026-12-06; data/README.md); strings --writer-sizes 64M,128M,256M,512M --ops set,overwrite,read,delete,set,unlink,set,expire --repeat 9; data/record_collections.sh and data/record_strings.sh on an idle host; evictions in <type>/evict/: --elements 100k,1M,4M or --writer-sizes 64M,128M,256M,512M, --ops build,evict (set,evict) --repeat 3 --gap 200ms, data/record_evictions.sh on an idle host (hashes', sets', sorted sets' and lists' on 2026-12-03, streams' and strings' on 2026-12-06); and the same ops at 50k, 300k and 2M elements in data/heldout/{name}/<type>/ and <type>/evict/, recorded beside them: ELEMENTS=50k,300k,2M ROOT=data/heldout), fitted by least squares of the relative error, with the servers' lazyfree-lazy-* as their run.json says; {bounded} of them had no probe in their window and count as one probe interval (0.5 ms)",
         rows.len(),
         runs.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(", ")
     ));
@@ -867,7 +914,7 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
             &model.rows,
             &later_rows,
             format!(
-                "DEL, UNLINK and expiry of data/unseen/{name}/ (runs {}: hashes, sets, sorted sets, lists and streams of 30k, 200k and 700k elements, strings of 32M, 96M and 192M; recorded 2026-12-05 22:29-23:07 UTC, after this fit: on the VM its hash, set, zset and list rows were recorded on 1.5 to 3 hours before, its stream and string rows being of other VMs; data/README.md), predicted from this model's rows: the error of a key of a size not fitted, the host's drift between sittings included",
+                "DEL, UNLINK and expiry of data/unseen/{name}/ (runs {}: hashes, sets, sorted sets, lists and streams of 30k, 200k and 700k elements, strings of 32M, 96M and 192M; each recorded after the rows of its type, on the VM they were recorded on: the hashes, sets, sorted sets and lists 2026-12-05 22:29-22:58 UTC, 1.5 to 3 hours after theirs, the streams and strings 2026-12-06 01:51-02:04 UTC, 11 to 20 minutes after the last of theirs was recorded again (and refitted, before these were recorded); data/README.md), predicted from this model's rows: the error of a key of a size not fitted, the host's drift between sittings included",
                 later
                     .iter()
                     .map(|(id, _)| id.as_str())

@@ -301,6 +301,8 @@ impl ConnInfo {
                         format_limit(limit),
                         if self.tls.is_some() { " and the TLS handshake" } else { "" }
                     )
+                } else if self.db != 0 && err.to_string().contains("switch database") {
+                    db_refused(self, err.detail().unwrap_or("SELECT failed"))
                 } else {
                     anyhow!(err).context(format!("cannot connect to {self}"))
                 }
@@ -310,6 +312,16 @@ impl ConnInfo {
             .context("setting the read timeout")?;
         Ok(conn)
     }
+}
+
+/// The server refused the database the URL names (`redis://host:port/DB`): an index past its
+/// `databases`, or any but 0 on a cluster node. Said as the flag's value, in one line.
+pub fn db_refused(conn: &ConnInfo, detail: &str) -> anyhow::Error {
+    anyhow!(
+        "--url {conn}: the server refused database {} ({}); the number after the port is the database",
+        conn.db,
+        detail.trim()
+    )
 }
 
 /// A reply to `command` that `conn` did not give within `limit`, said as such ("os error 11"
