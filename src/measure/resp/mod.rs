@@ -197,7 +197,7 @@ impl RawConn {
                 .command(&[b"SELECT", info.db.to_string().as_bytes()])
                 .with_context(|| format!("selecting db {} on {info}", info.db))?;
             if let Some(err) = reply.error() {
-                return Err(crate::measure::target::db_refused(info, &err));
+                return Err(crate::measure::target::db_refused(info, err));
             }
         }
         if info.readonly {
