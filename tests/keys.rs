@@ -860,7 +860,7 @@ fn the_later_sizes_were_recorded_after_the_rows_they_check() {
             };
             let fitted: Vec<(u64, u64)> = ["collections", "heldout"]
                 .into_iter()
-                .flat_map(|root| runs(root))
+                .flat_map(&runs)
                 .collect();
             let later = runs("unseen");
             assert!(!fitted.is_empty(), "{name} {kind}: no fitted runs");
