@@ -885,8 +885,9 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
     let runs = collection_rows(name);
     // The strings' entries too, from their run on the VM of the collections' rows, not with
     // data/NAME's older sweep (1M to 512M): sittings differ in a string's cost per MiB (that
-    // sweep 0.040-0.048 ms, a 2026-12-02 run 0.07-0.09, these 0.023-0.056), and fitted together
-    // the sweep and the 2026-12-02 run had missed by a median 20-31% instead of 11-13%.
+    // sweep 0.040-0.051 ms, a 2026-12-02 run 0.066-0.110, these 0.023-0.056, medians per
+    // size); fitted together, the sweep and the 2026-12-02 run had missed by a median 20-31%
+    // where that run alone missed by 11-13%, so sittings are not mixed.
     let rows: Vec<FitRow> = runs.iter().flat_map(|(_, r)| r.clone()).collect();
     let bounded = rows.iter().filter(|r| r.under_one_interval).count();
     // The lines this refit writes replace those of earlier refits.
@@ -914,7 +915,7 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
             &model.rows,
             &later_rows,
             format!(
-                "DEL, UNLINK and expiry of data/unseen/{name}/ (runs {}: hashes, sets, sorted sets, lists and streams of 30k, 200k and 700k elements, strings of 32M, 96M and 192M; each recorded after the rows of its type, on the VM they were recorded on: the hashes, sets, sorted sets and lists 2026-12-05 22:29-22:58 UTC, 1.5 to 3 hours after theirs, the streams and strings 2026-12-06 01:51-02:04 UTC, 11 to 20 minutes after the last of theirs was recorded again (and refitted, before these were recorded); data/README.md), predicted from this model's rows: the error of a key of a size not fitted, the host's drift between sittings included",
+                "DEL, UNLINK and expiry of data/unseen/{name}/ (runs {}: hashes, sets, sorted sets, lists and streams of 30k, 200k and 700k elements, strings of 32M, 96M and 192M; each recorded after the rows of its type, on the VM they were recorded on: the hashes, sets, sorted sets and lists 2026-12-05 22:29-22:57 UTC, 1.5 to 3 hours after theirs, the streams and strings 2026-12-06 01:51-02:04 UTC, 11 to 20 minutes after the last of theirs was recorded again (and refitted, before these were recorded); data/README.md), predicted from this model's rows: the error of a key of a size not fitted, the host's drift between sittings included",
                 later
                     .iter()
                     .map(|(id, _)| id.as_str())
