@@ -361,7 +361,9 @@ fn redis_8_s_eviction_is_its_evict_del() {
 /// the key, and every command meanwhile waits for that thread, so the window stays open until
 /// `INFO memory` shows the server under its limit. A window closed at the `evicted`
 /// notification read 7 ms for a 300k-field hash; the whole wait 30-68 ms (three runs here, 36-62
-/// ms in data/heldout/valkey-9.1/hash/evict). 500k fields, for a margin on a faster machine.
+/// ms in data/heldout/valkey-9.1/hash/evict). 500k fields, for a margin on a faster machine: the
+/// whole wait read 98-128 ms on the machine of 2026-12-03 and 19.5 ms in a CI run of 2026-12-06,
+/// the window closed at the notification 1-3 ms, so the floor is 10 ms, between the two.
 /// (Its UNLINK is no fixed yardstick: on this glibc build the main thread sometimes merges the
 /// freed chunks inside the UNLINK's window, 3-43 ms in three runs of the same hash.)
 #[test]
@@ -374,7 +376,7 @@ fn valkey_s_background_eviction_still_holds_the_others() {
     assert_eq!(evict["freed_by"], "background", "{evict:?}");
     let evict_ms = ms(row(&summary, "evict", 0), "hol_delay_ms");
     assert!(
-        evict_ms >= 20.0,
+        evict_ms >= 10.0,
         "others held {evict_ms} ms by the eviction"
     );
 }
