@@ -29,7 +29,7 @@ use holprobe::commands::keys::refit::tool_rows_of_run;
 use holprobe::keys::fit::FitRow;
 use holprobe::keys::holdout::{
     FLOOR_MEDIAN_PCT, FLOOR_WORST_MS, FLOOR_WORST_PCT, HeldOut, HeldOutSummary, held_out,
-    is_removal, summarize, tested_on,
+    is_removal, measured_over_predicted_clause, summarize, tested_on,
 };
 use holprobe::keys::model::ModelOp;
 use holprobe::output::export::REPLACED_DIR;
@@ -69,10 +69,7 @@ fn summary_line(label: &str, s: &HeldOutSummary) -> String {
             Some(false) => "NOT met",
             None => "-",
         },
-        s.median_measured_over_predicted
-            .map_or(String::new(), |r| format!(
-                ", measured {r:.2}x the prediction"
-            )),
+        measured_over_predicted_clause(s.median_measured_over_predicted),
         pct(s.worst_pct),
         s.worst_ms,
         s.past_floor,

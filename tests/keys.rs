@@ -809,17 +809,32 @@ fn collection_rows(name: &str) -> Vec<(String, Vec<FitRow>)> {
     value_type_rows(name, &["collections", "heldout"])
 }
 
+/// The value types of the shipped runs.
+const VALUE_TYPES: [&str; 6] = ["hash", "set", "zset", "list", "stream", "string"];
+
+/// The recorded runs of value type KIND in data/ROOT/NAME/: its own run and those of its `4M/`
+/// and `evict/`.
+fn run_dirs(root: &str, name: &str, kind: &str) -> Vec<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(root)
+        .join(name)
+        .join(kind);
+    [dir.clone(), dir.join("4M"), dir.join("evict")]
+        .into_iter()
+        .filter(|d| d.join("run.json").exists())
+        .collect()
+}
+
 /// The value-type runs of data/ROOT/NAME/ for each of `roots`, as fit rows, by run id.
 fn value_type_rows(name: &str, roots: &[&str]) -> Vec<(String, Vec<FitRow>)> {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
     roots
         .iter()
         .flat_map(|root| {
-            ["hash", "set", "zset", "list", "stream", "string"]
-                .map(|kind| data.join(root).join(name).join(kind))
+            VALUE_TYPES
+                .iter()
+                .flat_map(|kind| run_dirs(root, name, kind))
         })
-        .flat_map(|dir| [dir.clone(), dir.join("4M"), dir.join("evict")])
-        .filter(|dir| dir.join("run.json").exists())
         .map(|dir| {
             let (meta, rows) = holprobe::commands::keys::refit::tool_rows_of_run(&dir)
                 .unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
@@ -847,15 +862,12 @@ fn run_span_us(dir: &Path) -> (u64, u64) {
 /// ended.
 #[test]
 fn the_later_sizes_were_recorded_after_the_rows_they_check() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
     for name in ["redis-6.2", "redis-7.0", "redis-8.2", "valkey-9.1"] {
-        for kind in ["hash", "set", "zset", "list", "stream", "string"] {
+        for kind in VALUE_TYPES {
             let runs = |root: &str| -> Vec<(u64, u64)> {
-                let dir = data.join(root).join(name).join(kind);
-                [dir.clone(), dir.join("4M"), dir.join("evict")]
-                    .into_iter()
-                    .filter(|d| d.join("run.json").exists())
-                    .map(|d| run_span_us(&d))
+                run_dirs(root, name, kind)
+                    .iter()
+                    .map(|d| run_span_us(d))
                     .collect()
             };
             let fitted: Vec<(u64, u64)> = ["collections", "heldout"]

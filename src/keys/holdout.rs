@@ -190,6 +190,14 @@ fn predicted_against_measured(
     })
 }
 
+/// `, measured 1.40x the prediction`, or nothing without a ratio: the clause the report's model
+/// line and the held-out summaries share.
+pub fn measured_over_predicted_clause(ratio: Option<f64>) -> String {
+    ratio.map_or(String::new(), |r| {
+        format!(", measured {r:.2}x the prediction")
+    })
+}
+
 /// The ops the floor judges: the removals (DEL, UNLINK, the server's expiry).
 pub fn is_removal(op: ModelOp) -> bool {
     matches!(op, ModelOp::Delete | ModelOp::Unlink | ModelOp::Expire)

@@ -88,10 +88,7 @@ impl LaterCheck {
         Some(format!(
             "on sizes recorded in a later sitting, median {median:.0}% ({} entries of 1 ms or more){}",
             self.relative,
-            self.median_measured_over_predicted
-                .map_or(String::new(), |r| format!(
-                    ", measured {r:.2}x the prediction"
-                ))
+            super::holdout::measured_over_predicted_clause(self.median_measured_over_predicted)
         ))
     }
 }
@@ -400,10 +397,11 @@ impl CostModel {
         }
         if let Some(check) = &model.later_check {
             // Printed with every report: figures a check makes, and one line of text.
-            let usable = |x: f64| x.is_finite() && x >= 0.0;
             if check.relative > check.entries
                 || check.past_floor > check.entries
-                || check.median_abs_pct.is_some_and(|p| !usable(p))
+                || check
+                    .median_abs_pct
+                    .is_some_and(|p| !(p.is_finite() && p >= 0.0))
                 || check
                     .median_measured_over_predicted
                     .is_some_and(|r| !(r.is_finite() && r > 0.0))
