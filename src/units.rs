@@ -181,6 +181,22 @@ pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, UsageE
             "M is a month in a duration: write 1m for a minute, or days (30d) for a month",
         ));
     }
+    // humantime adds up repeated units: `1h1h` probed for two hours. A unit said twice is a slip.
+    let mut units: Vec<&str> = trimmed
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|unit| !unit.is_empty())
+        .collect();
+    units.sort_unstable();
+    if let Some(twice) = units.windows(2).find(|w| w[0] == w[1]) {
+        return Err(UsageError::invalid(
+            flag,
+            text,
+            format!(
+                "the unit {} comes twice: give each unit once (1h30m)",
+                twice[0]
+            ),
+        ));
+    }
     let duration = humantime::parse_duration(trimmed).map_err(|err| UsageError::InvalidValue {
         flag,
         value: text.to_string(),
@@ -470,6 +486,18 @@ mod tests {
         assert_eq!(
             parse_duration("--duration", "2min").unwrap(),
             Duration::from_secs(120)
+        );
+        // Units add up once each; a unit said twice was `1h1h` probing for two hours.
+        assert_eq!(
+            parse_duration("--duration", "1h30m").unwrap(),
+            Duration::from_secs(5400)
+        );
+        let err = parse_duration("--duration", "1h1h")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'1h1h' for --duration") && err.contains("the unit h comes twice"),
+            "{err}"
         );
         for huge in ["367d", "300000000000y", "18446744073709551615s"] {
             let err = parse_duration("--timeout", huge).unwrap_err().to_string();

@@ -468,6 +468,63 @@ fn acl_denied_oom_and_a_replica_give_clear_failures() {
 }
 
 #[test]
+fn a_probe_the_user_may_not_send_is_refused_before_the_run() {
+    // Every probe refused by the ACL made a `complete` run of error replies, exit 0, and a scan
+    // that quoted others' waits from them (the hostile trial).
+    let server = TestServer::start(&[]);
+    let mut conn = server.conn();
+    for (user, rules) in [
+        ("noping", &["~*", "+@all", "-ping"][..]),
+        ("appkeys", &["~app:*", "+@all"][..]),
+    ] {
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg("on")
+            .arg(">sekrit-pw")
+            .arg(rules)
+            .query::<()>(&mut conn)
+            .unwrap();
+    }
+    let url = |user: &str| format!("redis://{user}:sekrit-pw@127.0.0.1:{}", server.port());
+    for (args, flag) in [
+        (
+            vec![
+                "--url".to_string(),
+                url("noping"),
+                "--duration".into(),
+                "300ms".into(),
+            ],
+            "--probe-cmd ping",
+        ),
+        (
+            vec!["keys".to_string(), "--url".into(), url("noping")],
+            "--probe-cmd ping",
+        ),
+        (
+            vec![
+                "--url".to_string(),
+                url("appkeys"),
+                "--probe-cmd".into(),
+                "get".into(),
+                "--duration".into(),
+                "300ms".into(),
+            ],
+            "--probe-cmd get",
+        ),
+    ] {
+        let out = exits_with(probe_cmd().args(&args), 1);
+        let line = format!("error: {flag}: the server refuses it to the connection's user");
+        assert!(out.stderr.contains(&line), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("no permissions"), "{}", out.stderr);
+        assert!(!out.stderr.contains("sekrit-pw") && !out.stdout.contains("sekrit-pw"));
+        assert!(!out.stdout.contains("baseline"), "{}", out.stdout);
+    }
+    // Nothing was set or left.
+    assert!(server.keys("holprobe:*").is_empty());
+}
+
+#[test]
 fn a_server_without_config_is_still_measured() {
     let server = TestServer::start(&["rename-command CONFIG \"\""]);
     let dir = tempfile::tempdir().unwrap();

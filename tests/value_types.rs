@@ -277,7 +277,7 @@ fn bad_value_input_is_one_line_naming_the_flag_before_anything_is_sent() {
     // the flag named (it was --batch, which the user had not given).
     refused(
         &[&hash[..], &["--elements", "4", "--element-size", "2M"]].concat(),
-        "invalid value '2097152' for --element-size",
+        "invalid value '2M' for --element-size",
     );
     refused(
         &[&hash[..], &["--elements", "1000", "--ops", "build,unlink"]].concat(),

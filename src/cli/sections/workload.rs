@@ -133,7 +133,7 @@ impl WorkloadArgs {
     pub fn to_plan(&self) -> Result<Option<WriterPlan>, UsageError> {
         let kind = match &self.value_type {
             None => &crate::workload::kinds::string::STRING,
-            Some(name) => kind_named(name.trim()).ok_or_else(|| {
+            Some(name) => kind_named(&name.trim().to_ascii_lowercase()).ok_or_else(|| {
                 UsageError::invalid("--type", name, format!("expected one of {}", kind_names()))
             })?,
         };
@@ -393,6 +393,11 @@ mod tests {
             .unwrap();
         assert_eq!(p.value_type, "hash");
         assert_eq!(p.elements, [1000, 2_000_000]);
+        // A type in any case.
+        let upper = plan(&["--type", "ZSet", "--elements", "1k"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(upper.value_type, "zset");
         assert_eq!((p.element_bytes, p.batch_elements), (16, 500));
         assert_eq!(p.chosen_ops().unwrap(), [WriteOp::Build, WriteOp::Delete]);
         let p = plan(&[

@@ -226,9 +226,11 @@ impl KeysArgs {
             check_pattern(pattern)?;
         }
         let kind = match &self.kind {
-            Some(name) => Some(kind_named(name.trim()).ok_or_else(|| {
-                UsageError::invalid("--type", name, format!("expected one of {}", kind_names()))
-            })?),
+            Some(name) => Some(
+                kind_named(&name.trim().to_ascii_lowercase()).ok_or_else(|| {
+                    UsageError::invalid("--type", name, format!("expected one of {}", kind_names()))
+                })?,
+            ),
             None => None,
         };
         let count = parse_count("--count", &self.count, 1, 100_000)?;
@@ -432,6 +434,9 @@ mod tests {
             validate(&["--type", "zset", "--match", "user:[ab]*", "--count", "5000"]).unwrap();
         assert_eq!(plan.kind.map(|k| k.name()), Some("zset"));
         assert_eq!(plan.count, 5000);
+        // A type in any case, as SCAN TYPE and TYPE take it.
+        let plan = validate(&["--type", "HASH"]).unwrap();
+        assert_eq!(plan.kind.map(|k| k.name()), Some("hash"));
         // A floor of nothing keeps every key, however it is written.
         for zero in ["0", "0K", "0MiB", " 0 "] {
             assert_eq!(

@@ -430,8 +430,11 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
     warnings.extend(late);
     // What other runs of the tool left or are doing on the server is said on screen too (the
     // scan leaves a dead run's keys and settings as they are: the line says so).
+    // So are failed probes: the scan's cost to others is read from them.
     for line in report.warnings.iter().filter(|w| {
-        w.contains("ended without cleaning up") || w.contains("another run of the tool")
+        w.contains("ended without cleaning up")
+            || w.contains("another run of the tool")
+            || w.contains("probe(s) failed")
     }) {
         out.warn(line);
     }

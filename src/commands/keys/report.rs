@@ -285,14 +285,14 @@ pub fn text_lines(doc: &KeysRunJson) -> Vec<String> {
 /// The most of a key's name a Markdown table shows.
 const MARKDOWN_KEY_CHARS: usize = 200;
 
-/// A cell's text with Markdown's marks escaped, so that a key named `**x**`, `<b>` or with a
-/// backtick reads as its name, not as formatting.
+/// A cell's text with Markdown's marks escaped, so that a key named `**x**`, `<b>`, `&amp;` or
+/// with a backtick reads as its name, not as formatting or an entity.
 fn md_escaped(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(
             c,
-            '|' | '`' | '*' | '_' | '<' | '>' | '[' | ']' | '#' | '~' | '\\'
+            '|' | '`' | '*' | '_' | '<' | '>' | '[' | ']' | '#' | '~' | '\\' | '&'
         ) {
             out.push('\\');
         }
@@ -381,6 +381,8 @@ mod tests {
         assert!(short.ends_with("..."), "{short}");
         assert_eq!(shortened("\"k\"", TEXT_KEY_CHARS), "\"k\"");
         assert_eq!(md_escaped("a|b`c*<d>"), "a\\|b\\`c\\*\\<d\\>");
+        // An entity reads as its text: `&amp;` shown as `&` was another key's name.
+        assert_eq!(md_escaped("&amp;"), "\\&amp;");
     }
 
     /// A scan of several nodes (a cluster) says which holds each key (the hostile trial: only

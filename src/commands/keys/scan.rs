@@ -160,7 +160,7 @@ impl Actor for KeyScanner {
                             )
                         } else if plain.contains("NOPERM") {
                             format!(
-                                "the scan stopped: {plain} (the ACL user may not run this command: probe keys needs SCAN, TYPE, PTTL and the count commands STRLEN, HLEN, LLEN, SCARD, ZCARD, XLEN, with OBJECT and MEMORY optional; or give --type to scan one type without TYPE)"
+                                "the scan stopped: {plain} (the ACL user may not run this command: probe keys needs INFO, PING (the probes), SCAN, TYPE, PTTL and the count commands STRLEN, HLEN, LLEN, SCARD, ZCARD, XLEN, with OBJECT, MEMORY, CONFIG and CLIENT optional; or give --type to scan one type without TYPE)"
                             )
                         } else {
                             format!("the scan stopped: {}", crate::error::one_line(&err))

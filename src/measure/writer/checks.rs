@@ -49,7 +49,7 @@ pub fn check_bulk_len(
         } else if plan.element_bytes > limit {
             return Err(UsageError::invalid(
                 "--element-size",
-                plan.element_bytes,
+                format_size(plan.element_bytes),
                 format!(
                     "larger than the server's proto-max-bulk-len ({}): choose smaller elements, or raise it with {}",
                     format_size(limit),
@@ -69,7 +69,7 @@ pub fn check_bulk_len(
         if one > limit {
             return Err(UsageError::invalid(
                 "--element-size",
-                plan.element_bytes,
+                format_size(plan.element_bytes),
                 format!(
                     "each {} element is sent as an argument of {} bytes, and the server's client-query-buffer-limit ({}) closes the connection of a client whose query buffer passes it (one argument at a time, with about {} of what follows): choose smaller elements, or raise the limit with {}",
                     plan.value_type,

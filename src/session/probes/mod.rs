@@ -81,6 +81,33 @@ pub use threads::spawn_poller;
 /// How often run.json is rewritten while the run goes (and after every write).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
+/// Sends the probe once on `conn` (the probes' user): an error reply (an ACL's NOPERM) is one
+/// line naming `--probe-cmd`; a lost connection goes on as the run's own error.
+fn probe_allowed(conn: &mut redis::Connection, cmd: ProbeCmd, get_key: &str) -> Result<()> {
+    let mut probe = redis::cmd(match cmd {
+        ProbeCmd::Ping => "PING",
+        ProbeCmd::Get => "GET",
+    });
+    if cmd == ProbeCmd::Get {
+        probe.arg(get_key);
+    }
+    match probe.query::<redis::Value>(conn) {
+        Ok(_) => Ok(()),
+        Err(err) if err.is_io_error() || err.is_timeout() => Err(err.into()),
+        Err(err) => Err(anyhow::anyhow!(
+            "--probe-cmd {}: the server refuses it to the connection's user ({}): the probes need it on every server they probe (ACL SETUSER <user> +{}{})",
+            cmd.name(),
+            crate::error::one_line(&anyhow::Error::from(err)),
+            cmd.name(),
+            if cmd == ProbeCmd::Get {
+                " and the keys ~holprobe:*"
+            } else {
+                ""
+            }
+        )),
+    }
+}
+
 /// Runs probes on every node of `probed` (its first node is `target`, the one the actor works
 /// on) with `actor` beside them (none: observe) until the actor is done, the duration is over,
 /// `interrupt` is set, or the server goes away; see the module comment. `spec`: the command
@@ -97,9 +124,16 @@ pub fn measure_nodes(
     anyhow::ensure!(!probed.nodes.is_empty(), "a run probes at least one server");
     let mut control = target.conn.redis_connection()?;
     let probe_get_key = |key_prefix: &str| format!("{key_prefix}probe");
+    let name = RunName::new(probed.key_tag.as_deref());
+    // A probe the user may not send fails every time: said before anything is set or started
+    // (every probe refused by the ACL made a `complete` run of error replies).
+    probe_allowed(
+        &mut control,
+        options.probe_cmd,
+        &probe_get_key(&name.key_prefix),
+    )?;
     // The server's settings for its own view (the guard restores them on every way out), and
     // every key the run may create, checked free and in the ledger from the start.
-    let name = RunName::new(probed.key_tag.as_deref());
     let mut scope = RunScope::open(
         target,
         &name,
