@@ -186,6 +186,7 @@ fn measure_op(
         hol_delay_ms: ms?,
         source: Source::Provisional,
         under_one_interval: false,
+        pace_us: None,
     })
 }
 
@@ -222,6 +223,7 @@ fn shipped_string_deletes(name: &str) -> Vec<FitRow> {
                 hol_delay_ms: r.get("hol_delay_ms")?.parse().ok()?,
                 source: Source::Tool,
                 under_one_interval: false,
+                pace_us: None,
             })
         })
         .collect()
@@ -322,7 +324,7 @@ fn measure_models() {
             ],
             entries: fit(&rows),
             rows,
-            later_check: None,
+            later_checks: Vec::new(),
         };
         let text = serde_json::to_string_pretty(&model).unwrap() + "\n";
         let out = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -421,8 +423,8 @@ fn the_scan_finds_big_keys_and_predicts_their_dels_in_order() {
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
     assert_eq!(doc["mode"], "keys");
     assert_eq!(doc["keys_scanned"], 206, "{stdout}");
-    // The shipped model says how it did on sizes recorded in a later sitting.
-    let later = &doc["model"]["later_check"];
+    // The shipped model says how it did on sizes recorded in later sittings.
+    let later = &doc["model"]["later_checks"][1];
     assert!(later["median_abs_pct"].as_f64().is_some(), "{stdout}");
     assert!(later["entries"].as_u64().unwrap() > 0, "{stdout}");
     let top: Vec<&serde_json::Value> = doc["top"].as_array().unwrap().iter().collect();
@@ -702,7 +704,7 @@ fn a_refit_writes_a_model_of_the_binary() {
     let text = std::fs::read_to_string(out.join("model.json")).unwrap();
     let model = CostModel::parse(&text).unwrap();
     // No sizes were recorded after it: a refit claims no later check.
-    assert!(model.later_check.is_none());
+    assert!(model.later_checks.is_empty());
     let version = std::process::Command::new(bin)
         .arg("--version")
         .output()
@@ -857,9 +859,12 @@ fn run_span_us(dir: &Path) -> (u64, u64) {
     (start, start + field("elapsed_us"))
 }
 
-/// data/unseen checks the shipped models on a later sitting: each of its runs began after every
-/// run the model's rows of the same value type come from (data/collections, data/heldout) had
-/// ended.
+/// The later sittings the shipped models are checked on (`later_checks`), in order.
+const LATER_SITTINGS: [&str; 2] = ["unseen", "unseen-2"];
+
+/// data/unseen and data/unseen-2 check the shipped models on later sittings: each of their runs
+/// began after every run the model's rows of the same value type come from (data/collections,
+/// data/heldout) had ended, and data/unseen-2's after data/unseen's.
 #[test]
 fn the_later_sizes_were_recorded_after_the_rows_they_check() {
     for name in ["redis-6.2", "redis-7.0", "redis-8.2", "valkey-9.1"] {
@@ -874,15 +879,21 @@ fn the_later_sizes_were_recorded_after_the_rows_they_check() {
                 .into_iter()
                 .flat_map(&runs)
                 .collect();
-            let later = runs("unseen");
             assert!(!fitted.is_empty(), "{name} {kind}: no fitted runs");
-            assert!(!later.is_empty(), "{name} {kind}: no later runs");
-            let fit_end = fitted.iter().map(|r| r.1).max().unwrap();
-            let later_start = later.iter().map(|r| r.0).min().unwrap();
-            assert!(
-                later_start > fit_end,
-                "{name} {kind}: data/unseen began at {later_start} us, before its fit's last run ended ({fit_end} us)"
-            );
+            let mut before_end = fitted.iter().map(|r| r.1).max().unwrap();
+            for sitting in LATER_SITTINGS {
+                let later = runs(sitting);
+                assert!(
+                    !later.is_empty(),
+                    "{name} {kind}: no runs in data/{sitting}"
+                );
+                let later_start = later.iter().map(|r| r.0).min().unwrap();
+                assert!(
+                    later_start > before_end,
+                    "{name} {kind}: data/{sitting} began at {later_start} us, before the runs it follows ended ({before_end} us)"
+                );
+                before_end = later.iter().map(|r| r.1).max().unwrap();
+            }
         }
     }
 }
@@ -919,15 +930,26 @@ fn refit_shipped(name: &str) -> (CostModel, Vec<String>) {
         rows,
         Some(&previous),
     );
-    // Its removals against the sizes recorded after the fit, in another sitting (data/unseen).
-    let later = value_type_rows(name, &["unseen"]);
-    if !later.is_empty() {
+    // Its removals against the sizes recorded after the fit, each later sitting on its own.
+    for sitting in LATER_SITTINGS {
+        let later = value_type_rows(name, &[sitting]);
+        if later.is_empty() {
+            continue;
+        }
+        let when = match sitting {
+            "unseen" => {
+                "each recorded after the rows of its type, on the VM they were recorded on: the hashes, sets, sorted sets and lists 2026-12-05 22:29-22:57 UTC, 1.5 to 3 hours after theirs, the streams and strings 2026-12-06 01:51-02:04 UTC, 11 to 20 minutes after the last of theirs was recorded again (and refitted, before these were recorded)"
+            }
+            _ => {
+                "the same sizes recorded again, 3 repeats, on the same VM on 2026-12-06 03:27-03:40 UTC, about 1.4 hours after data/unseen's last run, 6 to 8 hours after the rows of the hashes, sets, sorted sets and lists and 1.5 to 2.5 hours after those of the streams and strings"
+            }
+        };
         let later_rows: Vec<FitRow> = later.iter().flat_map(|(_, r)| r.clone()).collect();
-        model.later_check = Some(holprobe::keys::holdout::later_check(
+        model.later_checks.push(holprobe::keys::holdout::later_check(
             &model.rows,
             &later_rows,
             format!(
-                "DEL, UNLINK and expiry of data/unseen/{name}/ (runs {}: hashes, sets, sorted sets, lists and streams of 30k, 200k and 700k elements, strings of 32M, 96M and 192M; each recorded after the rows of its type, on the VM they were recorded on: the hashes, sets, sorted sets and lists 2026-12-05 22:29-22:57 UTC, 1.5 to 3 hours after theirs, the streams and strings 2026-12-06 01:51-02:04 UTC, 11 to 20 minutes after the last of theirs was recorded again (and refitted, before these were recorded); data/README.md), predicted from this model's rows: the error of a key of a size not fitted, the host's drift between sittings included",
+                "DEL, UNLINK and expiry of data/{sitting}/{name}/ (runs {}: hashes, sets, sorted sets, lists and streams of 30k, 200k and 700k elements, strings of 32M, 96M and 192M; {when}; data/README.md), predicted from this model's rows: the error of a key of a size not fitted, the host's drift between sittings included",
                 later
                     .iter()
                     .map(|(id, _)| id.as_str())
@@ -1025,9 +1047,13 @@ fn the_shipped_collection_entries_are_the_tool_s_ops() {
             };
             assert_eq!(same(a), same(b), "{name}");
         }
-        // Its later check is data/unseen's, recomputed.
-        assert!(shipped.later_check.is_some(), "{name}: no later check");
-        assert_eq!(refit.later_check, shipped.later_check, "{name}");
+        // Its later checks are data/unseen's and data/unseen-2's, recomputed.
+        assert_eq!(
+            shipped.later_checks.len(),
+            LATER_SITTINGS.len(),
+            "{name}: later checks"
+        );
+        assert_eq!(refit.later_checks, shipped.later_checks, "{name}");
         for kind in ["hash", "set", "zset", "list", "stream"] {
             let read = shipped
                 .entries

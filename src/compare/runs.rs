@@ -81,6 +81,10 @@ pub struct RunMeta {
     pub planned_values: Vec<String>,
     /// The run's clock zero as Unix time, µs.
     pub started_unix_us: Option<u64>,
+    /// The probes' median latency outside the write windows (run.json `baseline.p50_us`), µs:
+    /// how fast the host answered a PING while nothing big was going on.
+    #[serde(default)]
+    pub baseline_p50_us: Option<u64>,
     /// The probe engine that took the run's probes (`probe_engine.version`;
     /// [`PROBE_ENGINE_BEFORE_KEY`] when run.json has no `probe_engine`). Engines differ in what
     /// `hol_delay_ms` counts, so it is not comparable across them.
@@ -689,6 +693,7 @@ impl RunMeta {
                 .filter(|label| !label.is_empty())
                 .collect(),
             started_unix_us: Some(run.started_unix_us),
+            baseline_p50_us: Some(run.analysis.baseline.p50_us),
             written_node: run.node.as_ref().map(|n| n.node.clone()),
             probe_engine_version: run
                 .probe_engine
@@ -858,6 +863,7 @@ mod tests {
                 planned_sizes_bytes: plan.sizes.clone(),
                 planned_values: vec![],
                 started_unix_us: Some(1_796_053_782_168_721),
+                baseline_p50_us: Some(31),
                 probe_engine_version: 2,
                 analysis_version: 2,
                 written_node: Some("127.0.0.1:6379".into()),

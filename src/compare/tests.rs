@@ -28,6 +28,7 @@ fn meta(run_id: &str) -> RunMeta {
         planned_sizes_bytes: vec![64 << 20],
         planned_values: vec![],
         started_unix_us: Some(0),
+        baseline_p50_us: None,
         probe_engine_version: 2,
         analysis_version: 2,
         written_node: None,

@@ -62,6 +62,12 @@ pub struct FitRow {
     /// only, and they keep a near-free op (an UNLINK) near 0 rather than out of the fit.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub under_one_interval: bool,
+    /// The host's pace in the run the row came from: its probes' median PING round trip outside
+    /// the write windows (run.json `baseline.p50_us`), µs; read from the runs for the held-out
+    /// checks ([`crate::keys::holdout::tested_on_paced`]), not kept in a model file: priced by
+    /// it, a later sitting's predictions did not get better (docs/keys.md).
+    #[serde(skip)]
+    pub pace_us: Option<u64>,
 }
 
 impl FitRow {
@@ -411,6 +417,7 @@ mod tests {
             hol_delay_ms: ms,
             source: Source::Tool,
             under_one_interval: false,
+            pace_us: None,
         }
     }
 

@@ -66,6 +66,45 @@ impl HeldOut {
     pub fn past_floor(&self) -> bool {
         self.error_ms > FLOOR_WORST_MS && self.error_pct.is_some_and(|p| p > FLOOR_WORST_PCT)
     }
+
+    /// The same entry with its prediction multiplied by `factor`.
+    pub fn repriced(mut self, factor: f64) -> HeldOut {
+        self.predicted_ms *= factor;
+        self.error_ms = (self.predicted_ms - self.measured_ms).abs();
+        if self.error_pct.is_some() {
+            self.error_pct = Some(100.0 * self.error_ms / self.measured_ms);
+        }
+        self
+    }
+}
+
+/// The host's pace over `rows` of type `kind`: the median of their runs' baseline PING round
+/// trips ([`FitRow::pace_us`]), µs; `None` where no row says.
+pub fn pace_of<'a>(rows: impl IntoIterator<Item = &'a FitRow>, kind: &str) -> Option<f64> {
+    let mut paces: Vec<f64> = rows
+        .into_iter()
+        .filter(|r| r.kind == kind)
+        .filter_map(|r| r.pace_us)
+        .filter(|&us| us > 0)
+        .map(|us| us as f64)
+        .collect();
+    paces.sort_by(f64::total_cmp);
+    (!paces.is_empty()).then(|| median(&paces))
+}
+
+/// [`tested_on`], each prediction multiplied by the test rows' pace over the train rows' (of the
+/// entry's type, [`pace_of`]): the fit priced at the pace of the sitting it predicts. Entries
+/// of a type whose rows on either side carry no pace keep their prediction.
+pub fn tested_on_paced(train: &[FitRow], test: &[FitRow]) -> Vec<HeldOut> {
+    tested_on(train, test)
+        .into_iter()
+        .map(
+            |entry| match (pace_of(test, &entry.kind), pace_of(train, &entry.kind)) {
+                (Some(now), Some(then)) => entry.repriced(now / then),
+                _ => entry,
+            },
+        )
+        .collect()
 }
 
 /// A group with a single size: nothing to hold out.
@@ -286,6 +325,7 @@ mod tests {
             hol_delay_ms: ms,
             source: Source::Tool,
             under_one_interval: false,
+            pace_us: None,
         }
     }
 
@@ -385,6 +425,35 @@ mod tests {
         let clause = check.clause().unwrap();
         assert!(clause.contains("median 42% (2 entries"), "{clause}");
         assert!(clause.contains("measured 1.75x the prediction"), "{clause}");
+    }
+
+    #[test]
+    fn a_later_sitting_is_priced_at_its_own_pace() {
+        // Fitted at 0.1 µs per element on a host whose PING took 20 µs; the later sitting's
+        // took 30 µs (1.5x) and its DELs 1.5x the fit's: priced at its pace, they are met.
+        let paced = |mut r: FitRow, us: u64| {
+            r.pace_us = Some(us);
+            r
+        };
+        let train: Vec<FitRow> = [100_000u64, 1_000_000, 4_000_000]
+            .into_iter()
+            .map(|n| paced(row(ModelOp::Delete, n, n as f64 * 0.1 / 1e3), 20))
+            .collect();
+        let later: Vec<FitRow> = [(300_000u64, 45.0), (2_000_000, 300.0)]
+            .into_iter()
+            .map(|(n, ms)| paced(row(ModelOp::Delete, n, ms), 30))
+            .collect();
+        assert_eq!(pace_of(&train, "set"), Some(20.0));
+        assert_eq!(pace_of(&train, "hash"), None);
+        let plain = tested_on(&train, &later);
+        let at_pace = tested_on_paced(&train, &later);
+        for (p, q) in plain.iter().zip(&at_pace) {
+            assert!(
+                (q.predicted_ms / p.predicted_ms - 1.5).abs() < 1e-9,
+                "{q:?}"
+            );
+            assert!(q.error_pct.unwrap() < 1.0, "{q:?}");
+        }
     }
 
     #[test]

@@ -53,11 +53,31 @@ pub struct CostModel {
     /// can check any entry against its evidence.
     #[serde(default)]
     pub rows: Vec<super::fit::FitRow>,
-    /// The model's predictions against sizes recorded after the fit, in another sitting on the
-    /// same kind of host: the error a user's key sees, the host's drift between sittings
-    /// included, which the fit's own leave-one-out error leaves out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub later_check: Option<LaterCheck>,
+    /// The model's predictions against sizes recorded after the fit, each in a sitting of its
+    /// own on the same kind of host: the error a user's key sees, the host's drift between
+    /// sittings included, which the fit's own leave-one-out error leaves out. Read from a lone
+    /// `later_check` object too (files of before the second sitting).
+    #[serde(
+        default,
+        alias = "later_check",
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub later_checks: Vec<LaterCheck>,
+}
+
+/// `later_checks` as an array, or as the one object files held before it was one.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<LaterCheck>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(LaterCheck),
+        Many(Vec<LaterCheck>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(check) => vec![check],
+        OneOrMany::Many(checks) => checks,
+    })
 }
 
 /// A model's DEL, UNLINK and expiry predictions set against sizes none of its rows has,
@@ -90,6 +110,18 @@ impl LaterCheck {
             self.relative,
             super::holdout::measured_over_predicted_clause(self.median_measured_over_predicted)
         ))
+    }
+
+    /// The clauses of every later sitting, the second on as `in another, median 16% (...)`.
+    pub fn clauses(checks: &[LaterCheck]) -> Option<String> {
+        let mut parts = checks.iter().filter_map(LaterCheck::clause);
+        let first = parts.next()?;
+        Some(parts.fold(first, |all, next| {
+            format!(
+                "{all}; in another, {}",
+                next.trim_start_matches("on sizes recorded in a later sitting, ")
+            )
+        }))
     }
 }
 
@@ -395,7 +427,7 @@ impl CostModel {
                 )));
             }
         }
-        if let Some(check) = &model.later_check {
+        for check in &model.later_checks {
             // Printed with every report: figures a check makes, and one line of text.
             if check.relative > check.entries
                 || check.past_floor > check.entries
@@ -929,6 +961,7 @@ pub(crate) mod tests {
             hol_delay_ms: ms,
             source: Source::Provisional,
             under_one_interval: false,
+            pace_us: None,
         };
         let mut rows = Vec::new();
         for n in [100_000u64, 300_000, 1_000_000] {
@@ -984,7 +1017,7 @@ pub(crate) mod tests {
             measured_how: vec!["synthetic".into()],
             entries: fit(&rows),
             rows,
-            later_check: None,
+            later_checks: Vec::new(),
         }
     }
 
@@ -1225,14 +1258,14 @@ pub(crate) mod tests {
         assert!(!err.contains("no \"format\""), "{err}");
         // A later check is kept, and one with figures no check makes is refused.
         let mut checked = model.clone();
-        checked.later_check = Some(LaterCheck {
+        checked.later_checks = vec![LaterCheck {
             how: "data/unseen".into(),
             entries: 4,
             relative: 3,
             median_abs_pct: Some(12.5),
             median_measured_over_predicted: Some(1.1),
             past_floor: 0,
-        });
+        }];
         let checked_text = serde_json::to_string(&checked).unwrap();
         assert_eq!(CostModel::parse(&checked_text).unwrap(), checked);
         for edit in [
@@ -1243,7 +1276,7 @@ pub(crate) mod tests {
             |c: &mut LaterCheck| c.how = "\u{1b}[2J".into(),
         ] {
             let mut bad = checked.clone();
-            edit(bad.later_check.as_mut().unwrap());
+            edit(&mut bad.later_checks[0]);
             let err = CostModel::parse(&serde_json::to_string(&bad).unwrap())
                 .unwrap_err()
                 .to_string();

@@ -292,7 +292,7 @@ pub fn run(args: &KeysArgs, interrupt: &AtomicBool, out: &mut Output) -> Result<
         median_error_pct: median_error,
         worst_entry_max_ms: worst_entry.as_ref().map(|w| w.1),
         worst_entry: worst_entry.map(|w| w.0.to_string()),
-        later_check: model.later_check.clone(),
+        later_checks: model.later_checks.clone(),
         measured_how: model.measured_how.clone(),
     };
 

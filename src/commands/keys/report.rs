@@ -158,9 +158,7 @@ fn model_line(doc: &KeysRunJson) -> String {
             (Some(entry), Some(ms)) => format!(" ({entry}: misses of at most {ms:.1} ms)"),
             _ => String::new(),
         },
-        m.later_check
-            .as_ref()
-            .and_then(crate::keys::model::LaterCheck::clause)
+        crate::keys::model::LaterCheck::clauses(&m.later_checks)
             .map_or(String::new(), |c| format!("; {c}")),
         if m.provisional {
             "; some entries PROVISIONAL (fitted from the server's SLOWLOG/LATENCY figures, not the tool's probes: the model file's `source` says which)"

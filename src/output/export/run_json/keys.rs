@@ -115,9 +115,10 @@ pub struct KeysModelUsed {
     /// That entry's worst miss, ms.
     #[serde(default)]
     pub worst_entry_max_ms: Option<f64>,
-    /// Its removals' predictions against sizes recorded in a later sitting (shipped models).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub later_check: Option<crate::keys::model::LaterCheck>,
+    /// Its removals' predictions against sizes recorded in later sittings, one check each
+    /// (shipped models).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub later_checks: Vec<crate::keys::model::LaterCheck>,
     /// How its figures were obtained.
     pub measured_how: Vec<String>,
 }
@@ -198,14 +199,14 @@ pub(crate) mod tests {
                 median_error_pct: Some(2.0),
                 worst_entry: Some("hash hashtable delete (main)".into()),
                 worst_entry_max_ms: Some(1.5),
-                later_check: Some(crate::keys::model::LaterCheck {
+                later_checks: vec![crate::keys::model::LaterCheck {
                     how: "data/unseen".into(),
                     entries: 45,
                     relative: 20,
                     median_abs_pct: Some(32.0),
                     median_measured_over_predicted: Some(1.4),
                     past_floor: 2,
-                }),
+                }],
                 measured_how: vec![],
             },
             keys_scanned: 3,
