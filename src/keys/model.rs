@@ -1267,7 +1267,30 @@ pub(crate) mod tests {
             past_floor: 0,
         }];
         let checked_text = serde_json::to_string(&checked).unwrap();
+        assert!(
+            checked_text.contains("\"later_checks\":[{"),
+            "{checked_text}"
+        );
         assert_eq!(CostModel::parse(&checked_text).unwrap(), checked);
+        // A file of before the second sitting held one `later_check` object: a list of one.
+        let mut old: serde_json::Value = serde_json::from_str(&checked_text).unwrap();
+        let one = old["later_checks"][0].clone();
+        let object = old.as_object_mut().unwrap();
+        object.remove("later_checks");
+        object.insert("later_check".into(), one);
+        assert_eq!(CostModel::parse(&old.to_string()).unwrap(), checked);
+        // Two sittings print as one clause each.
+        let mut two = checked.later_checks.clone();
+        two.push(LaterCheck {
+            median_abs_pct: Some(16.4),
+            median_measured_over_predicted: Some(0.94),
+            ..two[0].clone()
+        });
+        let clauses = LaterCheck::clauses(&two).unwrap();
+        assert!(
+            clauses.ends_with("; in another, median 16% (3 entries of 1 ms or more), measured 0.94x the prediction"),
+            "{clauses}"
+        );
         for edit in [
             |c: &mut LaterCheck| c.relative = 5,
             |c: &mut LaterCheck| c.past_floor = 9,
