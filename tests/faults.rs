@@ -516,7 +516,7 @@ fn a_probe_the_user_may_not_send_is_refused_before_the_run() {
         let out = exits_with(probe_cmd().args(&args), 1);
         let line = format!("error: {flag}: the server refuses it to the connection's user");
         assert!(out.stderr.contains(&line), "{args:?}: {}", out.stderr);
-        assert!(out.stderr.contains("no permissions"), "{}", out.stderr);
+        assert!(out.stderr.contains("NOPERM"), "{}", out.stderr);
         assert!(!out.stderr.contains("sekrit-pw") && !out.stdout.contains("sekrit-pw"));
         assert!(!out.stdout.contains("baseline"), "{}", out.stdout);
     }

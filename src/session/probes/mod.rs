@@ -58,8 +58,9 @@ use crate::measure::culprit::ServerLogPoller;
 use crate::measure::event::Event;
 use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
 use crate::measure::probe::{ProbeConfig, spawn_probes};
+use crate::measure::resp::{RawConn, Reply};
 use crate::measure::serverview::{ViewSetup, settings_for_observing};
-use crate::measure::target::Target;
+use crate::measure::target::{ConnInfo, Target};
 use crate::measure::topology::TopologyKind;
 use crate::measure::topology_watch::{JoinedNode, TopologyWatcher, spawn_topology_watch};
 pub use crate::options::RunOptions;
@@ -81,23 +82,23 @@ pub use threads::spawn_poller;
 /// How often run.json is rewritten while the run goes (and after every write).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
-/// Sends the probe once on `conn` (the probes' user): an error reply (an ACL's NOPERM) is one
-/// line naming `--probe-cmd`; a lost connection goes on as the run's own error.
-fn probe_allowed(conn: &mut redis::Connection, cmd: ProbeCmd, get_key: &str) -> Result<()> {
-    let mut probe = redis::cmd(match cmd {
-        ProbeCmd::Ping => "PING",
-        ProbeCmd::Get => "GET",
-    });
-    if cmd == ProbeCmd::Get {
-        probe.arg(get_key);
-    }
-    match probe.query::<redis::Value>(conn) {
-        Ok(_) => Ok(()),
-        Err(err) if err.is_io_error() || err.is_timeout() => Err(err.into()),
-        Err(err) => Err(anyhow::anyhow!(
+/// Sends the probe once on a connection of the probes' user: an ACL's refusal (a `NOPERM` reply)
+/// is one line naming `--probe-cmd`. Anything else, a reply malformed or missing included, is
+/// left to the probes, which say it as they always have (through the tool's bounded reader, not
+/// redis-rs's, so a hostile reply is not buffered whole here).
+fn probe_allowed(conn: &ConnInfo, cmd: ProbeCmd, get_key: &str) -> Result<()> {
+    let Ok(mut raw) = RawConn::connect(conn) else {
+        return Ok(());
+    };
+    let args: Vec<&[u8]> = match cmd {
+        ProbeCmd::Ping => vec![b"PING"],
+        ProbeCmd::Get => vec![b"GET", get_key.as_bytes()],
+    };
+    match raw.command(&args) {
+        Ok(Reply::Error(text)) if text.starts_with("NOPERM") => Err(anyhow::anyhow!(
             "--probe-cmd {}: the server refuses it to the connection's user ({}): the probes need it on every server they probe (ACL SETUSER <user> +{}{})",
             cmd.name(),
-            crate::error::one_line(&anyhow::Error::from(err)),
+            text.trim(),
             cmd.name(),
             if cmd == ProbeCmd::Get {
                 " and the keys ~holprobe:*"
@@ -105,6 +106,7 @@ fn probe_allowed(conn: &mut redis::Connection, cmd: ProbeCmd, get_key: &str) -> 
                 ""
             }
         )),
+        _ => Ok(()),
     }
 }
 
@@ -128,7 +130,7 @@ pub fn measure_nodes(
     // A probe the user may not send fails every time: said before anything is set or started
     // (every probe refused by the ACL made a `complete` run of error replies).
     probe_allowed(
-        &mut control,
+        &target.conn,
         options.probe_cmd,
         &probe_get_key(&name.key_prefix),
     )?;
