@@ -246,7 +246,42 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
             FAR_SHARE * 100.0
         ));
     }
+    if let Some((ratio, n)) = removals_measured_over_predicted(rows) {
+        lines.push(format!(
+            "on this host today the replayed DEL, UNLINK and expiry of 1 ms or more measured a median {ratio:.2}x the prediction ({n} of them): a server's frees run faster or slower from one sitting to the next (0.66x to 1.45x the shipped models' predictions on the VM they were recorded on, docs/keys.md), and the other keys' figures are the model's, not this day's"
+        ));
+    }
     lines
+}
+
+/// The median of measured over predicted over the replayed removals (DEL, UNLINK, expiry)
+/// measured at 1 ms or more, and how many: what the day's host made of the model.
+pub fn removals_measured_over_predicted(rows: &[ReplayRow]) -> Option<(f64, usize)> {
+    let mut ratios: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| {
+            [
+                (r.delete_predicted_ms, r.delete_measured_ms),
+                (r.unlink_predicted_ms, r.unlink_measured_ms),
+                (r.expire_predicted_ms, r.expire_measured_ms),
+            ]
+        })
+        .filter_map(|pair| match pair {
+            (Some(p), Some(m)) if m >= 1.0 && p > 0.0 => Some(m / p),
+            _ => None,
+        })
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let median = if n % 2 == 1 {
+        ratios[n / 2]
+    } else {
+        (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
+    };
+    Some((median, n))
 }
 
 /// A prediction further than this from the measured freeze, ms or a share of the measured,
@@ -333,8 +368,15 @@ pub(crate) mod tests {
     fn the_screen_shows_predicted_beside_measured() {
         let lines = text_lines(&[sample_replay_row()], "redis 7.0.15");
         // The sample's predictions (a 1M hash's) are far from its measures (200k): marked.
-        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(lines.len(), 5, "{lines:?}");
         assert!(lines[3].starts_with("! 3 of 3 predictions"), "{lines:?}");
+        // And the day's ratio over the removals measured (DEL and expiry; the UNLINK was under
+        // one probe interval).
+        let (ratio, n) = removals_measured_over_predicted(&[sample_replay_row()]).unwrap();
+        assert_eq!(n, 2);
+        assert!(lines[4].starts_with(&format!(
+            "on this host today the replayed DEL, UNLINK and expiry of 1 ms or more measured a median {ratio:.2}x the prediction (2 of them)"
+        )), "{lines:?}");
         let row = &lines[2];
         assert!(row.contains("61.5"), "{row}");
         // No probe overlapped the UNLINK: under one interval, not a 0.
@@ -348,14 +390,24 @@ pub(crate) mod tests {
         far.read_measured_ms = Some(250.9);
         far.delete_predicted_ms = Some(50.0);
         far.delete_measured_ms = Some(61.5);
-        let lines = text_lines(&[far], "redis 7.0.15");
+        let lines = text_lines(&[far.clone()], "redis 7.0.15");
         assert!(lines[2].contains("45.0 / 250.9!"), "{lines:?}");
         assert!(lines[2].contains("50.0 / 61.5 "), "{lines:?}");
-        let last = lines.last().unwrap();
+        let marked = &lines[lines.len() - 2];
         assert!(
-            last.starts_with("! 2 of 3"),
-            "the read and the expiry (400 / 70.2): {last}"
+            marked.starts_with("! 2 of 3"),
+            "the read and the expiry (400 / 70.2): {marked}"
         );
+        // DEL 61.5 / 50 and expiry 70.25 / the sample's prediction: their median ratio.
+        let (ratio, n) = removals_measured_over_predicted(&[far.clone()]).unwrap();
+        let expire = 70.25 / far.expire_predicted_ms.unwrap();
+        assert_eq!(n, 2);
+        assert!((ratio - (1.23 + expire) / 2.0).abs() < 1e-9, "{ratio}");
+        // Nothing of 1 ms or more measured: no line.
+        let mut small = far;
+        small.delete_measured_ms = Some(0.6);
+        small.expire_measured_ms = None;
+        assert_eq!(removals_measured_over_predicted(&[small]), None);
         assert!(far_off(45.0, 250.9) && !far_off(1.0, 3.5) && !far_off(100.0, 139.0));
     }
 }
