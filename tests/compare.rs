@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use common::{probe_cmd, read_json, server};
-use predicates::prelude::*;
 
 /// Runs that measure time take turns: two runs at once on a 2-core machine would slow each
 /// other and make an A/A compare meaningless.
@@ -287,6 +286,84 @@ fn a_write_no_probe_overlapped_is_compared_as_under_one_probe_interval() {
     assert!(
         line.contains("<0.50") && line.contains("no regression"),
         "{line}"
+    );
+}
+
+/// Rewrites the CSV at `path`, each row through `edit` (with the header, to find columns).
+fn edit_csv(path: &Path, edit: impl Fn(&csv::StringRecord, &mut Vec<String>)) {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let rows: Vec<Vec<String>> = reader
+        .records()
+        .map(|r| {
+            let mut row: Vec<String> = r.unwrap().iter().map(str::to_string).collect();
+            edit(&header, &mut row);
+            row
+        })
+        .collect();
+    let mut writer = csv::Writer::from_path(path).unwrap();
+    writer.write_record(&header).unwrap();
+    for row in rows {
+        writer.write_record(&row).unwrap();
+    }
+    writer.flush().unwrap();
+}
+
+/// The hostile trial turned a regression into a pass twice: its 64M rows (ten times slower)
+/// relabelled 3M in both files left the compare with "only in the baseline", exit 0; and an
+/// emptied hol_delay_ms (beside probes in the window) read as under one probe interval. Both
+/// are edits the tool never writes: exit 2, one line.
+#[test]
+fn a_row_relabelled_or_with_its_hol_delay_emptied_exits_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = |to: &str| {
+        let dir = tmp.path().join(to);
+        fs::create_dir_all(&dir).unwrap();
+        for file in ["run.json", "summary.csv", "writes.csv"] {
+            fs::copy(shipped("valkey-9.1").join(file), dir.join(file)).unwrap();
+        }
+        dir
+    };
+    let column =
+        |header: &csv::StringRecord, name: &str| header.iter().position(|h| h == name).unwrap();
+    let relabelled = copy("relabelled");
+    for file in ["summary.csv", "writes.csv"] {
+        edit_csv(&relabelled.join(file), |header, row| {
+            let size = column(header, "size_bytes");
+            if row[size] == (64u64 << 20).to_string() {
+                row[size] = (3u64 << 20).to_string();
+            }
+        });
+    }
+    let refused = |dir: &Path, needles: &[&str]| {
+        assert_refused(
+            probe_cmd()
+                .arg("compare")
+                .arg(shipped("redis-7.0"))
+                .arg(dir),
+            needles,
+        )
+    };
+    refused(
+        &relabelled,
+        &[
+            "CANDIDATE",
+            "of 3145728 bytes, which the plan run.json records never makes",
+        ],
+    );
+    let emptied = copy("emptied");
+    edit_csv(&emptied.join("summary.csv"), |header, row| {
+        let (hol, probes) = (
+            column(header, "hol_delay_ms"),
+            column(header, "probes_in_window"),
+        );
+        if row[probes] != "0" {
+            row[hol].clear();
+        }
+    });
+    refused(
+        &emptied,
+        &["CANDIDATE", "no hol_delay_ms but", "probe(s) in its window"],
     );
 }
 
@@ -741,14 +818,18 @@ fn bad_directories_missing_files_and_mismatched_runs_exit_2() {
         &["--server-bin", "/nonexistent/redis-server", "no such file"],
     );
 
-    // The same run on both sides, with a warning (one repeat: inconclusive); a good pair still
-    // works.
-    probe_cmd()
+    // The same run on both sides: refused, one line (it passed a gate with a warning).
+    let same = probe_cmd()
         .arg("compare")
         .args([&good, &good])
         .assert()
-        .code(3)
-        .stdout(predicate::str::contains("same run"));
+        .code(2);
+    let stderr = String::from_utf8_lossy(&same.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("error: BASELINE and CANDIDATE hold the same run")
+            && stderr.trim_end().lines().count() == 1,
+        "{stderr}"
+    );
 }
 
 #[test]

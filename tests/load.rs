@@ -245,6 +245,23 @@ fn two_servers_at_once() {
     let run = read_json(&dir.path().join("run.json"));
     assert_eq!(run["blocks"].as_array().unwrap().len(), 3);
     assert_eq!(run["servers"].as_array().unwrap().len(), 2);
+
+    // One server by two names is one server: refused before any load, one line (it was loaded
+    // as two, with an "All 2 servers" total; the hostile trial).
+    let twice = probe_cmd()
+        .args(["load", "--url", &a.url()])
+        .args(["--url", &format!("redis://localhost:{}", a.port())])
+        .args(["--clients", "4", "--duration", "1s"])
+        .assert()
+        .code(2);
+    let stderr = stderr_of(&twice);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("is the same server as") && errors[0].contains("each server once"),
+        "{stderr}"
+    );
+    assert!(!stdout_of(&twice).contains("Total requests"));
 }
 
 /// `calls` of one command in `INFO commandstats` (`cmdstat_get:calls=123,usec=...`).

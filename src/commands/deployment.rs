@@ -390,6 +390,23 @@ impl LoadDeployment {
             describe_target(&target, "loading", out);
             deployment.opened.push(target);
         }
+        // Two URLs of one server (`localhost` and `127.0.0.1`) loaded it as two, with an "all 2
+        // servers" total (the hostile trial): the server's INFO run_id says it is one.
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for target in &deployment.opened {
+            let Some(id) = server_run_id(&target.conn) else {
+                continue;
+            };
+            if let Some((_, first)) = seen.iter().find(|(known, _)| *known == id) {
+                return Err(UsageError::invalid(
+                    "--url",
+                    target.conn.to_string(),
+                    format!("is the same server as {first} (INFO run_id {id}): each server once"),
+                )
+                .into());
+            }
+            seen.push((id, target.conn.to_string()));
+        }
         for target in deployment.opened.iter().filter(|t| t.embedded.is_none()) {
             if let Some(found) = LoadCluster::of(&target.conn, discovery, out)? {
                 if deployment.opened.len() > 1 {
@@ -405,6 +422,13 @@ impl LoadDeployment {
         }
         Ok(deployment)
     }
+}
+
+/// The server process's `run_id` (INFO server), where it answers.
+fn server_run_id(conn: &crate::measure::target::ConnInfo) -> Option<String> {
+    let mut c = conn.redis_connection().ok()?;
+    let info: String = redis::cmd("INFO").arg("server").query(&mut c).ok()?;
+    crate::measure::target::info_field(&info, "run_id").map(str::to_string)
 }
 
 impl Drop for LoadDeployment {

@@ -121,6 +121,14 @@ pub fn compare(
         repeats_read: run.repeats_read(),
         ..run.meta.clone()
     };
+    // A run against itself can only say no change: in a CI job, the candidate's path pointing
+    // at the baseline's (it passed the gate with a warning; the hostile trial).
+    let id = &baseline.meta.run_id;
+    if *id == candidate.meta.run_id && baseline.writes == candidate.writes {
+        return Err(UsageError::Conflict(format!(
+            "BASELINE and CANDIDATE hold the same run ({id}) with the same figures: a run compared with itself can only say no change (does the candidate's path point at the baseline's run?)"
+        )));
+    }
     let (base_meta, cand_meta) = (with_repeats(baseline), with_repeats(candidate));
     let mut warnings = option_warnings(&base_meta, &cand_meta);
     warnings.extend(same_run_warning(baseline, candidate));
@@ -534,17 +542,12 @@ fn option_warnings(base: &RunMeta, cand: &RunMeta) -> Vec<String> {
     warnings
 }
 
-/// Two directories of one run: the same figures can only compare as no change; different ones
-/// mean one copy was edited or reanalysed (the warning beside a REGRESSION said "can only say
-/// no change"; the hostile trial).
+/// Two directories of one run with different figures: one copy was edited or reanalysed (the
+/// same figures are refused before: [`compare`]).
 fn same_run_warning(baseline: &RunData, candidate: &RunData) -> Option<String> {
     let id = &baseline.meta.run_id;
     (*id == candidate.meta.run_id).then(|| {
-        if baseline.writes == candidate.writes {
-            format!("both directories hold the same run ({id}) with the same figures: the compare can only say no change")
-        } else {
-            format!("both directories hold the same run ({id}), with different figures: one copy was edited or reanalysed")
-        }
+        format!("both directories hold the same run ({id}), with different figures: one copy was edited or reanalysed")
     })
 }
 

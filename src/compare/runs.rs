@@ -406,7 +406,14 @@ struct Expected {
     /// The writes its plan lays out ([`crate::measure::writer::WriterPlan::step_count`]):
     /// numbered 1 to this, each once; all of them in a complete run.
     planned_writes: usize,
+    /// Every (op, size) its plan lays out; `None` for a plan too long to lay out here
+    /// ([`PLAN_STEPS_CHECKED`]).
+    planned_steps: Option<std::collections::BTreeSet<(&'static str, u64)>>,
 }
+
+/// The most writes a run's plan is laid out for, to check its rows' ops and sizes against: far
+/// past any real run's, and short of what an edited `repeat` would make the check allocate.
+const PLAN_STEPS_CHECKED: usize = 200_000;
 
 /// The rows are the run's own, each once: no write twice in either file (a file edited, or
 /// two joined, would count its values twice and fake repeats the run did not make), no key
@@ -431,6 +438,32 @@ fn check_rows<'a>(
     };
     twice(SUMMARY_CSV, summary.iter().map(|row| row.seq).collect())?;
     twice(WRITES_CSV, writes.iter().map(|w| w.seq).collect())?;
+    // Each row is of an op and size the plan makes: a 64M row relabelled 3M moved its
+    // regression out of the compare, and a gate passed (the hostile trial).
+    if let Some(steps) = &expected.planned_steps
+        && let Some(row) = summary
+            .iter()
+            .find(|row| !steps.contains(&(row.op.name(), row.size_bytes)))
+    {
+        return Err(format!(
+            "{SUMMARY_CSV} write {} is a {} of {} bytes, which the plan {RUN_JSON} records never makes: was the file edited?",
+            row.seq,
+            row.op.name(),
+            row.size_bytes
+        ));
+    }
+    // No probe in the window is what leaves hol_delay_ms empty: empty beside probes that were
+    // in it, it read as "under one probe interval" and made a regression an improvement (the
+    // hostile trial).
+    if let Some(row) = summary
+        .iter()
+        .find(|row| row.ok && row.hol_delay_ms.is_none() && row.probes_in_window > 0)
+    {
+        return Err(format!(
+            "{SUMMARY_CSV} write {} has no hol_delay_ms but {} probe(s) in its window: the tool leaves it empty only when no probe was (was the file edited?)",
+            row.seq, row.probes_in_window
+        ));
+    }
     // The writes are the plan's: numbered from 1 to its count, every one of them in a complete
     // run (rows copied under new numbers made 20 repeats of a plan of 5, and a size taken out
     // of both files of a complete run passed as never planned; the hostile trial).
@@ -591,9 +624,18 @@ fn read_run_json(dir: &Path) -> Result<(RunMeta, Expected), String> {
             "{RUN_JSON}: analysis_version {analysis} is not an analysis this version knows (1 to {ANALYSIS_VERSION}): a run of a later version? compare it with that version"
         ));
     }
+    let planned_writes = writer.plan.step_count();
     let expected = Expected {
         key_prefix: run.key_prefix.clone(),
-        planned_writes: writer.plan.step_count(),
+        planned_writes,
+        planned_steps: (planned_writes <= PLAN_STEPS_CHECKED).then(|| {
+            writer
+                .plan
+                .steps(&run.key_prefix)
+                .iter()
+                .map(|step| (step.op.name(), step.size_bytes))
+                .collect()
+        }),
     };
     Ok((RunMeta::of(dir, &run, writer), expected))
 }
@@ -793,7 +835,7 @@ mod tests {
 
     /// Writes `run` as the run itself would: run.json, summary.csv and writes.csv.
     fn write_run(dir: &Path, run: &RunJson) {
-        write_json(dir, &serde_json::to_value(run).unwrap());
+        write_json(dir, &plan_of_its_rows(serde_json::to_value(run).unwrap()));
         let summary = csv_bytes(&run.analysis.writes, columns::SUMMARY).unwrap();
         let writes = csv_bytes(&sample::write_records(run), columns::WRITES).unwrap();
         fs::write(dir.join(SUMMARY_CSV), summary).unwrap();
@@ -824,7 +866,15 @@ mod tests {
     }
 
     fn sample_json() -> Value {
-        serde_json::to_value(sample::run_json()).unwrap()
+        plan_of_its_rows(serde_json::to_value(sample::run_json()).unwrap())
+    }
+
+    /// The sample run (the exports' golden files) with a plan that makes its rows: its custom
+    /// command removes each key, so its plan has no DEL, while its third row is one (the compare
+    /// refuses a row its plan does not make). The same number of writes either way.
+    fn plan_of_its_rows(mut json: Value) -> Value {
+        json["options"]["writer"]["commands"] = Value::Array(Vec::new());
+        json
     }
 
     /// The round trip: every field compare reads, written by the run's own types with a value

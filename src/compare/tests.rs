@@ -444,7 +444,7 @@ fn a_string_and_a_hash_of_the_same_bytes_are_not_compared() {
 }
 
 #[test]
-fn the_same_run_twice_is_no_change() {
+fn the_same_run_twice_is_refused_and_an_edited_copy_warned_of() {
     let base = run(
         "a",
         &[(
@@ -454,14 +454,14 @@ fn the_same_run_twice_is_no_change() {
             &[5.0, 6.0, 7.0, 8.0, 9.0],
         )],
     );
-    let c = compare(&base, &base, Rules::default()).unwrap();
-    assert_eq!(c.verdict, Verdict::NoChange);
+    // Refused: a gate that compared a run with itself passed (the hostile trial).
+    let err = compare(&base, &base, Rules::default())
+        .unwrap_err()
+        .to_string();
     assert!(
-        c.warnings
-            .iter()
-            .any(|w| w.contains("same run (a) with the same figures")),
-        "{:?}",
-        c.warnings
+        err.contains("same run (a) with the same figures")
+            && err.contains("can only say no change"),
+        "{err}"
     );
     // A copy of it with other figures (edited, or reanalysed) is not said to be no change.
     let mut copy = base.clone();
