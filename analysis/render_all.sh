@@ -26,8 +26,9 @@ commands=()
 collections=()
 while IFS= read -r summary; do
   run=$(dirname "$summary")
-  # The sizes of a later sitting (data/unseen/) check the models; the picture is of the runs they were fitted on.
-  if [[ "$run" == data/unseen/* ]]; then
+  # The sizes of the later sittings (data/unseen/, data/unseen-2/) check the models; the picture
+  # is of the runs they were fitted on.
+  if [[ "$run" == data/unseen/* || "$run" == data/unseen-2/* ]]; then
     continue
   fi
   # Value-type runs (data/collections/, data/heldout/) ship without their probe-level files:
