@@ -60,7 +60,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     pub threads: Option<String>,
 
-    /// Length of the load [default: 30s; with --writer-sizes, until the writer is done].
+    /// Length of the load, 1s to 24h [default: 30s; with --writer-sizes, until the writer is
+    /// done].
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub duration: Option<String>,
 
@@ -159,11 +160,13 @@ impl LoadArgs {
         let duration = match &self.duration {
             Some(text) => {
                 let d = parse_duration("--duration", text)?;
-                if d.is_zero() || d > Duration::from_secs(24 * 3600) {
+                // The report is per second: `1ns` ran, and said "Runtime: 0 s" and "Requests per
+                // second: 0.00" (the hostile trial).
+                if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
                     return Err(UsageError::invalid(
                         "--duration",
                         text,
-                        "expected more than 0 and at most 24h",
+                        "expected at least 1s (the load is reported per second) and at most 24h",
                     ));
                 }
                 Some(d)
@@ -377,6 +380,8 @@ mod tests {
             (vec!["--rate", "0"], "--rate"),
             (vec!["--rate", "fast"], "--rate"),
             (vec!["--duration", "0s"], "--duration"),
+            (vec!["--duration", "1ns"], "--duration"),
+            (vec!["--duration", "999ms"], "--duration"),
             (vec!["--duration", "30"], "--duration"),
             (vec!["--keys", "-5"], "--keys"),
             (vec!["--value-size", "4096..1024"], "--value-size"),
