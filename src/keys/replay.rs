@@ -257,7 +257,7 @@ pub fn text_lines(rows: &[ReplayRow], server: &str) -> Vec<String> {
 /// The median of measured over predicted over the replayed removals (DEL, UNLINK, expiry)
 /// measured at 1 ms or more, and how many: what the day's host made of the model.
 pub fn removals_measured_over_predicted(rows: &[ReplayRow]) -> Option<(f64, usize)> {
-    let mut ratios: Vec<f64> = rows
+    let ratios: Vec<f64> = rows
         .iter()
         .flat_map(|r| {
             [
@@ -271,17 +271,7 @@ pub fn removals_measured_over_predicted(rows: &[ReplayRow]) -> Option<(f64, usiz
             _ => None,
         })
         .collect();
-    if ratios.is_empty() {
-        return None;
-    }
-    ratios.sort_by(f64::total_cmp);
-    let n = ratios.len();
-    let median = if n % 2 == 1 {
-        ratios[n / 2]
-    } else {
-        (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
-    };
-    Some((median, n))
+    crate::analyze::stats::spread(&ratios).map(|s| (s.median, s.n))
 }
 
 /// A prediction further than this from the measured freeze, ms or a share of the measured,
