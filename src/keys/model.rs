@@ -440,7 +440,7 @@ impl CostModel {
                 || check.how.chars().any(char::is_control)
             {
                 return Err(ModelError(
-                    "its later_check has figures or text no check makes".into(),
+                    "one of its later_checks has figures or text no check makes".into(),
                 ));
             }
         }
