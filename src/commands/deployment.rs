@@ -392,9 +392,9 @@ impl LoadDeployment {
         }
         // Two URLs of one server (`localhost` and `127.0.0.1`) loaded it as two, with an "all 2
         // servers" total (the hostile trial): the server's INFO run_id says it is one.
-        let mut seen: Vec<(String, String)> = Vec::new();
+        let mut seen: Vec<(&str, String)> = Vec::new();
         for target in &deployment.opened {
-            let Some(id) = server_run_id(&target.conn) else {
+            let Some(id) = target.server.run_id.as_deref() else {
                 continue;
             };
             if let Some((_, first)) = seen.iter().find(|(known, _)| *known == id) {
@@ -422,13 +422,6 @@ impl LoadDeployment {
         }
         Ok(deployment)
     }
-}
-
-/// The server process's `run_id` (INFO server), where it answers.
-fn server_run_id(conn: &crate::measure::target::ConnInfo) -> Option<String> {
-    let mut c = conn.redis_connection().ok()?;
-    let info: String = redis::cmd("INFO").arg("server").query(&mut c).ok()?;
-    crate::measure::target::info_field(&info, "run_id").map(str::to_string)
 }
 
 impl Drop for LoadDeployment {

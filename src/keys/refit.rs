@@ -29,13 +29,8 @@ fn model_op(op: WriteOp) -> Option<ModelOp> {
 /// interval (1 / (rate × threads)): a row no probe overlapped took less than that, and counts as
 /// that bound ([`FitRow::under_one_interval`]). Failed writes, ops the model does not price and
 /// collection rows that do not say their encoding or freeing thread are left out; a string is
-/// one element of its whole size, `raw`, and always freed on the main thread. `pace_us` is the
-/// run's baseline PING median ([`FitRow::pace_us`]).
-pub fn fit_rows(
-    summary: &[WriteSummary],
-    probe_interval_ms: f64,
-    pace_us: Option<u64>,
-) -> Vec<FitRow> {
+/// one element of its whole size, `raw`, and always freed on the main thread.
+pub fn fit_rows(summary: &[WriteSummary], probe_interval_ms: f64) -> Vec<FitRow> {
     summary
         .iter()
         .filter(|row| row.ok)
@@ -69,7 +64,7 @@ pub fn fit_rows(
                 hol_delay_ms,
                 source: Source::Tool,
                 under_one_interval,
-                pace_us,
+                pace_us: None,
             })
         })
         .collect()
@@ -164,7 +159,7 @@ mod tests {
             // A collection row that does not say its thread is not guessed.
             summary(WriteOp::Expire, 100_000, None, Some(50.0)),
         ];
-        let fitted = fit_rows(&rows, 0.5, None);
+        let fitted = fit_rows(&rows, 0.5);
         let ops: Vec<ModelOp> = fitted.iter().map(|r| r.op).collect();
         assert_eq!(ops, [ModelOp::Read, ModelOp::Delete, ModelOp::Unlink]);
         assert!(fitted.iter().all(|r| r.source == Source::Tool));
@@ -202,7 +197,7 @@ mod tests {
             op: WriteOp::Set,
             ..row.clone()
         };
-        let fitted = fit_rows(&[set, row], 0.5, None);
+        let fitted = fit_rows(&[set, row], 0.5);
         assert_eq!(fitted.len(), 1);
         let r = &fitted[0];
         assert_eq!((r.kind.as_str(), r.encoding.as_str()), ("string", "raw"));
@@ -230,7 +225,7 @@ mod tests {
             previous.server.clone(),
             LazyfreeSettings::default(),
             vec!["test".into()],
-            fit_rows(&tool, 0.5, None),
+            fit_rows(&tool, 0.5),
             Some(&previous),
         );
         let entry = |op: ModelOp, kind: &str| {
@@ -262,7 +257,7 @@ mod tests {
             previous.server.clone(),
             LazyfreeSettings::default(),
             Vec::new(),
-            fit_rows(&tool, 0.5, None),
+            fit_rows(&tool, 0.5),
             None,
         );
         assert_eq!(alone.entries.len(), 1);

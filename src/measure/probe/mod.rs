@@ -186,6 +186,40 @@ impl ProbeShared {
     }
 }
 
+/// The probe's command: `PING`, or `GET` of the run's probe key.
+fn probe_args(cmd: ProbeCmd, get_key: &str) -> Vec<&[u8]> {
+    match cmd {
+        ProbeCmd::Ping => vec![b"PING"],
+        ProbeCmd::Get => vec![b"GET", get_key.as_bytes()],
+    }
+}
+
+/// Sends the probe once on a connection of the probes' user: an ACL's refusal (a `NOPERM` reply)
+/// is one line naming `--probe-cmd`. Anything else, a reply malformed or missing included, is
+/// left to the probes, which say it as they always have (through the tool's bounded reader, not
+/// redis-rs's, so a hostile reply is not buffered whole here).
+pub fn probe_allowed(conn: &ConnInfo, cmd: ProbeCmd, get_key: &str) -> Result<()> {
+    let Ok(mut raw) = crate::measure::resp::RawConn::connect(conn) else {
+        return Ok(());
+    };
+    match raw.command(&probe_args(cmd, get_key)) {
+        Ok(crate::measure::resp::Reply::Error(text)) if text.starts_with("NOPERM") => {
+            Err(anyhow::anyhow!(
+                "--probe-cmd {}: the server refuses it to the connection's user ({}): the probes need it on every server they probe (ACL SETUSER <user> +{}{})",
+                cmd.name(),
+                text.trim(),
+                cmd.name(),
+                if cmd == ProbeCmd::Get {
+                    " and the keys ~holprobe:*"
+                } else {
+                    ""
+                }
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Starts the probe threads on a schedule beginning at `schedule_start_us` (run clock). Thread
 /// `i` is offset by `i / threads` of a period, so together they sample every
 /// 1 / (threads × rate) seconds. Connections are opened before this returns, so a bad password
@@ -206,10 +240,7 @@ pub fn spawn_probes(
         socks.push(sock);
     }
     let period_ns = 1e9 / config.rate_per_thread;
-    let encoded = match config.cmd {
-        ProbeCmd::Ping => encode_command(&[b"PING"]),
-        ProbeCmd::Get => encode_command(&[b"GET", config.get_key.as_bytes()]),
-    };
+    let encoded = encode_command(&probe_args(config.cmd, &config.get_key));
     let reply_len = inflight::expected_reply(config.cmd).len();
     let mut handles = Vec::with_capacity(socks.len());
     for (index, sock) in socks.into_iter().enumerate() {

@@ -566,6 +566,10 @@ pub struct ServerFacts {
     /// the run.
     #[serde(skip)]
     pub local_pid: Option<u32>,
+    /// INFO server's `run_id`: one per server process, so two URLs of one server (`localhost`
+    /// and `127.0.0.1`) are known as one. Not stored.
+    #[serde(skip)]
+    pub run_id: Option<String>,
     /// The server has no UNLINK (COMMAND INFO UNLINK is empty: renamed away, or too old): the
     /// advice after a main-thread DEL names the lazyfree setting only. Not stored.
     #[serde(skip)]
@@ -744,6 +748,7 @@ pub fn read_server_facts(control: &mut redis::Connection, conn: &ConnInfo) -> Re
         } else {
             None
         },
+        run_id: field("run_id"),
         no_unlink: matches!(
             redis::cmd("COMMAND").arg("INFO").arg("UNLINK").query::<redis::Value>(control),
             Ok(redis::Value::Array(ref infos)) if infos.first().is_some_and(|i| matches!(i, redis::Value::Nil))

@@ -57,10 +57,9 @@ use crate::measure::actor::ProbesStarted;
 use crate::measure::culprit::ServerLogPoller;
 use crate::measure::event::Event;
 use crate::measure::hostmem::{MEMORY_SAMPLE_PERIOD, spawn_memory_sampler};
-use crate::measure::probe::{ProbeConfig, spawn_probes};
-use crate::measure::resp::{RawConn, Reply};
+use crate::measure::probe::{ProbeConfig, probe_allowed, spawn_probes};
 use crate::measure::serverview::{ViewSetup, settings_for_observing};
-use crate::measure::target::{ConnInfo, Target};
+use crate::measure::target::Target;
 use crate::measure::topology::TopologyKind;
 use crate::measure::topology_watch::{JoinedNode, TopologyWatcher, spawn_topology_watch};
 pub use crate::options::RunOptions;
@@ -81,34 +80,6 @@ pub use threads::spawn_poller;
 
 /// How often run.json is rewritten while the run goes (and after every write).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
-
-/// Sends the probe once on a connection of the probes' user: an ACL's refusal (a `NOPERM` reply)
-/// is one line naming `--probe-cmd`. Anything else, a reply malformed or missing included, is
-/// left to the probes, which say it as they always have (through the tool's bounded reader, not
-/// redis-rs's, so a hostile reply is not buffered whole here).
-fn probe_allowed(conn: &ConnInfo, cmd: ProbeCmd, get_key: &str) -> Result<()> {
-    let Ok(mut raw) = RawConn::connect(conn) else {
-        return Ok(());
-    };
-    let args: Vec<&[u8]> = match cmd {
-        ProbeCmd::Ping => vec![b"PING"],
-        ProbeCmd::Get => vec![b"GET", get_key.as_bytes()],
-    };
-    match raw.command(&args) {
-        Ok(Reply::Error(text)) if text.starts_with("NOPERM") => Err(anyhow::anyhow!(
-            "--probe-cmd {}: the server refuses it to the connection's user ({}): the probes need it on every server they probe (ACL SETUSER <user> +{}{})",
-            cmd.name(),
-            text.trim(),
-            cmd.name(),
-            if cmd == ProbeCmd::Get {
-                " and the keys ~holprobe:*"
-            } else {
-                ""
-            }
-        )),
-        _ => Ok(()),
-    }
-}
 
 /// Runs probes on every node of `probed` (its first node is `target`, the one the actor works
 /// on) with `actor` beside them (none: observe) until the actor is done, the duration is over,

@@ -192,6 +192,7 @@ pub(crate) mod sample {
             io_threads: Some(1),
             mem_allocator: Some("jemalloc-5.3.0".into()),
             local_pid: None,
+            run_id: None,
             no_unlink: false,
         };
         let host = HostInfo {
